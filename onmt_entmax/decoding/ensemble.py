@@ -1,0 +1,61 @@
+"""Ensembles that average raw probabilities (Peters et al. 2019, Sec. 4.1).
+
+p_ens(v) = (1/M) sum_m p_m(v). With sparse members, p_ens(v) = 0 iff every member gives v
+probability zero, so the ensemble support is the union of the members' supports. Computed in
+log space as logsumexp_m(log p_m) - log M, which keeps -inf for tokens all members rule out
+(never NaN: torch.logsumexp of an all -inf slice is -inf).
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+
+def average_probs(log_probs: Sequence[Tensor] | Tensor, weights: Sequence[float] | None = None) -> Tensor:
+    """log( sum_m w_m p_m ) from member log-probabilities (stacked on dim 0 or a list).
+
+    ``weights`` default to 1/M; they must be positive and are normalised to sum to 1.
+    Computed in float32 (or float64 if given) and returned in the members' dtype.
+    """
+    stacked = log_probs if isinstance(log_probs, Tensor) else torch.stack(list(log_probs))
+    if stacked.dim() < 2 or stacked.size(0) == 0:
+        raise ValueError(
+            f"average_probs expects M >= 1 member log-prob tensors stacked on dim 0, got shape {tuple(stacked.shape)}"
+        )
+    dtype = stacked.dtype
+    work = stacked.float() if dtype in (torch.float16, torch.bfloat16) else stacked
+    m = work.size(0)
+    if weights is None:
+        return (torch.logsumexp(work, dim=0) - math.log(m)).to(dtype)
+    if len(weights) != m or any(w <= 0 for w in weights):
+        raise ValueError(f"ensemble weights must be {m} positive numbers, got {list(weights)}")
+    total = float(sum(weights))
+    logw = torch.tensor([math.log(w / total) for w in weights], dtype=work.dtype, device=work.device)
+    logw = logw.view(-1, *([1] * (work.dim() - 1)))
+    return torch.logsumexp(work + logw, dim=0).to(dtype)
+
+
+def check_same_vocab(vocabs: Sequence[Sequence[str]], names: Sequence[str] | None = None) -> None:
+    """Raise ValueError unless every member has the same target vocabulary, in the same order.
+
+    Averaging p_m(v) token by token is meaningless if index v names different words.
+    """
+    if len(vocabs) < 2:
+        return
+    names = list(names) if names is not None else [f"model {i}" for i in range(len(vocabs))]
+    ref = list(vocabs[0])
+    for name, voc in zip(names[1:], vocabs[1:]):
+        voc = list(voc)
+        if voc == ref:
+            continue
+        if len(voc) != len(ref):
+            detail = f"{len(ref)} vs {len(voc)} target tokens"
+        else:
+            i = next(i for i, (a, b) in enumerate(zip(ref, voc)) if a != b)
+            detail = f"token {i} is {ref[i]!r} in {names[0]} but {voc[i]!r} in {name}"
+        raise ValueError(
+            f"ensemble members must share one target vocabulary: {names[0]} and {name} differ ({detail})"
+        )

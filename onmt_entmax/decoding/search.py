@@ -1,0 +1,225 @@
+"""Search over the nonzero support of a sparse sequence model.
+
+A model is seen through one callable, ``next_log_probs(prefixes) -> (N, V) tensor``: for each
+prefix (a tuple of token ids, BOS excluded) the log-probabilities of the next token, with
+-inf for probability exactly 0. A sequence y = (y_1, .., y_T, EOS) has
+log p(y) = sum_t log p(y_t | y_<t), and p(y) > 0 iff every factor is nonzero.
+
+Lengths: ``max_length`` counts generated tokens *including* EOS (as OpenNMT-py's
+``max_length``), so a hypothesis has at most ``max_length - 1`` tokens before EOS.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import torch
+from torch import Tensor
+
+from .certificate import CertificateTracker, SentenceCertificate
+
+NEG_INF = float("-inf")
+Prefix = tuple
+NextLogProbs = Callable[[Sequence[Prefix]], Tensor]
+
+
+class SupportTooLarge(ValueError):
+    """The nonzero support has more sequences than the cap allows (or is not finite)."""
+
+
+@dataclass
+class Support:
+    """Every sequence with nonzero probability, most probable first."""
+
+    sequences: list  # [(tokens without EOS, log p)]
+    expansions: int = 0  # model calls' rows spent
+
+    @property
+    def mass(self) -> float:
+        """Total probability covered, sum_y p(y); 1 up to rounding for a normalised model."""
+        return float(sum(math.exp(s) for _, s in self.sequences))
+
+    def __len__(self) -> int:
+        return len(self.sequences)
+
+
+def _check_rows(log_probs: Tensor, n: int) -> Tensor:
+    if not isinstance(log_probs, Tensor) or log_probs.dim() != 2 or log_probs.size(0) != n:
+        shape = tuple(log_probs.shape) if isinstance(log_probs, Tensor) else type(log_probs).__name__
+        raise ValueError(f"next_log_probs must return a (N={n}, V) tensor of log-probabilities, got {shape}")
+    if torch.isnan(log_probs).any():
+        raise ValueError("next_log_probs returned NaN; zero probabilities must be -inf")
+    return log_probs.detach().float().cpu()
+
+
+def enumerate_support(
+    next_log_probs: NextLogProbs,
+    eos: int,
+    max_length: int,
+    cap: int = 100,
+    batch_size: int = 64,
+) -> Support:
+    """All sequences y with p(y) > 0, breadth first, or SupportTooLarge.
+
+    Each live prefix has p > 0, so (for a normalised model) it has at least one completion
+    with p > 0: finished + live is a lower bound on |support|, and exceeding ``cap`` proves
+    the support is larger than the cap. A live prefix at ``max_length`` means the support
+    is longer than allowed (possibly infinite): also SupportTooLarge.
+    """
+    if cap < 1:
+        raise ValueError(f"enumeration cap must be >= 1, got {cap}")
+    if max_length < 1:
+        raise ValueError(f"max_length must be >= 1, got {max_length}")
+    live: list = [((), 0.0)]
+    done: list = []
+    rows = 0
+    for depth in range(max_length):
+        nxt: list = []
+        for start in range(0, len(live), batch_size):
+            chunk = live[start : start + batch_size]
+            lp = _check_rows(next_log_probs([p for p, _ in chunk]), len(chunk))
+            rows += len(chunk)
+            for (prefix, score), row in zip(chunk, lp):
+                for v in torch.nonzero(torch.isfinite(row)).flatten().tolist():
+                    s = score + float(row[v])
+                    if v == eos:
+                        done.append((prefix, s))
+                    else:
+                        nxt.append((prefix + (v,), s))
+                if len(done) + len(nxt) > cap:
+                    raise SupportTooLarge(
+                        f"more than cap={cap} sequences have nonzero probability "
+                        f"(found {len(done)} finished and {len(nxt)} live at length {depth + 1}); "
+                        "raise the enumeration cap or use beam search"
+                    )
+        live = nxt
+        if not live:
+            break
+    if live:
+        raise SupportTooLarge(
+            f"{len(live)} prefixes still have nonzero probability at max_length={max_length}; "
+            "the support is longer than max_length (it may be infinite)"
+        )
+    done.sort(key=lambda x: -x[1])
+    return Support(done, rows)
+
+
+@dataclass(order=True)
+class _Best:
+    score: float
+    tokens: tuple = field(compare=False)
+
+
+def exact_search(
+    next_log_probs: NextLogProbs,
+    eos: int,
+    max_length: int,
+    n_best: int = 1,
+    max_expansions: int = 100_000,
+) -> list:
+    """The n_best most probable sequences, exactly: depth-first over the nonzero support.
+
+    Pruning is sound because log p(y_<=t) is non-increasing in t (each factor p <= 1): a
+    prefix whose score is already <= the current n-th best can only lead to worse sequences.
+    Children are visited most probable first so good bounds come early. Zero-probability
+    tokens are never expanded, which is what makes this tractable for sparse models.
+    Raises ValueError for an unnormalised step (some p > 1, e.g. alpha-ReLU), where the bound
+    fails, and SupportTooLarge after ``max_expansions`` model rows.
+    Returns [(tokens without EOS, log p)], best first (fewer if the support is smaller).
+    """
+    if n_best < 1:
+        raise ValueError(f"n_best must be >= 1, got {n_best}")
+    best: list = []  # min-heap of _Best, size <= n_best
+    expansions = 0
+
+    def bound() -> float:
+        return best[0].score if len(best) == n_best else NEG_INF
+
+    stack: list = [((), 0.0)]
+    while stack:
+        prefix, score = stack.pop()
+        if score <= bound():
+            continue
+        expansions += 1
+        if expansions > max_expansions:
+            raise SupportTooLarge(
+                f"exact search exceeded max_expansions={max_expansions}; the problem is too large for exact search"
+            )
+        row = _check_rows(next_log_probs([prefix]), 1)[0]
+        if (row > 1e-6).any():
+            raise ValueError(
+                "exact search needs normalised probabilities (every p <= 1) so that prefix scores bound "
+                "their completions; this step has p > 1 (an unnormalised alpha-ReLU output?)"
+            )
+        finite = torch.nonzero(torch.isfinite(row)).flatten()
+        children = []
+        for v in finite.tolist():
+            s = score + float(row[v])
+            if s <= bound():
+                continue
+            if v == eos:
+                heapq.heappush(best, _Best(s, prefix))
+                if len(best) > n_best:
+                    heapq.heappop(best)
+            elif len(prefix) + 1 < max_length:
+                children.append((s, prefix + (v,)))
+        children.sort()  # ascending: the most probable child is pushed last, popped first
+        stack.extend((p, s) for s, p in children)
+    return [(b.tokens, b.score) for b in sorted(best, reverse=True)]
+
+
+@dataclass
+class BeamResult:
+    hypotheses: list  # [(tokens without EOS, score)], best first
+    certificate: SentenceCertificate
+
+
+def beam_search(
+    next_log_probs: NextLogProbs,
+    eos: int,
+    beam_size: int,
+    max_length: int,
+    n_best: int = 1,
+) -> BeamResult:
+    """Reference beam search with -inf semantics and Peters et al.'s certificate.
+
+    Same rules as OpenNMT-py's BeamSearch (ratio 0, no penalties), kept small so the patched
+    upstream search can be checked against it: the ``beam_size`` best finite candidates are
+    kept; those ending in EOS move to the finished list and free their slot; the search stops
+    when the best candidate of a step ends in EOS and >= n_best hypotheses are finished, or
+    when nothing finite is left. Zero-probability hypotheses are never returned; at
+    ``max_length`` unfinished hypotheses are returned truncated (as upstream does).
+    """
+    tracker = CertificateTracker(1)
+    live: list = [((), 0.0)]
+    finished: list = []
+    for step in range(max_length):
+        lp = _check_rows(next_log_probs([p for p, _ in live]), len(live))
+        scores = torch.tensor([s for _, s in live]).unsqueeze(1) + lp
+        flat = scores.flatten()
+        tracker.observe_step([0], flat.unsqueeze(0), beam_size)
+        k = min(beam_size, flat.numel())
+        top_s, top_i = torch.topk(flat, k)
+        picked = [(live[i // lp.size(1)][0], i % lp.size(1), s)
+                  for s, i in zip(top_s.tolist(), top_i.tolist()) if s != NEG_INF]
+        if not picked:
+            break
+        new_live = []
+        for prefix, v, s in picked:
+            if v == eos:
+                finished.append((prefix, s))
+            else:
+                new_live.append((prefix + (v,), s))
+        if step == max_length - 1:
+            finished.extend(new_live)
+            tracker.observe_stop(0, [], truncated=len(new_live))
+            new_live = []
+        top_is_eos = picked[0][1] == eos
+        if (top_is_eos and len(finished) >= n_best) or not new_live:
+            tracker.observe_stop(0, [s for _, s in new_live])
+            break
+        live = new_live
+    finished.sort(key=lambda x: -x[1])
+    return BeamResult(finished[:n_best], tracker[0])
