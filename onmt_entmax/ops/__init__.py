@@ -1,0 +1,23 @@
+"""Math layer: sparse mappings and their Fenchel-Young losses (no OpenNMT-py import here)."""
+from .alpha_relu import alpha_relu
+from .entmax import entmax, entmax_threshold
+from .entmax15 import entmax15
+from .entmax_bisect import entmax_bisect, softmax_safe
+from .losses import (
+    AlphaReLULoss,
+    Entmax15Loss,
+    EntmaxBisectLoss,
+    SparsemaxLoss,
+    alpha_relu_loss,
+    entmax15_loss,
+    entmax_bisect_loss,
+    fy_loss,
+    sparsemax_loss,
+)
+from .sparsemax import sparsemax
+
+__all__ = [
+    "sparsemax", "entmax15", "entmax_bisect", "entmax", "alpha_relu", "entmax_threshold", "softmax_safe",
+    "SparsemaxLoss", "Entmax15Loss", "EntmaxBisectLoss", "AlphaReLULoss",
+    "sparsemax_loss", "entmax15_loss", "entmax_bisect_loss", "alpha_relu_loss", "fy_loss",
+]

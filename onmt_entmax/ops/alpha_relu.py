@@ -1,0 +1,57 @@
+"""alpha-ReLU (Tezekbayev et al., "Speeding Up Entmax"): entmax with a fixed threshold.
+
+    alpha_relu(z) = [(alpha - 1) z - tau]_+^{1/(alpha-1)},   alpha > 1, tau a constant.
+
+Unnormalized (no search for tau, elementwise). Its derivative is p^{2-alpha} on the support:
+d/dz [(a-1) z - tau]^{1/(a-1)} = [(a-1) z - tau]^{(2-a)/(a-1)} = p^{2-a}.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch.autograd import Function
+
+from ._common import check_alpha, check_input, compute_dtype
+
+
+def check_tau(tau: float) -> float:
+    t = float(tau)
+    if t != t or t in (float("inf"), float("-inf")):
+        raise ValueError(f"tau must be a finite number, got {tau!r}")
+    return t
+
+
+def _alpha_relu(x: Tensor, alpha: float, tau: float) -> Tensor:
+    return ((alpha - 1) * x - tau).clamp(min=0).pow(1.0 / (alpha - 1))
+
+
+def alpha_relu_slope(p: Tensor, alpha: float) -> Tensor:
+    """dp/dz = p^{2-alpha} where p > 0, 0 elsewhere."""
+    return torch.where(p > 0, p.pow(2 - alpha), torch.zeros_like(p))
+
+
+class AlphaReLUFunction(Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, alpha: float, tau: float) -> Tensor:
+        p = _alpha_relu(x, alpha, tau)
+        ctx.save_for_backward(p)
+        ctx.alpha = alpha
+        return p
+
+    @staticmethod
+    def backward(ctx, g: Tensor):
+        (p,) = ctx.saved_tensors
+        return g * alpha_relu_slope(p, ctx.alpha), None, None
+
+
+def alpha_relu(z: Tensor, alpha: float = 1.5, tau: float = 0.0, dim: int = -1) -> Tensor:
+    """alpha-ReLU [(alpha-1) z - tau]_+^{1/(alpha-1)} elementwise (alpha > 1, tau finite).
+
+    `dim` is accepted for API symmetry with the normalized mappings; the map is elementwise.
+    -inf entries give 0; float16/bfloat16 are computed in float32.
+    """
+    check_input(z)
+    check_alpha(alpha, strict=True)
+    tau = check_tau(tau)
+    x = z.to(compute_dtype(z.dtype))
+    return AlphaReLUFunction.apply(x, float(alpha), tau).to(z.dtype)

@@ -1,0 +1,51 @@
+"""One entry point for alpha-entmax and its threshold, choosing the exact algorithm when there is one."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from ._common import Alpha, check_alpha, compute_dtype
+from .entmax15 import entmax15, entmax15_threshold
+from .entmax_bisect import _bisect_last, _prepare, default_n_iter, entmax_bisect, softmax_safe
+from .sparsemax import sparsemax, sparsemax_threshold
+
+
+def entmax(z: Tensor, alpha: Alpha = 1.5, dim: int = -1, n_iter: Optional[int] = None) -> Tensor:
+    """alpha-entmax along `dim`: alpha = 1 softmax, 1.5 exact 1.5-entmax, 2 exact sparsemax, else bisection.
+
+    A tensor `alpha` (per row / per head, possibly learnable) always takes the bisection path.
+    """
+    check_alpha(alpha)
+    if not isinstance(alpha, Tensor):
+        a = float(alpha)
+        if a == 1.0:
+            return softmax_safe(z, dim)
+        if a == 1.5:
+            return entmax15(z, dim)
+        if a == 2.0:
+            return sparsemax(z, dim)
+    return entmax_bisect(z, alpha, dim, n_iter)
+
+
+def entmax_threshold(z: Tensor, alpha: Alpha = 1.5, dim: int = -1, n_iter: Optional[int] = None) -> Tensor:
+    """tau (keepdim along `dim`) such that entmax(z) = [(alpha-1) z - tau]_+^{1/(alpha-1)}.
+
+    Exact for alpha 1.5 and 2, by bisection otherwise; -inf for rows that are entirely -inf.
+    Used for the alpha-ReLU threshold estimate (the mean 1.5-entmax threshold of an untrained model).
+    """
+    check_alpha(alpha, strict=True)
+    x = z.movedim(dim, -1).detach().to(compute_dtype(z.dtype))
+    if not isinstance(alpha, Tensor) and float(alpha) == 1.5:
+        tau = entmax15_threshold(x)
+    elif not isinstance(alpha, Tensor) and float(alpha) == 2.0:
+        tau = sparsemax_threshold(x)
+    else:
+        if isinstance(alpha, Tensor) and alpha.dim() == z.dim():
+            alpha = alpha.movedim(dim, -1)
+        a = _prepare(x, alpha)
+        n = default_n_iter(x.dtype) if n_iter is None else int(n_iter)
+        p, tau = _bisect_last(x, a, n)
+        tau = torch.where(p.sum(dim=-1, keepdim=True) > 0, tau, torch.full_like(tau, float("-inf")))
+    return tau.movedim(-1, dim)

@@ -1,0 +1,155 @@
+"""alpha-entmax for any alpha >= 1 by bisection on the threshold (Blondel et al. 2019; Peters et al. 2019).
+
+    entmax_alpha(z) = [(alpha - 1) z - tau]_+^{1/(alpha-1)},   sum_i p_i = 1.
+
+With x = (alpha - 1)(z - max z), tau lies in [-1, -d^{1-alpha}]: at tau = -1 the largest entry alone
+has mass 1, and at tau = -d^{1-alpha} every entry has mass at most 1/d. f(tau) = sum p_i(tau) - 1
+is decreasing, so bisection halves the bracket (width < 1) every step.
+
+Iterations: the default `n_iter` is the number of halvings after which the bracket is below the
+resolution of the compute dtype near |tau| <= 1 (2^-24 for float32, 2^-53 for float64), plus a
+few: 30 for float32, 60 for float64; more cannot change tau. The result is then divided by its
+sum, so rows sum to 1 to within rounding (|sum p - 1| <= 1e-6 in float32).
+
+Gradients: w.r.t. z by Proposition 1 of Peters et al. 2019 (u = p^{2-alpha}); w.r.t. alpha by
+Correia et al. 2019: with p~ = u / sum u and the Shannon terms s_i = p_i log p_i,
+    dp_i/dalpha = (p_i - p~_i) / (alpha - 1)^2 - (s_i - p~_i sum_j s_j) / (alpha - 1).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+from torch.autograd import Function
+
+from . import _dispatch
+from ._common import Alpha, check_alpha, compute_dtype, on_last_dim, shift_by_max, support_backward
+
+_DEFAULT_ITERS = {torch.float32: 30, torch.float64: 60}
+
+
+def default_n_iter(dtype: torch.dtype) -> int:
+    return _DEFAULT_ITERS.get(compute_dtype(dtype), 30)
+
+
+def _bisect_tau(x: Tensor, am1: Tensor, n_iter: int) -> Tensor:
+    """tau in [-1, -d^{1-alpha}] for rows x = (alpha-1)(z - max z) (keepdim); am1 = alpha - 1."""
+    d = (x > float("-inf")).sum(dim=-1, keepdim=True).clamp(min=1).to(x.dtype)
+    hi = -(d ** -am1)
+    lo = torch.full_like(hi, -1.0)
+    inv = 1.0 / am1
+    for _ in range(n_iter):
+        mid = (lo + hi) / 2
+        mass = (x - mid).clamp(min=0).pow(inv).sum(dim=-1, keepdim=True)
+        above = mass >= 1
+        lo = torch.where(above, mid, lo)
+        hi = torch.where(above, hi, mid)
+    return (lo + hi) / 2
+
+
+def _prepare(x: Tensor, alpha: Alpha) -> Tensor:
+    """alpha as a tensor of x's dtype broadcastable to x with size 1 on the last dim."""
+    a = torch.as_tensor(alpha, dtype=x.dtype, device=x.device)
+    if a.dim() == 0:
+        return a.reshape([1] * x.dim())
+    if a.shape[-1] != 1:
+        raise ValueError(f"alpha must have size 1 along dim, got shape {tuple(a.shape)} for input "
+                         f"{tuple(x.shape)}")
+    while a.dim() < x.dim():
+        a = a.unsqueeze(0)
+    return a
+
+
+def _bisect_last(x: Tensor, a: Tensor, n_iter: int) -> tuple[Tensor, Tensor]:
+    """(p, tau) along the last dim; rows with alpha == 1 are softmax; dead rows are zeros."""
+    xs, m, dead = shift_by_max(x)
+    am1 = (a - 1).clamp(min=torch.finfo(x.dtype).tiny)
+    xa = xs * am1
+    tau = _bisect_tau(xa, am1, n_iter)
+    p = (xa - tau).clamp(min=0).pow(1.0 / am1)
+    soft = a == 1
+    if bool(soft.any()):
+        p = torch.where(soft, torch.softmax(xs, dim=-1), p)
+    p = p / p.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(x.dtype).tiny)
+    p = torch.where(dead, torch.zeros_like(p), p)
+    return p, tau + am1 * m
+
+
+def alpha_gradient(p: Tensor, g: Tensor, a: Tensor) -> Tensor:
+    """g . dp/dalpha per row (keepdim), Correia et al. 2019 (see the module docstring)."""
+    am1 = (a - 1).clamp(min=1e-6)
+    u = torch.where(p > 0, p.pow(2 - a), torch.zeros_like(p))
+    su = u.sum(dim=-1, keepdim=True)
+    skew = u / torch.where(su > 0, su, torch.ones_like(su))
+    s = torch.where(p > 0, p * torch.log(p.clamp(min=torch.finfo(p.dtype).tiny)), torch.zeros_like(p))
+    ent = s.sum(dim=-1, keepdim=True)
+    dp = (p - skew) / am1 ** 2 - (s - skew * ent) / am1
+    return (g * dp).sum(dim=-1, keepdim=True)
+
+
+def reduce_to_shape(grad: Tensor, shape: torch.Size) -> Tensor:
+    """Sum a broadcast gradient back to `shape`."""
+    while grad.dim() > len(shape):
+        grad = grad.sum(dim=0)
+    for i, n in enumerate(shape):
+        if n == 1 and grad.shape[i] != 1:
+            grad = grad.sum(dim=i, keepdim=True)
+    return grad
+
+
+class EntmaxBisectFunction(Function):
+    """alpha-entmax over the last dim with gradients w.r.t. the input and alpha."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, alpha: Tensor, n_iter: int) -> Tensor:
+        a = _prepare(x, alpha)
+        p, _ = _bisect_last(x, a, n_iter)
+        ctx.save_for_backward(p, a)
+        ctx.alpha_shape = alpha.shape
+        return p
+
+    @staticmethod
+    def backward(ctx, g: Tensor):
+        p, a = ctx.saved_tensors
+        u = torch.where(p > 0, p.pow(2 - a), torch.zeros_like(p))
+        dx = support_backward(p, g, u)
+        da = None
+        if ctx.needs_input_grad[1]:
+            da = reduce_to_shape(alpha_gradient(p, g, a), ctx.alpha_shape)
+        return dx, da, None
+
+
+def entmax_bisect(z: Tensor, alpha: Alpha = 1.5, dim: int = -1, n_iter: Optional[int] = None) -> Tensor:
+    """alpha-entmax along `dim` for any alpha >= 1: [(alpha-1) z - tau]_+^{1/(alpha-1)}, summing to 1.
+
+    `alpha` is a float or a tensor broadcastable to `z` with size 1 along `dim` (per row / per
+    head); it receives a gradient when it requires one. alpha == 1 gives softmax exactly.
+    `n_iter` bisection steps (default: 30 in float32, 60 in float64; see the module docstring).
+    -inf entries get 0; an all -inf row gives zeros; float16/bfloat16 are computed in float32.
+    """
+    check_alpha(alpha)
+    n = default_n_iter(z.dtype) if n_iter is None else int(n_iter)
+    if n < 1:
+        raise ValueError(f"n_iter must be >= 1, got {n_iter!r}")
+    fast = _dispatch.kernel("entmax_bisect", z, dim, alpha=alpha)
+    if fast is not None:
+        return fast(z, alpha, dim, n)
+    if not isinstance(alpha, Tensor):
+        if float(alpha) == 1.0:
+            return softmax_safe(z, dim)
+        alpha = torch.tensor(float(alpha), dtype=compute_dtype(z.dtype), device=z.device)
+    else:
+        alpha = alpha.to(compute_dtype(z.dtype))
+        if alpha.dim() == z.dim():
+            alpha = alpha.movedim(dim, -1)
+    return on_last_dim(lambda x: EntmaxBisectFunction.apply(x, alpha, n), z, dim)
+
+
+def softmax_safe(z: Tensor, dim: int = -1) -> Tensor:
+    """Softmax (alpha = 1) with the same conventions: an all -inf row gives zeros, not NaN."""
+    def _soft(x: Tensor) -> Tensor:
+        xs, _, dead = shift_by_max(x)
+        p = torch.softmax(xs, dim=-1)
+        return torch.where(dead, torch.zeros_like(p), p)
+    return on_last_dim(_soft, z, dim)

@@ -1,0 +1,302 @@
+"""Fenchel-Young losses of the sparse mappings (Blondel et al. 2020; Peters et al. 2019).
+
+For an entmax mapping with Tsallis entropy H_alpha(p) = (1 - sum p^alpha) / (alpha (alpha - 1))
+(Shannon at alpha = 1):
+
+    L(z, y) = (p - e_y)^T z + H_alpha(p),   p = entmax_alpha(z),   dL/dz = p - e_y.
+
+alpha-ReLU (fixed threshold tau, unnormalized p) has the loss whose gradient is exactly
+alpha_relu(z) - e_y (Tezekbayev et al., Lemma 1):
+
+    L(z, y) = sum_i p_i^alpha / alpha - z_y + (1 + alpha tau) / (alpha (alpha - 1)),
+
+i.e. Omega*(z) - z_y + Omega(e_y) with Omega(mu) = sum mu^alpha / (alpha (alpha-1)) + tau sum mu / (alpha-1);
+it is >= 0 and is 0 iff p = e_y.
+
+Label smoothing is the Fenchel-Young one (Peters & Martins 2021): the loss against the smoothed
+target q = (1 - eps) e_y + eps u, with u uniform over the classes whose logit is finite
+(classes at -inf are impossible and receive no mass):
+
+    L_eps(z, y) = L(z, y) + eps (z_y - mean_u z) - H_alpha(q),   dL_eps/dz = p - q.
+
+The calling convention is that of nn.CrossEntropyLoss: input (N, C) with target (N,), or
+(N, C, d1, ...) with (N, d1, ...), or (C,) with (); `ignore_index` rows give 0 and are left out of
+the mean (a mean over no rows is 0, not NaN); a target outside [0, C) raises ValueError.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+from torch.autograd import Function
+
+from . import _dispatch
+from ._common import Alpha, check_alpha, compute_dtype, shift_by_max
+from .alpha_relu import _alpha_relu, check_tau
+from .entmax15 import _entmax15_last
+from .entmax_bisect import _bisect_last, _prepare, default_n_iter, reduce_to_shape
+from .sparsemax import _sparsemax_last
+
+KINDS = ("sparsemax", "entmax15", "entmax_bisect", "alpha_relu")
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def tsallis_entropy(p: Tensor, alpha: Tensor) -> Tensor:
+    """H_alpha(p) = (1 - sum p^alpha) / (alpha (alpha - 1)); Shannon -sum p log p where alpha == 1."""
+    pos = p > 0
+    a = alpha.expand_as(p[..., :1])
+    logp = torch.log(torch.where(pos, p, torch.ones_like(p)))
+    shannon = -(p * logp).sum(dim=-1, keepdim=True)
+    am1 = torch.where(a == 1, torch.ones_like(a), a - 1)
+    tsallis = (1 - torch.where(pos, p.pow(alpha), torch.zeros_like(p)).sum(dim=-1, keepdim=True)) / (a * am1)
+    return torch.where(a == 1, shannon, tsallis)
+
+
+def tsallis_entropy_dalpha(p: Tensor, alpha: Tensor) -> Tensor:
+    """d H_alpha(p) / d alpha for alpha > 1 (keepdim):
+    -(sum p^a log p) / (a (a-1)) - (1 - sum p^a) (2a - 1) / (a (a-1))^2."""
+    pos = p > 0
+    a = alpha.expand_as(p[..., :1]).clamp(min=1 + 1e-6)
+    pa = torch.where(pos, p.pow(alpha), torch.zeros_like(p))
+    logp = torch.log(torch.where(pos, p, torch.ones_like(p)))
+    h = a * (a - 1)
+    return -(pa * logp).sum(dim=-1, keepdim=True) / h - (1 - pa.sum(dim=-1, keepdim=True)) * (2 * a - 1) / h ** 2
+
+
+def _smoothed_target_entropy(n_classes: Tensor, eps: float, alpha: Tensor) -> tuple[Tensor, Tensor]:
+    """H_alpha(q) and dH_alpha(q)/dalpha for q = (1-eps) e_y + eps/n over n classes (keepdim)."""
+    a = alpha.expand_as(n_classes).clamp(min=1 + 1e-6)
+    big = (1 - eps) + eps / n_classes
+    small = eps / n_classes
+    rest = n_classes - 1
+    s_a = big ** a + rest * small ** a
+    s_alog = big ** a * torch.log(big) + rest * torch.where(small > 0, small ** a * torch.log(small),
+                                                          torch.zeros_like(small))
+    h = a * (a - 1)
+    tsallis = (1 - s_a) / h
+    dtsallis = -s_alog / h - (1 - s_a) * (2 * a - 1) / h ** 2
+    shannon = -(big * torch.log(big) + rest * torch.where(small > 0, small * torch.log(small),
+                                                          torch.zeros_like(small)))
+    one = alpha.expand_as(n_classes) == 1
+    return torch.where(one, shannon, tsallis), torch.where(one, torch.zeros_like(dtsallis), dtsallis)
+
+
+def _mapping(kind: str, x: Tensor, a: Tensor, tau: float, n_iter: int) -> Tensor:
+    if kind == "sparsemax":
+        return _sparsemax_last(x)
+    if kind == "entmax15":
+        return _entmax15_last(x)
+    if kind == "alpha_relu":
+        return _alpha_relu(x, float(a.reshape(-1)[0]), tau)
+    return _bisect_last(x, a, n_iter)[0]
+
+
+class FYLossFunction(Function):
+    """Per-row Fenchel-Young loss of 2-D logits; backward (p - q) * g and, for entmax_bisect, dL/dalpha."""
+
+    @staticmethod
+    def forward(ctx, z: Tensor, target: Tensor, alpha: Tensor, kind: str, tau: float, n_iter: int,
+                ignore_index: int, eps: float) -> Tensor:
+        keep = target != ignore_index
+        y = torch.where(keep, target, torch.zeros_like(target)).unsqueeze(-1)
+        a = _prepare(z, alpha)
+        finite = z > float("-inf")
+        n_finite = finite.sum(dim=-1, keepdim=True).to(z.dtype)
+        if kind == "alpha_relu":
+            al = float(a.reshape(-1)[0])
+            p = _alpha_relu(z, al, tau)
+            z_y = z.gather(-1, y)
+            loss = p.pow(al).sum(dim=-1, keepdim=True) / al - z_y + (1 + al * tau) / (al * (al - 1))
+            xs = z
+        else:
+            xs, _, dead = shift_by_max(z)
+            p = _mapping(kind, z, a, tau, n_iter)
+            z_y = xs.gather(-1, y)
+            pz = torch.where(p > 0, p * xs, torch.zeros_like(p)).sum(dim=-1, keepdim=True)
+            loss = pz - z_y + tsallis_entropy(p, a)
+            loss = torch.where(dead, torch.full_like(loss, float("inf")), loss)
+        if eps > 0:
+            mean_z = torch.where(finite, xs, torch.zeros_like(xs)).sum(dim=-1, keepdim=True) / n_finite.clamp(min=1)
+            h_q, dh_q = _smoothed_target_entropy(n_finite.clamp(min=1), eps, a)
+            loss = loss + eps * (z_y - mean_z) - h_q
+        else:
+            dh_q = None
+        loss = torch.where(keep.unsqueeze(-1), loss, torch.zeros_like(loss)).squeeze(-1)
+        ctx.save_for_backward(p, y, keep, finite, n_finite, a)
+        ctx.dh_q = dh_q
+        ctx.kind, ctx.eps, ctx.alpha_shape = kind, eps, alpha.shape
+        return loss
+
+    @staticmethod
+    def backward(ctx, g: Tensor):
+        p, y, keep, finite, n_finite, a = ctx.saved_tensors
+        scale = (g * keep.to(g.dtype)).unsqueeze(-1)
+        grad = p.clone()
+        grad.scatter_add_(-1, y, torch.full_like(y, -(1 - ctx.eps), dtype=grad.dtype))
+        if ctx.eps > 0:
+            grad = grad - ctx.eps * finite.to(grad.dtype) / n_finite.clamp(min=1)
+        grad = grad * scale
+        da = None
+        if ctx.needs_input_grad[2] and ctx.kind == "entmax_bisect":
+            dl = tsallis_entropy_dalpha(p, a)
+            if ctx.dh_q is not None:
+                dl = dl - ctx.dh_q
+            da = reduce_to_shape(dl * scale, ctx.alpha_shape)
+        return grad, None, da, None, None, None, None, None
+
+
+def _flatten(logits: Tensor, target: Tensor) -> tuple[Tensor, Tensor, tuple]:
+    """(N, C, d1..) -> (N*d1*.., C) rows; returns the shape of the unreduced loss."""
+    if logits.dim() == 1:
+        if target.dim() != 0:
+            raise ValueError(f"target must be 0-D for 1-D input, got shape {tuple(target.shape)}")
+        return logits.unsqueeze(0), target.reshape(1), ()
+    expected = (logits.shape[0],) + tuple(logits.shape[2:])
+    if tuple(target.shape) != expected:
+        raise ValueError(f"target shape {tuple(target.shape)} does not match input shape "
+                         f"{tuple(logits.shape)}: expected {expected}")
+    rows = logits.movedim(1, -1).reshape(-1, logits.shape[1])
+    return rows, target.reshape(-1), expected
+
+
+def _check_target(target: Tensor, n_classes: int, ignore_index: int) -> None:
+    if target.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
+        raise TypeError(f"target must be an integer (class index) tensor, got dtype {target.dtype}")
+    bad = (target != ignore_index) & ((target < 0) | (target >= n_classes))
+    if bool(bad.any()):
+        value = int(target[bad].reshape(-1)[0])
+        raise ValueError(f"target contains class index {value} outside [0, {n_classes}) "
+                         f"(and it is not ignore_index={ignore_index})")
+
+
+def fy_loss(logits: Tensor, target: Tensor, kind: str, alpha: Alpha = 1.5, tau: float = 0.0,
+            n_iter: Optional[int] = None, ignore_index: int = -100, reduction: str = "mean",
+            label_smoothing: float = 0.0) -> Tensor:
+    """Fenchel-Young loss of `kind` (one of KINDS) in the nn.CrossEntropyLoss convention."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown loss kind {kind!r}; expected one of {KINDS}")
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    eps = float(label_smoothing)
+    if not 0.0 <= eps <= 1.0:
+        raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing!r}")
+    check_alpha(alpha, strict=(kind == "alpha_relu"))
+    if kind == "alpha_relu":
+        if isinstance(alpha, Tensor):
+            raise TypeError("alpha_relu loss takes a float alpha")
+        tau = check_tau(tau)
+    if not torch.is_floating_point(logits):
+        raise TypeError(f"input must be a floating-point tensor, got dtype {logits.dtype}")
+    rows, flat_target, shape = _flatten(logits, target)
+    _check_target(flat_target, rows.shape[-1], ignore_index)
+    flat_target = flat_target.long()
+    cdt = compute_dtype(rows.dtype)
+    fast = _dispatch.kernel("fy_loss", rows, -1, kind=kind, alpha=alpha)
+    if fast is not None:
+        per_row = fast(rows, flat_target, kind, alpha, tau, ignore_index, eps)
+    else:
+        n = default_n_iter(cdt) if n_iter is None else int(n_iter)
+        a = alpha.to(cdt) if isinstance(alpha, Tensor) else torch.tensor(float(alpha), dtype=cdt, device=rows.device)
+        if a.dim() > 0:
+            a = a.reshape(-1, 1) if a.numel() > 1 else a.reshape(1, 1)
+        per_row = FYLossFunction.apply(rows.to(cdt), flat_target, a, kind, tau, n, ignore_index, eps)
+    if reduction == "none":
+        return per_row.reshape(shape).to(logits.dtype) if shape else per_row.reshape(()).to(logits.dtype)
+    total = per_row.sum()
+    if reduction == "sum":
+        return total.to(logits.dtype)
+    count = (flat_target != ignore_index).sum().clamp(min=1)
+    return (total / count).to(logits.dtype)
+
+
+def sparsemax_loss(logits: Tensor, target: Tensor, ignore_index: int = -100, reduction: str = "mean",
+                   label_smoothing: float = 0.0) -> Tensor:
+    """Sparsemax loss (Martins & Astudillo 2016): FY loss with H = (1 - ||p||^2) / 2."""
+    return fy_loss(logits, target, "sparsemax", 2.0, ignore_index=ignore_index, reduction=reduction,
+                   label_smoothing=label_smoothing)
+
+
+def entmax15_loss(logits: Tensor, target: Tensor, ignore_index: int = -100, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
+    """1.5-entmax loss: FY loss with H = (1 - sum p^1.5) / 0.75."""
+    return fy_loss(logits, target, "entmax15", 1.5, ignore_index=ignore_index, reduction=reduction,
+                   label_smoothing=label_smoothing)
+
+
+def entmax_bisect_loss(logits: Tensor, target: Tensor, alpha: Alpha = 1.5, n_iter: Optional[int] = None,
+                       ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """alpha-entmax loss for any alpha >= 1 (a float, or a tensor of one alpha or one per row of N)."""
+    return fy_loss(logits, target, "entmax_bisect", alpha, n_iter=n_iter, ignore_index=ignore_index,
+                   reduction=reduction, label_smoothing=label_smoothing)
+
+
+def alpha_relu_loss(logits: Tensor, target: Tensor, alpha: float = 1.5, tau: float = 0.0,
+                    ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """alpha-ReLU loss: gradient alpha_relu(z) - e_y (see the module docstring)."""
+    return fy_loss(logits, target, "alpha_relu", alpha, tau=tau, ignore_index=ignore_index,
+                   reduction=reduction, label_smoothing=label_smoothing)
+
+
+class _FYLoss(nn.Module):
+    """nn.CrossEntropyLoss-style wrapper around `fy_loss`."""
+
+    kind = ""
+
+    def __init__(self, ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0):
+        super().__init__()
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+        self.ignore_index = ignore_index
+        self.reduction = reduction
+        self.label_smoothing = float(label_smoothing)
+
+    def loss_kwargs(self) -> dict:
+        return {}
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:  # noqa: A002 (torch convention)
+        return fy_loss(input, target, self.kind, ignore_index=self.ignore_index, reduction=self.reduction,
+                       label_smoothing=self.label_smoothing, **self.loss_kwargs())
+
+
+class SparsemaxLoss(_FYLoss):
+    kind = "sparsemax"
+
+    def loss_kwargs(self) -> dict:
+        return {"alpha": 2.0}
+
+
+class Entmax15Loss(_FYLoss):
+    kind = "entmax15"
+
+
+class EntmaxBisectLoss(_FYLoss):
+    """alpha-entmax loss; `alpha` may be a float or a (learnable) tensor, which then gets a gradient."""
+
+    kind = "entmax_bisect"
+
+    def __init__(self, alpha: Alpha = 1.5, n_iter: Optional[int] = None, ignore_index: int = -100,
+                 reduction: str = "mean", label_smoothing: float = 0.0):
+        super().__init__(ignore_index, reduction, label_smoothing)
+        check_alpha(alpha)
+        self.alpha = alpha
+        self.n_iter = n_iter
+
+    def loss_kwargs(self) -> dict:
+        return {"alpha": self.alpha, "n_iter": self.n_iter}
+
+
+class AlphaReLULoss(_FYLoss):
+    """alpha-ReLU loss with fixed threshold `tau`."""
+
+    kind = "alpha_relu"
+
+    def __init__(self, alpha: float = 1.5, tau: float = 0.0, ignore_index: int = -100,
+                 reduction: str = "mean", label_smoothing: float = 0.0):
+        super().__init__(ignore_index, reduction, label_smoothing)
+        check_alpha(alpha, strict=True)
+        self.alpha = float(alpha)
+        self.tau = check_tau(tau)
+
+    def loss_kwargs(self) -> dict:
+        return {"alpha": self.alpha, "tau": self.tau}

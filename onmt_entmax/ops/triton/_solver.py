@@ -1,0 +1,181 @@
+"""Sort-free threshold solver shared by the Triton kernels (row tiles of shape [BR, BC]).
+
+Rows are first shifted and scaled, x = (alpha - 1) (z - max z), so that max x = 0 and the
+threshold tau of p = [x - tau]_+^beta, beta = 1 / (alpha - 1), lies in [-1, 0).
+
+Iteration (per row, from below): with d = x - tau on the support S = {d > 0},
+A = sum_S d^beta, B = sum_S d^(beta - 1), the function g(tau) = A^(1/beta) - 1 is the
+beta-norm of [x - tau]_+ minus one: convex and decreasing in tau, so the Newton step
+
+    s = A (1 - A^(-1/beta)) / B
+
+never passes the root (tau stays a lower bound and S a superset of the true support).
+For beta = 1 (sparsemax) and beta = 2 (1.5-entmax) the root on S has a closed form:
+
+    sparsemax:  s* = (A - 1) / k
+    1.5-entmax: s* = B/k - sqrt((1 - (A - B^2/k)) / k)
+
+and s* is the exact answer as soon as the support it implies is S itself, i.e.
+min_S d >= s* >= max_{not S} d (the certificate). Other alpha: Newton until |A - 1| <= tol,
+then p is divided by A so that it sums to one.
+"""
+import triton
+import triton.language as tl
+
+# MODE (a constexpr in every kernel): 0 sparsemax, 1 exact 1.5-entmax, 2 any alpha (Newton + tol).
+
+
+@triton.jit
+def _pow_pos(d, e):
+    """d^e for d > 0 (e a per-row [BR, 1] or scalar exponent); 0 where d <= 0."""
+    pos = d > 0
+    return tl.where(pos, tl.exp2(e * tl.log2(tl.where(pos, d, 1.0))), 0.0)
+
+
+@triton.jit
+def _stats(x, tau, beta, MODE: tl.constexpr):
+    """Support statistics of one tile at thresholds tau [BR]: (k, A, B, min_S d, max_notS d)."""
+    d = x - tau[:, None]
+    pos = d > 0
+    dp = tl.where(pos, d, 0.0)
+    k = tl.sum(pos.to(tl.float32), 1)
+    mn = tl.min(tl.where(pos, d, float("inf")), 1)
+    mo = tl.max(tl.where(pos, float("-inf"), d), 1)
+    if MODE == 0:
+        a = tl.sum(dp, 1)
+        b = k
+    elif MODE == 1:
+        a = tl.sum(dp * dp, 1)
+        b = tl.sum(dp, 1)
+    else:
+        b_pow = _pow_pos(dp, beta[:, None] - 1.0)
+        a = tl.sum(b_pow * dp, 1)
+        b = tl.sum(b_pow, 1)
+    return k, a, b, mn, mo
+
+
+@triton.jit
+def _update(tau, done, out_tau, out_norm, k, a, b, mn, mo, beta, tol, MODE: tl.constexpr):
+    """One Newton-on-the-norm step; rows whose certificate holds are frozen (done)."""
+    kk = tl.maximum(k, 1.0)
+    bb = tl.maximum(b, 1e-30)
+    if MODE == 0:
+        s_n = (a - 1.0) / kk
+        s_x = s_n
+        exact = (k > 0) & (mn >= s_x) & (mo <= s_x)
+    elif MODE == 1:
+        s_n = (a - tl.sqrt(a)) / bb
+        mean = b / kk
+        disc = (1.0 - (a - b * mean)) / kk
+        s_x = mean - tl.sqrt(tl.maximum(disc, 0.0))
+        exact = (k > 0) & (disc >= 0) & (mn >= s_x) & (mo <= s_x)
+    else:
+        # A^(-1/beta) = A^(-(alpha-1)) = 2^(-log2(A) / beta)
+        s_n = a * (1.0 - tl.exp2(-tl.log2(tl.maximum(a, 1e-30)) / beta)) / bb
+        s_x = tl.zeros_like(s_n)
+        exact = tl.abs(a - 1.0) <= tol
+    live = done == 0
+    if MODE == 2:
+        new_tau = tau
+        new_norm = a
+    else:
+        new_tau = tl.where(exact, tau + s_x, tau)
+        new_norm = tl.where(exact, 1.0, a)
+    out_tau = tl.where(live, new_tau, out_tau)
+    out_norm = tl.where(live, new_norm, out_norm)
+    tau = tl.where(live & (exact == 0), tau + s_n, tau)
+    done = tl.where(live & exact, 1, done)
+    return tau, done, out_tau, out_norm
+
+
+@triton.jit
+def solve_tile(x, beta, row_ok, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr):
+    """Thresholds for a tile held in registers. x: [BR, BC] shifted-scaled scores
+    (max 0 on valid rows, -inf for padding); returns (tau, norm, iterations)."""
+    tau = tl.full(beta.shape, -1.0, tl.float32)
+    out_tau = tau
+    out_norm = tl.full(beta.shape, 1.0, tl.float32)
+    done = tl.where(row_ok, 0, 1)
+    it = 0
+    go = tl.sum(1 - done, 0) > 0
+    while go:
+        k, a, b, mn, mo = _stats(x, tau, beta, MODE)
+        tau, done, out_tau, out_norm = _update(tau, done, out_tau, out_norm, k, a, b, mn, mo,
+                                               beta, tol, MODE)
+        it += 1
+        go = (tl.sum(1 - done, 0) > 0) & (it < MAX_ITER)
+    return out_tau, out_norm, it
+
+
+@triton.jit
+def load_scaled(Z, rows, row_ok_mask, cols, n_cols, stride, m, a1):
+    """x = (alpha - 1) (z - m) for one [BR, BC] chunk, -inf outside the row."""
+    msk = row_ok_mask[:, None] & (cols[None, :] < n_cols)
+    z = tl.load(Z + rows.to(tl.int64)[:, None] * stride + cols[None, :], mask=msk,
+                other=float("-inf")).to(tl.float32)
+    return (z - m[:, None]) * a1[:, None]
+
+
+@triton.jit
+def row_max(Z, rows, rmask, n_cols, stride, BR: tl.constexpr, BC: tl.constexpr):
+    """Row maxima (and sum / count of finite entries) streamed over column chunks."""
+    m = tl.full([BR], float("-inf"), tl.float32)
+    s = tl.zeros([BR], tl.float32)
+    c = tl.zeros([BR], tl.float32)
+    for c0 in range(0, n_cols, BC):
+        cols = c0 + tl.arange(0, BC)
+        msk = rmask[:, None] & (cols[None, :] < n_cols)
+        z = tl.load(Z + rows.to(tl.int64)[:, None] * stride + cols[None, :], mask=msk,
+                    other=float("-inf")).to(tl.float32)
+        m = tl.maximum(m, tl.max(z, 1))
+        fin = z > float("-inf")
+        s += tl.sum(tl.where(fin, z, 0.0), 1)
+        c += tl.sum(fin.to(tl.float32), 1)
+    return m, s, c
+
+
+@triton.jit
+def solve_stream(Z, rows, rmask, n_cols, stride, m, a1, beta, row_ok, tol,
+                 MODE: tl.constexpr, MAX_ITER: tl.constexpr, BR: tl.constexpr,
+                 BC: tl.constexpr):
+    """Same iteration as solve_tile, each pass streaming the row in chunks of BC
+    (re-reads hit L2: the rows in flight are a few MB)."""
+    tau = tl.full([BR], -1.0, tl.float32)
+    out_tau = tau
+    out_norm = tl.full([BR], 1.0, tl.float32)
+    done = tl.where(row_ok, 0, 1)
+    it = 0
+    go = tl.sum(1 - done, 0) > 0
+    while go:
+        k = tl.zeros([BR], tl.float32)
+        a = tl.zeros([BR], tl.float32)
+        b = tl.zeros([BR], tl.float32)
+        mn = tl.full([BR], float("inf"), tl.float32)
+        mo = tl.full([BR], float("-inf"), tl.float32)
+        for c0 in range(0, n_cols, BC):
+            cols = c0 + tl.arange(0, BC)
+            x = load_scaled(Z, rows, rmask, cols, n_cols, stride, m, a1)
+            k_c, a_c, b_c, mn_c, mo_c = _stats(x, tau, beta, MODE)
+            k += k_c
+            a += a_c
+            b += b_c
+            mn = tl.minimum(mn, mn_c)
+            mo = tl.maximum(mo, mo_c)
+        tau, done, out_tau, out_norm = _update(tau, done, out_tau, out_norm, k, a, b, mn, mo,
+                                               beta, tol, MODE)
+        it += 1
+        go = (tl.sum(1 - done, 0) > 0) & (it < MAX_ITER)
+    return out_tau, out_norm, it
+
+
+@triton.jit
+def probs(x, tau, norm, beta, MODE: tl.constexpr):
+    """p = [x - tau]_+^beta / norm."""
+    d = tl.maximum(x - tau[:, None], 0.0)
+    if MODE == 0:
+        p = d
+    elif MODE == 1:
+        p = d * d
+    else:
+        p = _pow_pos(d, beta[:, None])
+    return p / norm[:, None]
