@@ -1,0 +1,159 @@
+"""-inf-correct beam search for OpenNMT-py 3.5.1 (patches of ``onmt.translate``).
+
+Upstream assumes every token has p > 0 and uses finite stand-ins for "forbidden":
+-65504 (min length, banned unk, finished beams), -10e20 (n-gram blocking), -10000 (target
+prefix). With a sparse output layer, log p = -inf is *lower* than these, so zero-probability
+tokens and finished beams come back as junk hypotheses. The wrappers below let each
+upstream routine decide *where* to forbid, then write -inf there (penalty_mask), and they
+keep hypotheses of probability zero out of the n-best lists. For a dense model every
+candidate is finite, so the same K candidates win as upstream and outputs are unchanged.
+
+Each patch wraps the upstream function (kept as ``__wrapped__``); ``apply()`` is idempotent.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import torch
+
+from onmt_entmax.decoding import CertificateTracker, penalty_mask
+
+NEG_INF = float("-inf")
+_MARK = "_onmt_entmax_decoding"
+
+
+@dataclass
+class BeamRecord:
+    """What the patched beam search learns about one batch (attached as ``strategy._entmax``)."""
+
+    tracker: Optional[CertificateTracker] = None
+    n_best: int = 1
+    found: dict = field(default_factory=dict)  # sentence -> number of nonzero hypotheses returned
+
+
+def _wrap(owner: type, name: str, make: Callable[[Callable], Callable]) -> None:
+    upstream = getattr(owner, name)
+    if getattr(upstream, _MARK, False):
+        return
+    wrapper = functools.wraps(upstream)(make(upstream))
+    setattr(wrapper, _MARK, True)
+    setattr(owner, name, wrapper)
+
+
+def _neg_inf_penalty(active: Callable) -> Callable[[Callable], Callable]:
+    """Run an upstream in-place penalty on a zero probe and put -inf where it forbids."""
+
+    def make(upstream):
+        def wrapper(self, log_probs, *args):
+            if not active(self):  # upstream would not touch anything: keep its fast path
+                out = upstream(self, log_probs, *args)
+                return log_probs if out is None else out
+            mask = penalty_mask(lambda t: upstream(self, t, *args), log_probs)
+            return log_probs.masked_fill_(mask, NEG_INF)
+
+        return wrapper
+
+    return make
+
+
+def _pick(upstream):
+    """Count the finite candidates before top-k: more than beam_size means pruning."""
+
+    def wrapper(self, log_probs):
+        out = upstream(self, log_probs)  # log_probs is masked in place by target_prefixing
+        rec = getattr(self, "_entmax", None)
+        if rec is not None and rec.tracker is not None:
+            rows = log_probs.size(0) // self.beam_size
+            rec.tracker.observe_step(self._batch_offset.tolist(), log_probs.reshape(rows, -1), self.beam_size)
+        return out
+
+    return wrapper
+
+
+def _update_finished(upstream):
+    """Finished beams get score -inf (not -65504) so they can never be revived."""
+
+    def wrapper(self):
+        finished = torch.tensor(self.is_finished_list, dtype=torch.bool, device=self.topk_log_probs.device)
+        before = self._batch_offset.tolist()
+        upstream(self)
+        if self.done:
+            return
+        row = {b: i for i, b in enumerate(before)}
+        keep = [row[b] for b in self._batch_offset.tolist()]
+        self.topk_log_probs.masked_fill_(finished[keep], NEG_INF)
+
+    return wrapper
+
+
+def _beams_non_finished(upstream):
+    """Never store a zero-probability hypothesis; stop when nothing finite is left.
+
+    Dead slots (score -inf) are not hypotheses even if their token is EOS. When every slot is
+    finished or dead the sentence is exhausted: it ends with the (possibly fewer than n_best)
+    hypotheses of nonzero probability. Upstream's own bookkeeping is reused by asking it to
+    finish with n_best = the number of finite hypotheses (a dead slot 0 stored to trigger the
+    finish has score -inf and sorts after all of them, so it is never returned).
+    """
+
+    def wrapper(self, i, topk_scores_list, predictions, attention, step):
+        fin = self.is_finished_list[i]
+        scores = topk_scores_list[i]
+        for j, s in enumerate(scores):
+            if s == NEG_INF or math.isnan(s):
+                fin[j] = False
+        b = int(self._batch_offset[i])
+        live = [s for f, s in zip(fin, scores) if not f and s != NEG_INF]
+        finished_now = [j for j, f in enumerate(fin) if f]
+        truncated = sum(int(predictions[i, j, -1]) != self.eos for j in finished_now)
+        rec = getattr(self, "_entmax", None)
+        if live:
+            n_before = len(self.hypotheses[b])
+            going = upstream(self, i, topk_scores_list, predictions, attention, step)
+            if not going:
+                self._entmax_done(b, rec, live, truncated, n_before + len(finished_now))
+            return going
+        n_found = sum(h[0] != NEG_INF for h in self.hypotheses[b]) + len(finished_now)
+        saved = self.n_best, self.ratio
+        self.n_best, self.ratio = min(self.n_best, n_found), 0.0
+        fin[0] = True  # finish now; a dead slot 0 scores -inf and is cut by n_best above
+        try:
+            going = upstream(self, i, topk_scores_list, predictions, attention, step)
+        finally:
+            self.n_best, self.ratio = saved
+        assert not going
+        self._entmax_done(b, rec, [], truncated, n_found)
+        return False
+
+    return wrapper
+
+
+def _entmax_done(self, b, rec, live, truncated, n_found):
+    """Certificate and n-best bookkeeping when sentence b stops; scores become 0-dim tensors
+    (``-with_score`` calls ``.item()`` on them: upstream issue #2583)."""
+    self.scores[b] = [s if torch.is_tensor(s) else torch.tensor(float(s)) for s in self.scores[b]]
+    if rec is None:
+        return
+    rec.found[b] = min(n_found, self.n_best)
+    if rec.tracker is not None:
+        rec.tracker.observe_stop(b, live, truncated=truncated)
+
+
+def apply() -> None:
+    """Install the -inf beam-search patches (idempotent)."""
+    from onmt.translate import beam_search, decode_strategy
+
+    ds, bs = decode_strategy.DecodeStrategy, beam_search.BeamSearchBase
+    _wrap(ds, "ensure_min_length", _neg_inf_penalty(lambda s: len(s) <= s.min_length))
+    _wrap(ds, "ensure_unk_removed", _neg_inf_penalty(lambda s: bool(s.ban_unk_token)))
+    _wrap(ds, "block_ngram_repeats", _neg_inf_penalty(
+        lambda s: s.block_ngram_repeat > 0 and len(s) >= s.block_ngram_repeat))
+    _wrap(ds, "target_prefixing", _neg_inf_penalty(
+        lambda s: s.target_prefix is not None and len(s) <= s.target_prefix.size(1)))
+    _wrap(bs, "_pick", _pick)
+    _wrap(bs, "update_finished", _update_finished)
+    _wrap(bs, "beams_non_finished", _beams_non_finished)
+    bs._entmax_done = _entmax_done
