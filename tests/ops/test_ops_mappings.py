@@ -1,0 +1,250 @@
+"""Properties of the sparse mappings a user relies on: they are distributions, exact, and differentiable."""
+import math
+
+import numpy as np
+import pytest
+import torch
+from reference import entmax_ref
+
+import onmt_entmax as oe
+
+MAPPINGS = {
+    "sparsemax": (oe.sparsemax, 2.0),
+    "entmax15": (oe.entmax15, 1.5),
+    "bisect_1.25": (lambda z, dim=-1: oe.entmax_bisect(z, 1.25, dim=dim), 1.25),
+    "bisect_1.5": (lambda z, dim=-1: oe.entmax_bisect(z, 1.5, dim=dim), 1.5),
+    "bisect_3": (lambda z, dim=-1: oe.entmax_bisect(z, 3.0, dim=dim), 3.0),
+}
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(1234)
+
+
+@pytest.mark.parametrize("name", MAPPINGS)
+@pytest.mark.parametrize("scale", [0.2, 3.0])
+def test_rows_are_distributions_and_match_float64_reference(name, scale):
+    fn, alpha = MAPPINGS[name]
+    z = torch.randn(6, 50, dtype=torch.float64) * scale
+    p = fn(z)
+    assert (p >= 0).all()
+    assert torch.allclose(p.sum(-1), torch.ones(6, dtype=torch.float64), atol=1e-12)
+    np.testing.assert_allclose(p.numpy(), entmax_ref(z.numpy(), alpha), atol=1e-10)
+
+
+@pytest.mark.parametrize("alpha", [1.1, 1.33, 1.75, 2.5])
+def test_bisect_float32_reaches_sum_and_reference_tolerance(alpha):
+    z = torch.randn(64, 1000) * 3
+    p = oe.entmax_bisect(z, alpha)
+    assert (p.sum(-1) - 1).abs().max() <= 1e-6
+    np.testing.assert_allclose(p.double().numpy(), entmax_ref(z.double().numpy(), alpha), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["sparsemax", "entmax15"])
+def test_exact_mappings_in_float32_match_reference(name):
+    fn, alpha = MAPPINGS[name]
+    z = torch.randn(32, 4000) * 3
+    np.testing.assert_allclose(fn(z).double().numpy(), entmax_ref(z.double().numpy(), alpha), atol=2e-6)
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1, -2])
+@pytest.mark.parametrize("name", MAPPINGS)
+def test_any_dim_and_leading_shape(name, dim):
+    fn, _ = MAPPINGS[name]
+    z = torch.randn(3, 4, 5, dtype=torch.float64)
+    p = fn(z, dim=dim)
+    expected = fn(z.movedim(dim, -1)).movedim(-1, dim)
+    assert p.shape == z.shape
+    assert torch.allclose(p, expected)
+    assert torch.allclose(p.sum(dim), torch.ones(()).double())
+
+
+@pytest.mark.parametrize("alpha", [1.25, 1.5, 2.0, 3.0])
+def test_threshold_reproduces_the_mapping(alpha):
+    z = torch.randn(8, 30, dtype=torch.float64) * 2
+    tau = oe.entmax_threshold(z, alpha)
+    p = ((alpha - 1) * z - tau).clamp(min=0) ** (1 / (alpha - 1))
+    assert torch.allclose(p, oe.entmax(z, alpha), atol=1e-9)
+
+
+def test_support_shrinks_as_alpha_grows():
+    z = torch.randn(200, 40, dtype=torch.float64)
+    sizes = [(oe.entmax(z, a) > 0).sum(-1) for a in (1.0, 1.25, 1.5, 2.0, 3.0, 6.0)]
+    assert sizes[0].eq(40).all()
+    for bigger, smaller in zip(sizes, sizes[1:]):
+        assert (smaller <= bigger).all()
+    assert sizes[-1].float().mean() < sizes[1].float().mean()
+
+
+def test_sparsemax_is_euclidean_projection_onto_simplex():
+    scipy_opt = pytest.importorskip("scipy.optimize")
+    z = np.random.RandomState(0).randn(5, 6) * 1.5
+    for row in z:
+        res = scipy_opt.minimize(lambda p: ((p - row) ** 2).sum(), np.full(6, 1 / 6), method="SLSQP",
+                                 bounds=[(0, None)] * 6,
+                                 constraints=[{"type": "eq", "fun": lambda p: p.sum() - 1}],
+                                 options={"ftol": 1e-14, "maxiter": 500})
+        p = oe.sparsemax(torch.tensor(row)).numpy()
+        np.testing.assert_allclose(p, res.x, atol=1e-6)
+
+
+def test_entmax_dispatch_and_alpha_one_is_softmax_exactly():
+    z = torch.randn(4, 9)
+    soft = torch.softmax(z, -1)
+    assert torch.equal(oe.entmax(z, 1.0), soft)
+    assert torch.equal(oe.entmax_bisect(z, 1.0), soft)
+    assert torch.equal(oe.entmax_bisect(z, torch.ones(4, 1)), soft)
+    assert torch.equal(oe.entmax(z, 1.5), oe.entmax15(z))
+    assert torch.equal(oe.entmax(z, 2.0), oe.sparsemax(z))
+    assert torch.allclose(oe.entmax(z, 1.7), oe.entmax_bisect(z, 1.7))
+
+
+@pytest.mark.parametrize("name", MAPPINGS)
+def test_gradcheck(name):
+    fn, _ = MAPPINGS[name]
+    z = torch.randn(4, 7, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(fn, (z,))
+
+
+def test_gradcheck_per_row_alpha():
+    z = torch.randn(5, 6, dtype=torch.float64, requires_grad=True)
+    alpha = torch.tensor([[1.2], [1.5], [1.8], [2.0], [2.6]], dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda z, a: oe.entmax_bisect(z, a), (z, alpha))
+
+
+def test_gradcheck_per_head_alpha_broadcast():
+    """Attention-shaped: (batch, heads, queries, keys) with one alpha per head, as learn_alpha uses."""
+    z = torch.randn(2, 3, 4, 5, dtype=torch.float64, requires_grad=True)
+    alpha = torch.tensor([1.3, 1.6, 1.9], dtype=torch.float64).view(1, 3, 1, 1).requires_grad_()
+    assert torch.autograd.gradcheck(lambda z, a: oe.entmax_bisect(z, a), (z, alpha))
+
+
+def test_backward_is_proposition_1():
+    """dz = u*g - (u.g / sum u) u with u = p^{2-alpha} on the support."""
+    z = torch.randn(3, 12, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(3, 12, dtype=torch.float64)
+    for fn, alpha in [(oe.entmax15, 1.5), (oe.sparsemax, 2.0)]:
+        p = fn(z)
+        (dz,) = torch.autograd.grad(p, z, g)
+        p = p.detach()
+        u = torch.where(p > 0, p ** (2 - alpha), torch.zeros_like(p))
+        expected = u * g - (u * g).sum(-1, keepdim=True) / u.sum(-1, keepdim=True) * u
+        assert torch.allclose(dz, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("name", MAPPINGS)
+def test_dtype_matrix(name, dtype):
+    fn, _ = MAPPINGS[name]
+    z64 = torch.randn(8, 100, dtype=torch.float64) * 3
+    z = z64.to(dtype).requires_grad_()
+    p = fn(z)
+    assert p.dtype == dtype
+    assert torch.isfinite(p).all()
+    tol = {torch.float16: 2e-3, torch.bfloat16: 1e-2}.get(dtype, 1e-5)
+    assert torch.allclose(p.double(), fn(z.detach().double()), atol=tol)
+    p.float().pow(2).sum().backward()
+    assert z.grad.dtype == dtype and torch.isfinite(z.grad).all()
+
+
+@pytest.mark.parametrize("name", MAPPINGS)
+def test_minus_inf_entries_get_exactly_zero(name):
+    fn, _ = MAPPINGS[name]
+    z = torch.randn(4, 10, dtype=torch.float64)
+    z[:, ::3] = float("-inf")
+    p = fn(z)
+    assert (p[:, ::3] == 0).all()
+    assert torch.allclose(p.sum(-1), torch.ones(4, dtype=torch.float64))
+    finite = z[:, [1, 2, 4, 5, 7, 8]]
+    assert torch.allclose(p[:, [1, 2, 4, 5, 7, 8]], fn(finite))
+
+
+@pytest.mark.parametrize("name", list(MAPPINGS) + ["softmax"])
+def test_fully_masked_row_gives_zeros_and_zero_gradient(name):
+    fn = (lambda z, dim=-1: oe.entmax(z, 1.0, dim=dim)) if name == "softmax" else MAPPINGS[name][0]
+    z = torch.randn(3, 6, dtype=torch.float64)
+    z[1] = float("-inf")
+    z.requires_grad_()
+    p = fn(z)
+    assert (p[1] == 0).all() and not torch.isnan(p).any()
+    p.backward(torch.randn_like(p))
+    assert (z.grad[1] == 0).all() and torch.isfinite(z.grad).all()
+
+
+def test_fully_masked_row_with_learnable_alpha_has_finite_gradients():
+    z = torch.randn(3, 6, dtype=torch.float64)
+    z[0] = float("-inf")
+    z.requires_grad_()
+    a = torch.full((3, 1), 1.4, dtype=torch.float64, requires_grad=True)
+    oe.entmax_bisect(z, a).pow(2).sum().backward()
+    assert torch.isfinite(z.grad).all() and torch.isfinite(a.grad).all() and a.grad[0] == 0
+
+
+@pytest.mark.parametrize("name", MAPPINGS)
+def test_nan_stays_in_its_row(name):
+    fn, _ = MAPPINGS[name]
+    z = torch.randn(3, 6)
+    z[1, 2] = float("nan")
+    p = fn(z)
+    assert torch.isnan(p[1]).all()
+    assert torch.allclose(p[[0, 2]], fn(z[[0, 2]]))
+
+
+@pytest.mark.parametrize("alpha", [0.5, 0.999, -1.0, float("nan")])
+def test_alpha_below_one_raises_naming_alpha(alpha):
+    z = torch.randn(2, 3)
+    with pytest.raises(ValueError, match="alpha"):
+        oe.entmax_bisect(z, alpha)
+    with pytest.raises(ValueError, match="alpha"):
+        oe.entmax(z, alpha)
+    with pytest.raises(ValueError, match="alpha"):
+        oe.entmax_bisect(z, torch.tensor([[alpha], [1.5]]))
+    with pytest.raises(ValueError, match="alpha"):
+        oe.alpha_relu(z, alpha)
+
+
+@pytest.mark.parametrize("alpha", [1.01, 1.5, 2.0, 4.0, 10.0])
+def test_large_alpha_and_huge_logits_stay_finite(alpha):
+    z = torch.randn(4, 300) * 1e4
+    p = oe.entmax(z, alpha)
+    assert torch.isfinite(p).all()
+    assert torch.allclose(p.sum(-1), torch.ones(4), atol=1e-5)
+    np.testing.assert_allclose(p.double().numpy(), entmax_ref(z.double().numpy(), alpha), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", MAPPINGS)
+def test_ties_share_mass_equally(name):
+    fn, _ = MAPPINGS[name]
+    z = torch.tensor([[1.0, 1.0, 1.0, -5.0], [0.0, 0.0, 0.0, 0.0]], dtype=torch.float64)
+    p = fn(z)
+    assert torch.allclose(p[0, :3], torch.full((3,), 1 / 3, dtype=torch.float64))
+    assert p[0, 3] == 0
+    assert torch.allclose(p[1], torch.full((4,), 0.25, dtype=torch.float64))
+
+
+def test_alpha_relu_formula_gradient_and_bad_tau():
+    z = torch.randn(5, 8, dtype=torch.float64, requires_grad=True)
+    for alpha, tau in [(1.5, 0.0), (1.5, 0.3), (2.0, -0.2), (1.25, 0.1)]:
+        p = oe.alpha_relu(z, alpha, tau)
+        expected = ((alpha - 1) * z - tau).clamp(min=0) ** (1 / (alpha - 1))
+        assert torch.allclose(p, expected)
+        assert torch.autograd.gradcheck(lambda z: oe.alpha_relu(z, alpha, tau), (z,))
+    g = torch.randn(5, 8, dtype=torch.float64)
+    (dz,) = torch.autograd.grad(oe.alpha_relu(z, 1.5, 0.1), z, g)
+    assert not torch.allclose(dz, torch.autograd.grad(oe.alpha_relu(z, 1.5, 0.1), z, torch.ones_like(g))[0])
+    with pytest.raises(ValueError, match="tau"):
+        oe.alpha_relu(z, 1.5, float("nan"))
+    with pytest.raises(ValueError, match="alpha"):
+        oe.alpha_relu(z, 1.0)
+    assert oe.alpha_relu(torch.tensor([float("-inf"), 1.0]), 1.5).tolist()[0] == 0
+
+
+def test_agrees_with_pypi_entmax():
+    entmax = pytest.importorskip("entmax")
+    z = torch.randn(16, 77, dtype=torch.float64) * 2
+    assert torch.allclose(oe.sparsemax(z), entmax.sparsemax(z))
+    assert torch.allclose(oe.entmax15(z), entmax.entmax15(z))
+    for alpha in (1.2, 1.7):
+        assert torch.allclose(oe.entmax_bisect(z, alpha), entmax.entmax_bisect(z, alpha), atol=1e-8)
+    assert math.isclose(float(oe.entmax15(z).sum()), 16.0, rel_tol=1e-12)
