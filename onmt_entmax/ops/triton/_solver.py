@@ -73,7 +73,8 @@ def _update(tau, done, out_tau, out_norm, k, a, b, mn, mo, beta, tol, MODE: tl.c
         # A^(-1/beta) = A^(-(alpha-1)) = 2^(-log2(A) / beta)
         s_n = a * (1.0 - tl.exp2(-tl.log2(tl.maximum(a, 1e-30)) / beta)) / bb
         s_x = tl.zeros_like(s_n)
-        exact = tl.abs(a - 1.0) <= tol
+        # stop at the tolerance, or when the step no longer moves tau in float32
+        exact = (tl.abs(a - 1.0) <= tol) | (tl.abs(s_n) <= 1.2e-7 * tl.abs(tau))
     live = done == 0
     if MODE == 2:
         new_tau = tau
@@ -170,7 +171,7 @@ def solve_stream(Z, rows, rmask, n_cols, stride, m, a1, beta, row_ok, tol,
 
 @triton.jit
 def probs(x, tau, norm, beta, MODE: tl.constexpr):
-    """p = [x - tau]_+^beta / norm."""
+    """p = [x - tau]_+^beta / norm (MODE 0: beta = 1, 1: beta = 2, else the given beta)."""
     d = tl.maximum(x - tau[:, None], 0.0)
     if MODE == 0:
         p = d

@@ -1,0 +1,76 @@
+"""Triton CUDA kernels for the sparse mappings and their Fenchel-Young losses.
+
+Contract with `onmt_entmax.ops._dispatch`: `supports(op, z, dim, **kw)` says whether the call can
+take the kernel path; then `sparsemax(z, dim)`, `entmax15(z, dim)`, `entmax_bisect(z, alpha,
+dim, n_iter)` and `fy_loss(rows, target, kind, alpha, tau, ignore_index, label_smoothing)` run it.
+The kernels live in submodules imported lazily, so this package imports where Triton is absent
+(`supports` is then False).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import torch
+
+_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+HAVE_TRITON = importlib.util.find_spec("triton") is not None
+_MAPPINGS = ("sparsemax", "entmax15", "entmax_bisect")
+
+
+def available(x: torch.Tensor) -> bool:
+    """True when x is a tensor the kernels take: CUDA (or TRITON_INTERPRET=1), float dtype."""
+    if not HAVE_TRITON or os.environ.get("ONMT_ENTMAX_NO_TRITON"):
+        return False
+    interp = os.environ.get("TRITON_INTERPRET", "0") == "1"
+    return x.dtype in _FLOATS and (x.is_cuda or interp) and x.dim() >= 1 and x.numel() > 0
+
+
+def supports(op: str, z: torch.Tensor, dim: int = -1, alpha=None, kind: str | None = None,
+             **_kw) -> bool:
+    """Whether `op` on z has a kernel. Tensor alpha: mappings only, rows held in registers
+    (alpha == 1 rows are computed as softmax there); float alpha must be > 1 (1 is softmax)."""
+    if not available(z):
+        return False
+    from ._config import DEFAULTS
+    n_cols = z.shape[dim] if z.dim() else 1
+    if op in _MAPPINGS:
+        if op == "entmax_bisect":
+            if torch.is_tensor(alpha):
+                return alpha.is_floating_point() and n_cols <= DEFAULTS["SINGLE_MAX"]
+            return alpha is not None and float(alpha) > 1.0
+        return True
+    if op == "fy_loss":
+        if z.dim() != 2 or kind not in ("sparsemax", "entmax15", "entmax_bisect", "alpha_relu"):
+            return False
+        if kind in ("entmax_bisect", "alpha_relu"):
+            return not torch.is_tensor(alpha) and alpha is not None and float(alpha) > 1.0
+        return True
+    return False
+
+
+def sparsemax(z: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Sparsemax along dim (kernel path)."""
+    from . import mapping
+    return mapping.sparsemax(z, dim)
+
+
+def entmax15(z: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Exact 1.5-entmax along dim (kernel path)."""
+    from . import mapping
+    return mapping.entmax15(z, dim)
+
+
+def entmax_bisect(z: torch.Tensor, alpha=1.5, dim: int = -1, n_iter: int | None = None
+                  ) -> torch.Tensor:
+    """alpha-entmax along dim (kernel path). The kernel runs Newton to |sum p - 1| <= 1e-6
+    (at most 64 passes) whatever n_iter, which counts bisection steps on the reference path."""
+    from . import mapping
+    return mapping.entmax_bisect(z, alpha, dim)
+
+
+def fy_loss(logits: torch.Tensor, target: torch.Tensor, kind: str, alpha=1.5, tau: float = 0.0,
+            ignore_index: int = -100, label_smoothing: float = 0.0) -> torch.Tensor:
+    """Per-row Fenchel-Young loss (N,) float32 of (N, V) logits (kernel path)."""
+    from . import loss
+    return loss.fy_loss(logits, target, kind, alpha, tau, ignore_index, label_smoothing)

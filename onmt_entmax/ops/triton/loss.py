@@ -1,0 +1,277 @@
+"""Fused Fenchel-Young losses (sparsemax, 1.5-entmax, alpha-entmax, alpha-ReLU) in Triton.
+
+Forward, one program per row tile: threshold tau (sort-free solver, see _solver.py), then
+
+    L(z, y) = sum_{p>0} p (z - m) - (z_y - m) + (1 - sum p^alpha) / (alpha (alpha - 1)),
+
+m = max z (alpha-ReLU: p = [(alpha-1) z - tau]_+^(1/(alpha-1)) with its fixed tau, and
+L = sum p^alpha / alpha - z_y + (1 + alpha tau) / (alpha (alpha - 1))). FY label smoothing
+adds eps (z_y - mean_u z) - H_alpha(q), q = (1-eps) e_y + eps u, u uniform over finite logits.
+Only per-row scalars (m, tau, norm, n_finite, dL/dalpha) are kept: no (N, V) buffer lives
+between forward and backward besides the logits themselves.
+
+Backward, an elementwise kernel: recompute p from the saved row scalars in one pass and write
+dz = (p - q) g_row (zero on ignore_index rows). Total traffic: read z (forward; solver
+re-reads stream from L2), read z + write dz (backward).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from . import _solver as S
+from ._config import launch_config
+
+_KINDS = {"sparsemax": 0, "entmax15": 1, "entmax_bisect": 2, "alpha_relu": 3}
+_NSTAT = 5  # m, tau, norm, n_finite, dL/dalpha
+
+
+@triton.jit
+def _row_alpha(ALPHA, rows, rmask, BR: tl.constexpr, MODE: tl.constexpr):
+    if MODE == 0:
+        al = tl.full([BR], 2.0, tl.float32)
+    elif MODE == 1:
+        al = tl.full([BR], 1.5, tl.float32)
+    else:
+        al = tl.load(ALPHA + rows, mask=rmask, other=2.0).to(tl.float32)
+    return al
+
+
+@triton.jit
+def _loss_terms(x, tau, norm, beta, al, MODE: tl.constexpr):
+    """Per-row sums over one tile: sum p (z - m), sum p^alpha, sum p^alpha log p."""
+    p = S.probs(x, tau, norm, beta, MODE)
+    pos = p > 0
+    zm = x * beta[:, None]  # z - m  (alpha-ReLU: z)
+    pz = tl.sum(tl.where(pos, p * zm, 0.0), 1)
+    lp = tl.log2(tl.where(pos, p, 1.0))
+    pa = tl.where(pos, tl.exp2(al[:, None] * lp), 0.0)
+    spa = tl.sum(pa, 1)
+    spalp = tl.sum(pa * lp * 0.6931471805599453, 1)
+    return pz, spa, spalp
+
+
+@triton.jit
+def _smooth_entropy(n, eps, al):
+    """H_alpha(q) and dH_alpha(q)/dalpha for q = (1-eps) e_y + eps/n over n classes."""
+    big = (1.0 - eps) + eps / n
+    small = eps / n
+    lb = tl.log(big)
+    ls = tl.log(tl.maximum(small, 1e-38))
+    ba = tl.exp(al * lb)
+    sa = tl.where(small > 0, tl.exp(al * ls), 0.0)
+    s_a = ba + (n - 1.0) * sa
+    s_alog = ba * lb + (n - 1.0) * sa * ls
+    h = al * (al - 1.0)
+    return (1.0 - s_a) / h, -s_alog / h - (1.0 - s_a) * (2.0 * al - 1.0) / (h * h)
+
+
+@triton.jit
+def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, n_rows, n_cols, stride, ignore_index, eps, relu_tau,
+                   tol, MODE: tl.constexpr, SMOOTH: tl.constexpr, MAX_ITER: tl.constexpr,
+                   BR: tl.constexpr, BC: tl.constexpr, SINGLE: tl.constexpr):
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)
+    rmask = rows < n_rows
+    y = tl.load(Y + rows, mask=rmask, other=ignore_index)
+    keep = rmask & (y != ignore_index)
+    al = _row_alpha(ALPHA, rows, rmask, BR, MODE)
+    a1 = al - 1.0
+    beta = 1.0 / a1
+    r64 = rows.to(tl.int64)
+    if SINGLE:
+        cols = tl.arange(0, BC)
+        msk = keep[:, None] & (cols[None, :] < n_cols)
+        z = tl.load(Z + r64[:, None] * stride + cols[None, :], mask=msk,
+                    other=float("-inf")).to(tl.float32)
+        fin = z > float("-inf")
+        zsum = tl.sum(tl.where(fin, z, 0.0), 1)
+        nfin = tl.sum(fin.to(tl.float32), 1)
+        m = tl.max(z, 1)
+    else:
+        m, zsum, nfin = S.row_max(Z, rows, keep, n_cols, stride, BR, BC)
+    row_ok = m > float("-inf")
+    if MODE == 3:
+        m = tl.zeros([BR], tl.float32)
+        tau = tl.full([BR], relu_tau, tl.float32)
+        norm = tl.full([BR], 1.0, tl.float32)
+    else:
+        m = tl.where(row_ok, m, 0.0)
+    if SINGLE:
+        x = (z - m[:, None]) * a1[:, None]
+        if MODE != 3:
+            tau, norm, _it = S.solve_tile(x, beta, row_ok & keep, tol, MODE, MAX_ITER)
+        pz, spa, spalp = _loss_terms(x, tau, norm, beta, al, MODE)
+    else:
+        if MODE != 3:
+            tau, norm, _it = S.solve_stream(Z, rows, keep, n_cols, stride, m, a1, beta,
+                                            row_ok & keep, tol, MODE, MAX_ITER, BR, BC)
+        pz = tl.zeros([BR], tl.float32)
+        spa = tl.zeros([BR], tl.float32)
+        spalp = tl.zeros([BR], tl.float32)
+        for c0 in range(0, n_cols, BC):
+            cols = c0 + tl.arange(0, BC)
+            x = S.load_scaled(Z, rows, keep, cols, n_cols, stride, m, a1)
+            a_, b_, c_ = _loss_terms(x, tau, norm, beta, al, MODE)
+            pz += a_
+            spa += b_
+            spalp += c_
+    ysafe = tl.where(keep, y, 0)
+    zy = tl.load(Z + r64 * stride + ysafe, mask=keep, other=0.0).to(tl.float32) - m
+    h = al * a1
+    if MODE == 3:
+        loss = spa / al - zy + (1.0 + al * relu_tau) / h
+    else:
+        loss = pz - zy + (1.0 - spa) / h
+        loss = tl.where(row_ok, loss, float("inf"))
+    dal = -spalp / h - (1.0 - spa) * (2.0 * al - 1.0) / (h * h)
+    if SMOOTH:
+        nq = tl.maximum(nfin, 1.0)
+        mean_z = zsum / nq - m
+        hq, dhq = _smooth_entropy(nq, eps, al)
+        loss = loss + eps * (zy - mean_z) - hq
+        dal = dal - dhq
+    tl.store(LOSS + rows, tl.where(keep, loss, 0.0), mask=rmask)
+    sp = STATS + r64 * 5
+    tl.store(sp + 0, m, mask=rmask)
+    tl.store(sp + 1, tau, mask=rmask)
+    tl.store(sp + 2, norm, mask=rmask)
+    tl.store(sp + 3, tl.maximum(nfin, 1.0), mask=rmask)
+    tl.store(sp + 4, dal, mask=rmask)
+
+
+@triton.jit
+def _fy_bwd_kernel(Z, Y, G, STATS, ALPHA, DZ, n_rows, n_cols, stride, ignore_index, eps,
+                   MODE: tl.constexpr, SMOOTH: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):
+    """dz = (p - q) g_row, recomputing p = [(alpha-1)(z - m) - tau]_+^beta / norm."""
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)
+    cols = tl.program_id(1) * BC + tl.arange(0, BC)
+    rmask = rows < n_rows
+    y = tl.load(Y + rows, mask=rmask, other=ignore_index)
+    keep = rmask & (y != ignore_index)
+    r64 = rows.to(tl.int64)
+    g = tl.load(G + rows, mask=rmask, other=0.0).to(tl.float32)
+    g = tl.where(keep, g, 0.0)
+    sp = STATS + r64 * 5
+    m = tl.load(sp + 0, mask=rmask, other=0.0)
+    tau = tl.load(sp + 1, mask=rmask, other=0.0)
+    norm = tl.load(sp + 2, mask=rmask, other=1.0)
+    al = _row_alpha(ALPHA, rows, rmask, BR, MODE)
+    a1 = al - 1.0
+    beta = 1.0 / a1
+    cmask = cols[None, :] < n_cols
+    z = tl.load(Z + r64[:, None] * stride + cols[None, :], mask=keep[:, None] & cmask,
+                other=float("-inf")).to(tl.float32)
+    x = (z - m[:, None]) * a1[:, None]
+    p = S.probs(x, tau, norm, beta, MODE)
+    onehot = cols[None, :] == y[:, None]
+    q = tl.where(onehot, 1.0 - eps, 0.0)
+    if SMOOTH:
+        nfin = tl.load(sp + 3, mask=rmask, other=1.0)
+        q += tl.where(z > float("-inf"), eps / nfin[:, None], 0.0)
+    dz = (p - q) * g[:, None]
+    tl.store(DZ + r64[:, None] * n_cols + cols[None, :], dz.to(DZ.dtype.element_ty),
+             mask=rmask[:, None] & cmask)
+
+
+def _alpha_rows(alpha, n_rows: int, device) -> torch.Tensor:
+    """float32 alpha per row from a float, a 0-d / 1-element tensor or one per row."""
+    if torch.is_tensor(alpha):
+        a = alpha.detach().to(device=device, dtype=torch.float32).reshape(-1)
+        return a.expand(n_rows).contiguous() if a.numel() == 1 else a.contiguous()
+    return torch.full((n_rows,), float(alpha), device=device, dtype=torch.float32)
+
+
+def fy_loss_rows(z: torch.Tensor, target: torch.Tensor, kind: str, alpha=1.5, tau: float = 0.0,
+                 ignore_index: int = -100, eps: float = 0.0, config: dict | None = None,
+                 max_iter: int = 64, tol: float = 1e-6):
+    """Forward kernel only: (per-row loss float32 (N,), row stats (N, 5), alpha rows)."""
+    n_rows, n_cols = z.shape
+    mode = _KINDS[kind]
+    loss = torch.empty(n_rows, device=z.device, dtype=torch.float32)
+    stats = torch.empty(n_rows, _NSTAT, device=z.device, dtype=torch.float32)
+    a_rows = _alpha_rows(alpha, n_rows, z.device) if mode >= 2 else None
+    if n_rows == 0:
+        return loss, stats, a_rows
+    cfg = launch_config(n_cols, z.element_size(), config)
+    grid = (triton.cdiv(n_rows, cfg["BR"]),)
+    _fy_fwd_kernel[grid](z, target, loss, stats, a_rows if a_rows is not None else z, n_rows,
+                         n_cols, z.stride(0), ignore_index, float(eps), float(tau), tol,
+                         MODE=mode, SMOOTH=eps > 0, MAX_ITER=max_iter if mode != 1 else 32,
+                         BR=cfg["BR"], BC=cfg["BC"], SINGLE=cfg["SINGLE"],
+                         num_warps=cfg["num_warps"])
+    return loss, stats, a_rows
+
+
+def fy_grad_rows(z, target, g_rows, stats, a_rows, kind: str, ignore_index: int, eps: float,
+                 bwd_block: int = 1024, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Backward kernel only: dz (N, V) in z's dtype (written into `out` if given)."""
+    n_rows, n_cols = z.shape
+    dz = out if out is not None else torch.empty((n_rows, n_cols), device=z.device, dtype=z.dtype)
+    if dz.numel() == 0:
+        return dz
+    bc = min(triton.next_power_of_2(n_cols), bwd_block)
+    br = max(1, bwd_block // bc)
+    grid = (triton.cdiv(n_rows, br), triton.cdiv(n_cols, bc))
+    _fy_bwd_kernel[grid](z, target, g_rows, stats, a_rows if a_rows is not None else z, dz, n_rows,
+                         n_cols, z.stride(0), ignore_index, float(eps), MODE=_KINDS[kind],
+                         SMOOTH=eps > 0, BR=br, BC=bc, num_warps=4)
+    return dz
+
+
+class _FYLoss(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, z, alpha, target, kind, tau, ignore_index, eps):
+        z = z.contiguous()
+        loss, stats, a_rows = fy_loss_rows(z, target, kind, alpha, tau, ignore_index, eps)
+        ctx.save_for_backward(z, target, stats, a_rows if a_rows is not None else stats[:0])
+        ctx.kind, ctx.ignore_index, ctx.eps = kind, ignore_index, eps
+        ctx.alpha_shape = alpha.shape if torch.is_tensor(alpha) else None
+        return loss
+
+    @staticmethod
+    def backward(ctx, g):
+        z, target, stats, a_rows = ctx.saved_tensors
+        a_rows = a_rows if ctx.kind in ("entmax_bisect", "alpha_relu") else None
+        g = g.contiguous().to(torch.float32)
+        dz = None
+        if ctx.needs_input_grad[0]:
+            dz = fy_grad_rows(z, target, g, stats, a_rows, ctx.kind, ctx.ignore_index, ctx.eps)
+        dalpha = None
+        if ctx.needs_input_grad[1] and ctx.kind == "entmax_bisect":
+            keep = (target != ctx.ignore_index).to(torch.float32)
+            da_rows = stats[:, 4] * g * keep
+            dalpha = (da_rows.sum().reshape(ctx.alpha_shape) if _numel(ctx.alpha_shape) == 1
+                      else da_rows.reshape(ctx.alpha_shape))
+        return dz, dalpha, None, None, None, None, None
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def fy_loss(logits: torch.Tensor, target: torch.Tensor, kind: str, alpha=1.5, tau: float = 0.0,
+            ignore_index: int = -100, label_smoothing: float = 0.0) -> torch.Tensor:
+    """Per-row Fenchel-Young loss (N,) float32 of (N, V) logits; autograd to logits and alpha.
+    Targets must already be validated (in [0, V) or ignore_index)."""
+    return _FYLoss.apply(logits, alpha, target.contiguous(), kind, float(tau), int(ignore_index),
+                         float(label_smoothing))
+
+
+def sparsemax_loss(logits, target, ignore_index: int = -100, label_smoothing: float = 0.0):
+    """Per-row sparsemax loss (N,)."""
+    return fy_loss(logits, target, "sparsemax", 2.0, 0.0, ignore_index, label_smoothing)
+
+
+def entmax15_loss(logits, target, ignore_index: int = -100, label_smoothing: float = 0.0):
+    """Per-row 1.5-entmax loss (N,)."""
+    return fy_loss(logits, target, "entmax15", 1.5, 0.0, ignore_index, label_smoothing)
+
+
+def entmax_bisect_loss(logits, target, alpha=1.5, ignore_index: int = -100,
+                       label_smoothing: float = 0.0):
+    """Per-row alpha-entmax loss (N,)."""
+    return fy_loss(logits, target, "entmax_bisect", alpha, 0.0, ignore_index, label_smoothing)

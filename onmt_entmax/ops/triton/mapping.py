@@ -1,0 +1,256 @@
+"""Triton sparsemax / 1.5-entmax / alpha-entmax mappings: kernels, launch wrappers, autograd.
+
+Forward: p = [(alpha - 1)(z - max z) - tau]_+^(1/(alpha-1)), tau from the sort-free solver.
+Backward (Peters et al. 2019, Prop. 1): u = p^(2 - alpha) on the support,
+    dz = u * g - (sum u g / sum u) u.
+alpha-gradient (Correia et al. 2019), p~ = u / sum u:
+    dalpha = sum_i g_i [(p_i - p~_i)/(alpha-1)^2 - (p_i log p_i - p~_i sum_j p_j log p_j)/(alpha-1)].
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from . import _solver as S
+from ._config import launch_config
+
+_MODES = {"sparsemax": 0, "entmax15": 1, "bisect": 2}
+
+
+@triton.jit
+def _alpha_minus_one(ALPHA, rows, rmask, BR: tl.constexpr, MODE: tl.constexpr):
+    if MODE == 0:
+        a1 = tl.full([BR], 1.0, tl.float32)
+    elif MODE == 1:
+        a1 = tl.full([BR], 0.5, tl.float32)
+    else:
+        a1 = tl.load(ALPHA + rows, mask=rmask, other=2.0).to(tl.float32) - 1.0
+    return a1
+
+
+@triton.jit
+def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
+                MODE: tl.constexpr, MAX_ITER: tl.constexpr, BR: tl.constexpr,
+                BC: tl.constexpr, SINGLE: tl.constexpr):
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)
+    rmask = rows < n_rows
+    a1 = _alpha_minus_one(ALPHA, rows, rmask, BR, MODE)
+    beta = 1.0 / a1
+    roff = rows.to(tl.int64)[:, None] * stride
+    if SINGLE:
+        cols = tl.arange(0, BC)
+        msk = rmask[:, None] & (cols[None, :] < n_cols)
+        z = tl.load(Z + roff + cols[None, :], mask=msk, other=float("-inf")).to(tl.float32)
+        m = tl.max(z, 1)
+        row_ok = m > float("-inf")
+        m = tl.where(row_ok, m, 0.0)
+        x = (z - m[:, None]) * a1[:, None]
+        if MODE == 2:
+            soft = a1 <= 0  # alpha == 1 rows: softmax
+            tau, norm, it = S.solve_tile(x, beta, row_ok & (soft == 0), tol, MODE, MAX_ITER)
+            p = S.probs(x, tau, norm, beta, MODE)
+            e = tl.exp(z - m[:, None])
+            p = tl.where(soft[:, None], e / tl.sum(e, 1)[:, None], p)
+            p = tl.where(msk, p, 0.0)
+        else:
+            tau, norm, it = S.solve_tile(x, beta, row_ok, tol, MODE, MAX_ITER)
+            p = S.probs(x, tau, norm, beta, MODE)
+        tl.store(P + roff + cols[None, :], p.to(P.dtype.element_ty), mask=msk)
+    else:
+        m, _s, _c = S.row_max(Z, rows, rmask, n_cols, stride, BR, BC)
+        row_ok = m > float("-inf")
+        m = tl.where(row_ok, m, 0.0)
+        tau, norm, it = S.solve_stream(Z, rows, rmask, n_cols, stride, m, a1, beta, row_ok, tol,
+                                       MODE, MAX_ITER, BR, BC)
+        for c0 in range(0, n_cols, BC):
+            cols = c0 + tl.arange(0, BC)
+            msk = rmask[:, None] & (cols[None, :] < n_cols)
+            x = S.load_scaled(Z, rows, rmask, cols, n_cols, stride, m, a1)
+            p = S.probs(x, tau, norm, beta, MODE)
+            tl.store(P + roff + cols[None, :], p.to(P.dtype.element_ty), mask=msk)
+    if ITERS is not None:
+        tl.store(ITERS + tl.program_id(0), it)
+
+
+@triton.jit
+def _u_of_p(p, a1, MODE: tl.constexpr):
+    """u = p^(2 - alpha) on the support."""
+    if MODE == 0:
+        u = (p > 0).to(tl.float32)
+    elif MODE == 1:
+        u = tl.sqrt(p)
+    else:
+        u = S._pow_pos(p, 1.0 - a1[:, None])
+    return u
+
+
+@triton.jit
+def _bwd_sums(p, g, a1, MODE: tl.constexpr):
+    u = _u_of_p(p, a1, MODE)
+    su = tl.sum(u, 1)
+    sug = tl.sum(u * g, 1)
+    if MODE == 2:
+        plogp = tl.where(p > 0, p * tl.log(tl.where(p > 0, p, 1.0)), 0.0)
+        sgp = tl.sum(g * p, 1)
+        splp = tl.sum(plogp, 1)
+        sgplp = tl.sum(g * plogp, 1)
+    else:
+        sgp = su
+        splp = su
+        sgplp = su
+    return su, sug, sgp, splp, sgplp
+
+
+@triton.jit
+def _bwd_kernel(P, G, DZ, ALPHA, DALPHA, n_rows, n_cols, stride_p, stride_g,
+                MODE: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr, SINGLE: tl.constexpr):
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)
+    rmask = rows < n_rows
+    a1 = _alpha_minus_one(ALPHA, rows, rmask, BR, MODE)
+    r64 = rows.to(tl.int64)[:, None]
+    if SINGLE:
+        cols = tl.arange(0, BC)
+        msk = rmask[:, None] & (cols[None, :] < n_cols)
+        p = tl.load(P + r64 * stride_p + cols[None, :], mask=msk, other=0.0).to(tl.float32)
+        g = tl.load(G + r64 * stride_g + cols[None, :], mask=msk, other=0.0).to(tl.float32)
+        su, sug, sgp, splp, sgplp = _bwd_sums(p, g, a1, MODE)
+    else:
+        su = tl.zeros([BR], tl.float32)
+        sug = tl.zeros([BR], tl.float32)
+        sgp = tl.zeros([BR], tl.float32)
+        splp = tl.zeros([BR], tl.float32)
+        sgplp = tl.zeros([BR], tl.float32)
+        for c0 in range(0, n_cols, BC):
+            cols = c0 + tl.arange(0, BC)
+            msk = rmask[:, None] & (cols[None, :] < n_cols)
+            p = tl.load(P + r64 * stride_p + cols[None, :], mask=msk, other=0.0).to(tl.float32)
+            g = tl.load(G + r64 * stride_g + cols[None, :], mask=msk, other=0.0).to(tl.float32)
+            a, b, c, d, e = _bwd_sums(p, g, a1, MODE)
+            su += a
+            sug += b
+            sgp += c
+            splp += d
+            sgplp += e
+    q = tl.where(su > 0, sug / tl.where(su > 0, su, 1.0), 0.0)
+    if SINGLE:
+        u = _u_of_p(p, a1, MODE)
+        tl.store(DZ + r64 * n_cols + cols[None, :], (u * (g - q[:, None])).to(DZ.dtype.element_ty),
+                 mask=msk)
+    else:
+        for c0 in range(0, n_cols, BC):
+            cols = c0 + tl.arange(0, BC)
+            msk = rmask[:, None] & (cols[None, :] < n_cols)
+            p = tl.load(P + r64 * stride_p + cols[None, :], mask=msk, other=0.0).to(tl.float32)
+            g = tl.load(G + r64 * stride_g + cols[None, :], mask=msk, other=0.0).to(tl.float32)
+            u = _u_of_p(p, a1, MODE)
+            tl.store(DZ + r64 * n_cols + cols[None, :],
+                     (u * (g - q[:, None])).to(DZ.dtype.element_ty), mask=msk)
+    if MODE == 2:
+        a1c = tl.maximum(a1, 1e-6)
+        da = (sgp - q) / (a1c * a1c) - (sgplp - q * splp) / a1c
+        tl.store(DALPHA + rows, da, mask=rmask)
+
+
+def _as_rows(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, tuple]:
+    """Move `dim` last and flatten the rest: (n_rows, n_cols), plus what undoes it."""
+    xt = x.movedim(dim, -1)
+    shape = xt.shape
+    return xt.reshape(-1, shape[-1]).contiguous(), shape
+
+
+def _alpha_rows(alpha, z: torch.Tensor, dim: int) -> torch.Tensor:
+    """Per-row alpha (float32, n_rows) from a float or a tensor broadcastable to z (size 1 on dim)."""
+    if not torch.is_tensor(alpha):
+        return torch.full((z.numel() // max(z.shape[dim], 1),), float(alpha), device=z.device,
+                          dtype=torch.float32)
+    shape = list(z.shape)
+    shape[dim] = 1
+    a = alpha.to(device=z.device, dtype=torch.float32).expand(shape)
+    return a.movedim(dim, -1).reshape(-1).contiguous()
+
+
+def forward_rows(z2: torch.Tensor, mode: str, alpha_rows: torch.Tensor | None = None,
+                 n_iter: int | None = None, tol: float = 1e-6, out_dtype=None,
+                 config: dict | None = None, iters: torch.Tensor | None = None,
+                 out: torch.Tensor | None = None) -> torch.Tensor:
+    """p for a contiguous (n_rows, n_cols) CUDA tensor (written into `out` if given)."""
+    n_rows, n_cols = z2.shape
+    p = out if out is not None else torch.empty(z2.shape, device=z2.device,
+                                                dtype=out_dtype or z2.dtype)
+    if z2.numel() == 0:
+        return p
+    cfg = launch_config(n_cols, z2.element_size(), config)
+    m = _MODES[mode]
+    max_iter = n_iter if n_iter is not None else (64 if m == 2 else 32)
+    grid = (triton.cdiv(n_rows, cfg["BR"]),)
+    _fwd_kernel[grid](z2, p, alpha_rows if alpha_rows is not None else z2, iters, n_rows, n_cols,
+                      z2.stride(0), tol, MODE=m, MAX_ITER=max_iter, BR=cfg["BR"], BC=cfg["BC"],
+                      SINGLE=cfg["SINGLE"], num_warps=cfg["num_warps"])
+    return p
+
+
+def backward_rows(p2: torch.Tensor, g2: torch.Tensor, mode: str,
+                  alpha_rows: torch.Tensor | None = None, config: dict | None = None):
+    """(dz, dalpha_rows or None) for contiguous (n_rows, n_cols) p and g."""
+    n_rows, n_cols = p2.shape
+    dz = torch.empty(p2.shape, device=p2.device, dtype=g2.dtype)
+    m = _MODES[mode]
+    dalpha = torch.empty(n_rows, device=p2.device, dtype=torch.float32) if m == 2 else None
+    if p2.numel() == 0:
+        return dz, dalpha
+    cfg = launch_config(n_cols, max(p2.element_size(), g2.element_size()), config)
+    grid = (triton.cdiv(n_rows, cfg["BR"]),)
+    _bwd_kernel[grid](p2, g2, dz, alpha_rows if alpha_rows is not None else p2,
+                      dalpha if dalpha is not None else p2, n_rows, n_cols, p2.stride(0),
+                      g2.stride(0), MODE=m, BR=cfg["BR"], BC=cfg["BC"], SINGLE=cfg["SINGLE"],
+                      num_warps=cfg["num_warps"])
+    return dz, dalpha
+
+
+class _SparseMap(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, z, alpha, mode, dim, n_iter):
+        dim = dim % z.dim()
+        z2, shape = _as_rows(z, dim)
+        a_rows = _alpha_rows(alpha, z, dim) if mode == "bisect" else None
+        p2 = forward_rows(z2, mode, a_rows, n_iter)
+        ctx.save_for_backward(p2, a_rows if a_rows is not None else p2.new_empty(0))
+        ctx.mode, ctx.dim, ctx.shape, ctx.zshape = mode, dim, shape, z.shape
+        ctx.alpha_is_tensor = torch.is_tensor(alpha)
+        ctx.alpha_shape = alpha.shape if torch.is_tensor(alpha) else None
+        ctx.alpha_dtype = alpha.dtype if torch.is_tensor(alpha) else None
+        return p2.reshape(shape).movedim(-1, dim)
+
+    @staticmethod
+    def backward(ctx, g):
+        p2, a_rows = ctx.saved_tensors
+        g2, _ = _as_rows(g, ctx.dim)
+        dz2, da_rows = backward_rows(p2, g2, ctx.mode, a_rows if ctx.mode == "bisect" else None)
+        dz = dz2.reshape(ctx.shape).movedim(-1, ctx.dim)
+        dalpha = None
+        if ctx.alpha_is_tensor and ctx.needs_input_grad[1]:
+            shape = list(ctx.zshape)
+            shape[ctx.dim] = 1
+            moved = shape[:ctx.dim] + shape[ctx.dim + 1:] + [1]
+            da = da_rows.reshape(moved).movedim(-1, ctx.dim)
+            dalpha = da.sum_to_size(ctx.alpha_shape).to(ctx.alpha_dtype)
+        return dz, dalpha, None, None, None
+
+
+def sparsemax(z: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """sparsemax(z) = [z - tau]_+ along dim (CUDA, Triton)."""
+    return _SparseMap.apply(z, 2.0, "sparsemax", dim, None)
+
+
+def entmax15(z: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """1.5-entmax(z) = [z/2 - tau]_+^2 along dim, exact (CUDA, Triton)."""
+    return _SparseMap.apply(z, 1.5, "entmax15", dim, None)
+
+
+def entmax_bisect(z: torch.Tensor, alpha=1.5, dim: int = -1, n_iter: int | None = None
+                  ) -> torch.Tensor:
+    """alpha-entmax(z) = [(alpha-1) z - tau]_+^(1/(alpha-1)) along dim, tau by Newton to
+    |sum p - 1| <= 1e-6 then renormalised; alpha a float or a tensor broadcastable to z with
+    size 1 along dim (differentiable)."""
+    return _SparseMap.apply(z, alpha, "bisect", dim, n_iter)
