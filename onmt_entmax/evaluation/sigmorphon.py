@@ -54,8 +54,9 @@ def decode_chars(tokens: Iterable[str]) -> str:
 
 
 def split_tags(tags: str) -> list[str]:
-    """UniMorph feature bundle ``V;PTCP;PST`` -> ``["V", "PTCP", "PST"]``."""
-    parts = [t for t in tags.strip().split(";") if t]
+    """UniMorph feature bundle ``V;PTCP;PST`` -> ``["V", "PTCP", "PST"]`` (the release has a few
+    bundles like ``ADJ;ABL; PL``: spaces around a tag are dropped)."""
+    parts = [t.strip() for t in tags.split(";") if t.strip()]
     if not parts or any(any(c.isspace() for c in t) for t in parts):
         raise ValueError(f"bad UniMorph tag bundle {tags!r}: expected ';'-separated tags without spaces")
     return parts

@@ -148,7 +148,10 @@ def prepare(corpus: str, raw: Path, out: Path, jobs: int = 1, bpe_split: str = "
         side = {}
         for lang in (l1, l2):
             lines = (raw / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()[:max_lines]
-            (out / f"{split}.raw.{lang}").write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+            # references for SacreBLEU: the untokenized originals when the corpus ships tokenized (KFTT)
+            orig = raw / f"{split}.orig.{lang}"
+            refs = orig.read_text(encoding="utf-8").splitlines()[:max_lines] if orig.exists() else lines
+            (out / f"{split}.raw.{lang}").write_text("".join(x + "\n" for x in refs), encoding="utf-8")
             side[lang] = tokenize_lines(lines, lang, recipe, jobs)
         if len(side[l1]) != len(side[l2]):
             raise ValueError(f"{split}: {len(side[l1])} {l1} lines but {len(side[l2])} {l2} lines")

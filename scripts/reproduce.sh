@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Reproduce one table of the papers: data, training over seeds, evaluation, markdown table.
+#   scripts/reproduce.sh peters2019-table1 --seeds 1 2 3 --gpu 0 [--only 'medium/*']
+#   scripts/reproduce.sh smoke          # tiny end-to-end check on real data (CPU, minutes)
+# Steps one at a time: python3 scripts/reproduce/reproduce.py {data,train,evaluate,table,plot} TABLE ...
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ $# -lt 1 ]; then
+    python3 scripts/reproduce/reproduce.py --help
+    exit 2
+fi
+if [ "$1" = smoke ]; then
+    shift
+    exec python3 -m pytest -q -m slow tests/pipelines/test_smoke.py "$@"
+fi
+table="$1"
+shift
+exec python3 scripts/reproduce/reproduce.py all "$table" "$@"

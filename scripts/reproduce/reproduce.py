@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""Run or collect the experiments of one table, over seeds, and print it beside the paper's numbers.
+
+    scripts/reproduce.sh TABLE [--seeds 1 2 3] [--gpu 0] [--only PATTERN]  # data, train, evaluate, table
+    python3 scripts/reproduce/reproduce.py table TABLE                      # collect finished runs only
+
+Steps (each skips work already done, so an interrupted reproduction resumes):
+  data      prepare work/data/<corpus> (SIGMORPHON from ../shared/data or --sigmorphon ARCHIVE;
+            MT: download.py + extract.py + prepare_mt.py)
+  train     onmt_build_vocab once per corpus, then onmt_train -config C -seed S into runs/<family>/<name>/seed<S>/
+  evaluate  best checkpoint = highest "Validation accuracy" in train.log (Peters et al.: best validation
+            accuracy), onmt_translate -beam_size 5 on the test set, scores.json; SIGMORPHON also
+            decodes the ensemble of the seeds (-avg_raw_probs: averaged probabilities) into ensemble/
+  table     markdown: mean ± std over seeds (ours) beside the paper
+  plot      Figure 4: validation accuracy against alpha (PNG)
+Tables: peters2019-table1, peters2019-table2, peters2019-fig4-attention, peters2019-fig4-output,
+correia2019-bleu, tezekbayev-table1.
+"""
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import experiments as E  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+try:
+    import onmt_entmax.evaluation  # noqa: F401
+except ImportError:  # source checkout without `pip install -e .`
+    sys.path.insert(0, str(ROOT))
+from onmt_entmax.evaluation import bleu, sigmorphon, tables  # noqa: E402
+
+SHARED = ROOT.parent / "shared" / "data"
+_VALID = re.compile(r"Validation accuracy: ([0-9.eE+-]+|nan)")
+_SAVED = re.compile(r"Saving checkpoint (\S+_step_\d+\.pt)")
+
+
+def run(cmd: list[str], cwd: Path = ROOT) -> None:
+    print("+", " ".join(map(str, cmd)), flush=True)
+    subprocess.run([str(c) for c in cmd], cwd=cwd, check=True)
+
+
+def experiments(table: str, only: str | None = None) -> list[E.Experiment]:
+    if table not in E.TABLES:
+        raise SystemExit(f"unknown table {table!r}; tables: {', '.join(E.TABLES)}")
+    found = [e for e in E.all_experiments() if e.table == table]
+    if only:
+        found = [e for e in found if fnmatch.fnmatch(e.name, only)]
+    return found
+
+
+# ------------------------------------------------------------------------------------------ data
+def prepare_data(e: E.Experiment, sigmorphon_archive: Path | None) -> None:
+    out = ROOT / E.DATA / e.corpus
+    if e.task == "sigmorphon":
+        if (out / "src-train.txt").exists():
+            return
+        archive = sigmorphon_archive or SHARED / "sigmorphon2018-task1.tar.gz"
+        run([sys.executable, "scripts/data/prepare_sigmorphon2018.py", "--source", archive, "--out", out,
+             "--setting", e.corpus.rsplit("-", 1)[1]])
+        return
+    if (out / "prepare.json").exists():
+        return
+    downloads = ROOT / "work/downloads"
+    run([sys.executable, "scripts/data/download.py", e.corpus, "--out", downloads])
+    extra = []
+    if e.corpus == "iwslt17-de-en":
+        run([sys.executable, "scripts/data/download.py", "iwslt17-de-en-test", "--out", downloads])
+        extra = ["--testsets", downloads / "iwslt17-de-en-test"]
+    run([sys.executable, "scripts/data/extract.py", e.corpus, "--downloads", downloads / e.corpus,
+         "--out", out / "raw", *extra])
+    run([sys.executable, "scripts/data/prepare_mt.py", e.corpus, "--raw", out / "raw", "--out", out, "--jobs", "8"])
+
+
+def build_vocab(e: E.Experiment, cwd: Path = ROOT, config: Path | None = None) -> None:
+    cfg = e.config
+    if all((cwd / cfg[k]).exists() for k in ("src_vocab", "tgt_vocab")):
+        return
+    run(["onmt_build_vocab", "-config", config or e.path, "-n_sample", "-1",
+         "-save_data", Path(cfg["src_vocab"]).parent / "onmt_sample"], cwd=cwd)
+
+
+# ------------------------------------------------------------------------------------- train/eval
+def train(e: E.Experiment, seed: int, gpu: int | None) -> Path:
+    run_dir = ROOT / e.run_dir / f"seed{seed}"
+    if list(run_dir.glob("model_step_*.pt")) and (run_dir / "train.done").exists():
+        return run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    gpu_args = ["-world_size", "1", "-gpu_ranks", str(gpu)] if gpu is not None else []
+    run(["onmt_train", "-config", e.path, "-seed", str(seed), "-save_model", run_dir / "model",
+         "-log_file", run_dir / "train.log", *gpu_args])
+    (run_dir / "train.done").write_text("")
+    return run_dir
+
+
+def best_checkpoint(log_text: str) -> tuple[str, float]:
+    """(checkpoint, validation accuracy) of the best validation in an onmt_train log.
+
+    OpenNMT-py 3.5.1 logs "Validation accuracy: X" and then, at a checkpoint step,
+    "Saving checkpoint <path>_step_<n>.pt"; configs save at every validation step.
+    """
+    best: tuple[str, float] | None = None
+    pending: float | None = None
+    for line in log_text.splitlines():
+        if (m := _VALID.search(line)) is not None:
+            pending = float(m.group(1))
+        elif (m := _SAVED.search(line)) is not None and pending is not None:
+            if best is None or pending > best[1]:
+                best = (m.group(1), pending)
+            pending = None
+    if best is None:
+        raise ValueError("no validated checkpoint in the training log (valid_steps must equal save_checkpoint_steps)")
+    return best
+
+
+def translate(models: list[str], src: Path, out: Path, gpu: int | None, extra: list[str] = ()) -> None:
+    gpu_args = ["-gpu", str(gpu)] if gpu is not None else []
+    ens = ["-avg_raw_probs"] if len(models) > 1 else []
+    run(["onmt_translate", "-model", *models, "-src", src, "-output", out, "-beam_size", "5",
+         "-batch_size", "64", "-max_length", "250", *ens, *gpu_args, *extra])
+
+
+def read_lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def score(e: E.Experiment, pred: Path, data: Path = None) -> dict:
+    """Test-set scores of a prediction file (SIGMORPHON: averaged over languages; MT: both BLEUs)."""
+    data = data or ROOT / E.DATA / e.corpus
+    hyp = read_lines(pred)
+    if e.task == "sigmorphon":
+        per = sigmorphon.score_multilingual(read_lines(data / "src-test.txt"), hyp, read_lines(data / "tgt-test.txt"))
+        return {"accuracy": per["average"]["accuracy"], "levenshtein": per["average"]["levenshtein"],
+                "per_language": per}
+    lower = json.loads((data / "prepare.json").read_text())["recipe"]["lowercase"]
+    tok_hyp = [bleu.remove_bpe(h) for h in hyp]
+    raw_ref = read_lines(data / f"test.raw.{e.tgt}")
+    if lower:
+        raw_ref = [r.lower() for r in raw_ref]
+    out = {"tokenized_bleu": bleu.tokenized_bleu(tok_hyp, read_lines(data / f"test.tok.{e.tgt}"))}
+    try:
+        out["sacrebleu"], out["signature"] = bleu.sacrebleu_score(bleu.moses_detokenize(tok_hyp, e.tgt), raw_ref, e.tgt)
+    except RuntimeError as err:  # e.g. Japanese without MeCab: keep the tokenized score
+        out["sacrebleu_error"] = str(err)
+    return out
+
+
+def test_source(e: E.Experiment) -> Path:
+    d = ROOT / E.DATA / e.corpus
+    return d / ("src-test.txt" if e.task == "sigmorphon" else f"test.bpe.{e.src}")
+
+
+def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
+    best = []
+    for seed in seeds:
+        run_dir = ROOT / e.run_dir / f"seed{seed}"
+        if not (run_dir / "train.log").exists():
+            print(f"skip {run_dir}: not trained", file=sys.stderr)
+            continue
+        ckpt, dev_acc = best_checkpoint((run_dir / "train.log").read_text(encoding="utf-8"))
+        best.append(ckpt)
+        if (run_dir / "scores.json").exists():
+            continue
+        translate([ckpt], test_source(e), run_dir / "pred.test.txt", gpu)
+        result = {"checkpoint": ckpt, "dev_accuracy": dev_acc, **score(e, run_dir / "pred.test.txt")}
+        (run_dir / "scores.json").write_text(json.dumps(result, indent=1) + "\n")
+    ens = ROOT / e.run_dir / "ensemble"
+    if E.TABLES[e.table].ensemble and len(best) > 1 and not (ens / "scores.json").exists():
+        ens.mkdir(parents=True, exist_ok=True)
+        translate(best, test_source(e), ens / "pred.test.txt", gpu)
+        result = {"checkpoints": best, **score(e, ens / "pred.test.txt")}
+        (ens / "scores.json").write_text(json.dumps(result, indent=1) + "\n")
+
+
+# ----------------------------------------------------------------------------------------- table
+def collect(table: str, runs: Path = ROOT) -> dict[tuple[str, str], list[float]]:
+    """{(row, column): [metric of each seed]} from runs/<family>/<name>/seed*/scores.json."""
+    spec = E.TABLES[table]
+    cells: dict[tuple[str, str], list[float]] = {}
+    for e in experiments(table):
+        base = runs / e.run_dir
+        values = [json.loads(p.read_text())[spec.metric] for p in sorted(base.glob("seed*/scores.json"))]
+        col = f"{e.column}-avg" if spec.ensemble else e.column
+        if values:
+            cells[(e.row, col)] = values
+        if spec.ensemble and (base / "ensemble/scores.json").exists():
+            cells[(e.row, f"{e.column}-ens")] = [json.loads((base / "ensemble/scores.json").read_text())[spec.metric]]
+    return cells
+
+
+def print_table(table: str, runs: Path = ROOT) -> str:
+    spec = E.TABLES[table]
+    paper = {}
+    if spec.paper[0]:
+        paper = {(k[2], k[3]): v for k, v in tables.load_paper_numbers().items() if k[:2] == spec.paper}
+    text = f"### {spec.title}\n\n" + tables.markdown_table(spec.rows, spec.columns, collect(table, runs), paper)
+    if table == "peters2019-table1":
+        extra = {k: v for k, v in paper.items() if k[0] not in spec.rows}
+        if extra:
+            text += "\n" + tables.markdown_table(sorted({r for r, _ in extra}), spec.columns, {}, extra).split("\n", 2)[2]
+    return text
+
+
+def plot_fig4(out: Path, runs: Path = ROOT) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3), sharey=True)
+    for ax, which in zip(axes, ("attention", "output")):
+        cells = collect(f"peters2019-fig4-{which}", runs)
+        xs = [a for a in E.FIG4_GRID if (E.alpha_tag(a), "dev accuracy") in cells]
+        vals = [cells[(E.alpha_tag(a), "dev accuracy")] for a in xs]
+        means = [tables.mean_std(v)[0] for v in vals]
+        stds = [tables.mean_std(v)[1] or 0.0 for v in vals]
+        ax.errorbar(xs, means, yerr=stds, marker="o", capsize=3)
+        ax.set_xlabel(f"{which} α (other α = 1.5)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("DE→EN validation accuracy (%)")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=150)
+    return out
+
+
+# ----------------------------------------------------------------------------------------- smoke
+def smoke_data(cwd: Path = ROOT, lines: int = 400, merges: int = 300) -> None:
+    """work/smoke/multi30k: the first ``lines`` Multi30k pairs of each split, BPE with ``merges`` merges."""
+    out = cwd / "work/smoke/multi30k"
+    if (out / "prepare.json").exists():
+        return
+    raw = cwd / "work/smoke/multi30k-raw"
+    run([sys.executable, ROOT / "scripts/data/extract.py", "multi30k", "--downloads", SHARED / "multi30k", "--out", raw], cwd=cwd)
+    run([sys.executable, ROOT / "scripts/data/prepare_mt.py", "multi30k", "--raw", raw, "--out", out,
+         "--max-lines", str(lines), "--merges", str(merges)], cwd=cwd)
+    shutil.rmtree(raw)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("step", choices=["all", "data", "train", "evaluate", "table", "plot", "smoke-data"])
+    p.add_argument("table", nargs="?", help="one of: " + ", ".join(E.TABLES))
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    p.add_argument("--gpu", type=int, help="GPU id (default: CPU)")
+    p.add_argument("--only", help="glob on experiment names, e.g. 'medium/*' or 'de-en/*'")
+    p.add_argument("--sigmorphon", type=Path, help="SIGMORPHON 2018 archive or task1 folder")
+    p.add_argument("--out", type=Path, default=ROOT / "runs/figure4.png", help="plot output")
+    a = p.parse_args(argv)
+    if a.step == "smoke-data":
+        smoke_data()
+        return
+    if a.step == "plot":
+        print(plot_fig4(a.out))
+        return
+    if a.table is None:
+        p.error(f"{a.step} needs a table: " + ", ".join(E.TABLES))
+    todo = experiments(a.table, a.only)
+    if a.step in ("all", "data"):
+        for e in todo:
+            prepare_data(e, a.sigmorphon)
+    if a.step in ("all", "train"):
+        for e in todo:
+            build_vocab(e)
+            for seed in a.seeds:
+                train(e, seed, a.gpu)
+    if a.step in ("all", "evaluate"):
+        for e in todo:
+            evaluate(e, a.seeds, a.gpu)
+    if a.step in ("all", "table"):
+        print(print_table(a.table))
+
+
+if __name__ == "__main__":
+    main()
