@@ -6,7 +6,7 @@ input dtype) and move it back.
 """
 from __future__ import annotations
 
-from typing import Callable, Union
+from typing import Callable, NamedTuple, Union
 
 import torch
 from torch import Tensor
@@ -71,22 +71,67 @@ def shift_by_max(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return xs, m, dead
 
 
-def sorted_candidates(xs: Tensor, reach: float = 1.0) -> Tensor:
-    """Entries of each row that can be in the support, sorted in decreasing order.
+def top_candidates(z: Tensor, reach: float) -> tuple[Tensor, Tensor, Tensor]:
+    """The entries of each row that can be in the support, sorted decreasingly, without a full sort.
 
-    For sparsemax and 1.5-entmax written as p = [x - tau]_+^{1/(a-1)} with max x = 0, the
-    threshold satisfies tau >= -1 (p_max <= 1), so the support lies in {x > -reach} with
-    reach = 1. Only the k = max_row |{x > -1}| largest entries are sorted (a top-k instead
-    of a full sort); flat rows with many candidates fall back to a full sort.
+    For an entmax mapping written as p = [x - tau]_+^{1/(a-1)} with x = (a-1)(z - max z), the
+    threshold satisfies tau >= -1 (p_max <= 1), so the support lies in {z > max z - reach} with
+    reach = 1/(a-1). A top-k (k = 64, 256, ...) is grown until its last value is out of reach in
+    every row; rows that are flat (many candidates) end in a full sort.
+
+    Returns (sorted top-k values (R, k), row max (R, 1), dead-row mask (R, 1)); a dead row is
+    entirely -inf, gets max 0 here and a zero output from the callers.
     """
-    d = xs.shape[-1]
-    if d <= 64:
-        return xs.sort(dim=-1, descending=True).values
-    k = int((xs > -reach).sum(dim=-1).max().item()) if xs.numel() else 1
-    k = max(k, 1)
-    if 4 * k >= d:
-        return xs.sort(dim=-1, descending=True).values
-    return xs.topk(k, dim=-1, sorted=True).values
+    d = z.shape[-1]
+    k = min(d, 64)
+    vals = _largest(z, k)
+    k = vals.shape[-1]
+    lead = vals.shape[:-1]
+    vals = vals.reshape(-1, vals.shape[-1])
+    rows = z.reshape(-1, d)
+    todo = torch.arange(vals.shape[0], device=z.device)
+    while k < d:
+        sub = vals[todo]
+        top = sub[:, :1]
+        short = ~((sub[:, -1:] <= top - reach) | (top == float("-inf")) | torch.isnan(top)).squeeze(-1)
+        if not bool(short.any()):
+            break
+        # only the rows with more candidates than k are searched again, with a larger k
+        todo = todo[short]
+        more = _largest(rows[todo], min(d, 4 * k))
+        k = more.shape[-1]
+        pad = torch.full((vals.shape[0], k - vals.shape[-1]), float("-inf"), dtype=vals.dtype, device=vals.device)
+        vals = torch.cat([vals, pad], dim=-1)
+        vals[todo] = more
+    vals = vals.reshape(lead + vals.shape[-1:])
+    top = vals[..., :1]
+    dead = top == float("-inf")
+    return vals, torch.where(dead, torch.zeros_like(top), top), dead
+
+
+def _largest(z: Tensor, k: int) -> Tensor:
+    """The k largest entries of each row, sorted decreasingly (a full sort when k is a large share)."""
+    if 4 * k >= z.shape[-1]:
+        return z.sort(dim=-1, descending=True).values
+    return z.topk(k, dim=-1).values
+
+
+def on_support_only(tau: Tensor, dead: Tensor) -> Tensor:
+    """A threshold of +inf for dead rows, so that [z - tau]_+ is 0 there without a full-size mask."""
+    if bool(dead.any()):
+        tau = torch.where(dead, torch.full_like(tau, float("inf")), tau)
+    return tau
+
+
+class Solved(NamedTuple):
+    """A solved batch of rows: the full output and its restriction to the sorted candidates."""
+
+    p: Tensor        # (R, d) probabilities
+    p_cand: Tensor   # (R, k) probabilities of the k sorted candidates (the support is among them)
+    z_cand: Tensor   # (R, k) candidate logits minus the row max (-inf where the row had -inf)
+    tau: Tensor      # (R, 1) threshold in the frame p = [(alpha-1) z - tau]_+^{1/(alpha-1)}
+    max: Tensor      # (R, 1) row max
+    dead: Tensor     # (R, 1) rows that are entirely -inf
 
 
 def support_backward(p: Tensor, g: Tensor, u: Tensor) -> Tensor:

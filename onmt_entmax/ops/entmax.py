@@ -32,7 +32,8 @@ def entmax(z: Tensor, alpha: Alpha = 1.5, dim: int = -1, n_iter: Optional[int] =
 def entmax_threshold(z: Tensor, alpha: Alpha = 1.5, dim: int = -1, n_iter: Optional[int] = None) -> Tensor:
     """tau (keepdim along `dim`) such that entmax(z) = [(alpha-1) z - tau]_+^{1/(alpha-1)}.
 
-    Exact for alpha 1.5 and 2, by bisection otherwise; -inf for rows that are entirely -inf.
+    Exact for alpha 1.5 and 2, by bisection otherwise; +inf for rows that are entirely -inf
+    (no entry passes it).
     Used for the alpha-ReLU threshold estimate (the mean 1.5-entmax threshold of an untrained model).
     """
     check_alpha(alpha, strict=True)
@@ -46,6 +47,5 @@ def entmax_threshold(z: Tensor, alpha: Alpha = 1.5, dim: int = -1, n_iter: Optio
             alpha = alpha.movedim(dim, -1)
         a = _prepare(x, alpha)
         n = default_n_iter(x.dtype) if n_iter is None else int(n_iter)
-        p, tau = _bisect_last(x, a, n)
-        tau = torch.where(p.sum(dim=-1, keepdim=True) > 0, tau, torch.full_like(tau, float("-inf")))
+        _, tau = _bisect_last(x, a, n)
     return tau.movedim(-1, dim)

@@ -5,7 +5,8 @@
 With x = z/2 sorted decreasingly and the running moments over the first k entries,
 mean_k = S1/k and ss_k = S2/k - mean_k^2, the candidate threshold is
 tau_k = mean_k - sqrt((1 - k ss_k) / k); the support size is the largest k with
-tau_k <= x_(k), and tau = tau_k there.
+tau_k <= x_(k), and tau = tau_k there. Only the entries with z within 2 of the row max can be
+in the support, so only those are sorted.
 """
 from __future__ import annotations
 
@@ -14,13 +15,12 @@ from torch import Tensor
 from torch.autograd import Function
 
 from . import _dispatch
-from ._common import on_last_dim, shift_by_max, sorted_candidates, support_backward
+from ._common import Solved, on_last_dim, on_support_only, support_backward, top_candidates
 
 
-def _entmax15_tau(xs: Tensor) -> Tensor:
-    """Exact threshold of rows x/2 already shifted so that max = 0 (keepdim)."""
-    srt = sorted_candidates(xs)
-    k = torch.arange(1, srt.shape[-1] + 1, device=xs.device, dtype=xs.dtype)
+def entmax15_tau_sorted(srt: Tensor) -> Tensor:
+    """Exact threshold from the sorted candidates x = z/2 of each row (keepdim)."""
+    k = torch.arange(1, srt.shape[-1] + 1, device=srt.device, dtype=srt.dtype)
     mean = srt.cumsum(dim=-1) / k
     mean_sq = (srt * srt).cumsum(dim=-1) / k
     delta = (1 - k * (mean_sq - mean * mean)) / k
@@ -30,16 +30,23 @@ def _entmax15_tau(xs: Tensor) -> Tensor:
 
 
 def entmax15_threshold(x: Tensor) -> Tensor:
-    """tau with entmax15(x) = [x/2 - tau]_+^2 along the last dim (keepdim); -inf for dead rows."""
-    xs, m, dead = shift_by_max(x / 2)
-    tau = _entmax15_tau(xs) + m
-    return torch.where(dead, torch.full_like(tau, float("-inf")), tau)
+    """tau with entmax15(x) = [x/2 - tau]_+^2 along the last dim (keepdim); +inf for all -inf rows."""
+    vals, m, dead = top_candidates(x, reach=2.0)
+    return on_support_only(entmax15_tau_sorted((vals - m) / 2) + m / 2, dead)
+
+
+def entmax15_solve(x: Tensor) -> Solved:
+    """1.5-entmax of the rows of x with its candidate-restricted view (used by the loss)."""
+    vals, m, dead = top_candidates(x, reach=2.0)
+    zc = vals - m
+    tau = entmax15_tau_sorted(zc / 2)
+    tau_z = on_support_only(tau + m / 2, dead)
+    p = (x - 2 * tau_z).clamp_(min=0).square_().mul_(0.25)
+    return Solved(p, (zc / 2 - tau).clamp(min=0).square(), zc, tau_z, m, dead)
 
 
 def _entmax15_last(x: Tensor) -> Tensor:
-    xs, _, dead = shift_by_max(x / 2)
-    p = (xs - _entmax15_tau(xs)).clamp(min=0) ** 2
-    return torch.where(dead, torch.zeros_like(p), p)
+    return (x - 2 * entmax15_threshold(x)).clamp_(min=0).square_().mul_(0.25)
 
 
 class Entmax15Function(Function):

@@ -24,7 +24,8 @@ from torch import Tensor
 from torch.autograd import Function
 
 from . import _dispatch
-from ._common import Alpha, check_alpha, compute_dtype, on_last_dim, shift_by_max, support_backward
+from ._common import (Alpha, check_alpha, compute_dtype, on_last_dim, on_support_only, shift_by_max,
+                      Solved, support_backward, top_candidates)
 
 _DEFAULT_ITERS = {torch.float32: 30, torch.float64: 60}
 
@@ -61,19 +62,41 @@ def _prepare(x: Tensor, alpha: Alpha) -> Tensor:
     return a
 
 
+def bisect_solve(z: Tensor, a: Tensor, n_iter: int) -> Solved:
+    """alpha-entmax (every alpha > 1) of the rows of z by bisection on their candidates only.
+
+    Entries with z <= max z - 1/(alpha-1) have x <= -1 <= tau, hence p = 0; the bisection runs on
+    the others (bracket [-1, -k^{1-alpha}] is valid for any superset of the support of size k).
+    """
+    am1 = a - 1
+    reach = float(1.0 / am1.min())
+    vals, m, dead = top_candidates(z, reach)
+    zc = vals - m
+    am1c = am1
+    xc = zc * am1c
+    tau = _bisect_tau(xc, am1c, n_iter)
+    inv = 1.0 / am1c
+    pc = (xc - tau).clamp(min=0).pow(inv)
+    total = pc.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(z.dtype).tiny)
+    pc = pc / total
+    tau_z = on_support_only(tau + am1c * m, dead)
+    # the same arithmetic as on the candidates, so that p sums to 1 as pc does
+    p = (z - m).mul_(am1c).sub_(on_support_only(tau, dead)).clamp_(min=0).pow_(inv).div_(total)
+    return Solved(p, pc, zc, tau_z, m, dead)
+
+
 def _bisect_last(x: Tensor, a: Tensor, n_iter: int) -> tuple[Tensor, Tensor]:
     """(p, tau) along the last dim; rows with alpha == 1 are softmax; dead rows are zeros."""
-    xs, m, dead = shift_by_max(x)
-    am1 = (a - 1).clamp(min=torch.finfo(x.dtype).tiny)
-    xa = xs * am1
-    tau = _bisect_tau(xa, am1, n_iter)
-    p = (xa - tau).clamp(min=0).pow(1.0 / am1)
     soft = a == 1
-    if bool(soft.any()):
-        p = torch.where(soft, torch.softmax(xs, dim=-1), p)
-    p = p / p.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(x.dtype).tiny)
-    p = torch.where(dead, torch.zeros_like(p), p)
-    return p, tau + am1 * m
+    if not bool(soft.any()):
+        solved = bisect_solve(x, a, n_iter)
+        return solved.p, solved.tau
+    p_soft = softmax_safe(x, -1)
+    if bool(soft.all()):
+        return p_soft, torch.full_like(x[..., :1], float("nan"))
+    solved = bisect_solve(x, torch.where(soft, torch.full_like(a, 2.0), a), n_iter)
+    return torch.where(soft, p_soft, solved.p), torch.where(soft, torch.full_like(solved.tau, float("nan")),
+                                                            solved.tau)
 
 
 def alpha_gradient(p: Tensor, g: Tensor, a: Tensor) -> Tensor:

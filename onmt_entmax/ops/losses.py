@@ -34,9 +34,10 @@ from torch.autograd import Function
 from . import _dispatch
 from ._common import Alpha, check_alpha, compute_dtype, shift_by_max
 from .alpha_relu import _alpha_relu, check_tau
-from .entmax15 import _entmax15_last
-from .entmax_bisect import _bisect_last, _prepare, default_n_iter, reduce_to_shape
-from .sparsemax import _sparsemax_last
+from ._common import Solved
+from .entmax15 import entmax15_solve
+from .entmax_bisect import _bisect_last, _prepare, bisect_solve, default_n_iter, reduce_to_shape
+from .sparsemax import sparsemax_solve
 
 KINDS = ("sparsemax", "entmax15", "entmax_bisect", "alpha_relu")
 REDUCTIONS = ("mean", "sum", "none")
@@ -82,14 +83,44 @@ def _smoothed_target_entropy(n_classes: Tensor, eps: float, alpha: Tensor) -> tu
     return torch.where(one, shannon, tsallis), torch.where(one, torch.zeros_like(dtsallis), dtsallis)
 
 
-def _mapping(kind: str, x: Tensor, a: Tensor, tau: float, n_iter: int) -> Tensor:
+def _solve(kind: str, z: Tensor, a: Tensor, n_iter: int) -> Optional[Solved]:
+    """The mapping restricted to its candidates, or None when some row has alpha == 1 (dense)."""
     if kind == "sparsemax":
-        return _sparsemax_last(x)
+        return sparsemax_solve(z)
     if kind == "entmax15":
-        return _entmax15_last(x)
-    if kind == "alpha_relu":
-        return _alpha_relu(x, float(a.reshape(-1)[0]), tau)
-    return _bisect_last(x, a, n_iter)[0]
+        return entmax15_solve(z)
+    if bool((a == 1).any()):
+        return None
+    return bisect_solve(z, a, n_iter)
+
+
+def _entmax_loss(kind: str, z: Tensor, y: Tensor, a: Tensor, n_iter: int) -> tuple[Tensor, Tensor, Tensor]:
+    """(loss (R, 1), p (R, d), p on the entries that matter for the alpha-gradient).
+
+    L = sum_{p>0} p_i (z_i - max z) - (z_y - max z) + H_alpha(p); the sums run over the sorted
+    candidates only (the support is among them), so the full rows are touched just to write p.
+    """
+    solved = _solve(kind, z, a, n_iter)
+    if solved is None:  # dense rows (softmax): full-row sums
+        xs, m, dead = shift_by_max(z)
+        p = _bisect_last(z, a, n_iter)[0]
+        pz = torch.where(p > 0, p * xs, torch.zeros_like(p)).sum(dim=-1, keepdim=True)
+        loss = pz - xs.gather(-1, y) + tsallis_entropy(p, a)
+        return torch.where(dead, torch.full_like(loss, float("inf")), loss), p, p
+    pc, zc = solved.p_cand, solved.z_cand
+    pz = torch.where(pc > 0, pc * zc, torch.zeros_like(pc)).sum(dim=-1, keepdim=True)
+    loss = pz - (z.gather(-1, y) - solved.max) + tsallis_entropy(pc, a)
+    return torch.where(solved.dead, torch.full_like(loss, float("inf")), loss), solved.p, pc
+
+
+def _finite_classes(z: Tensor) -> tuple[Optional[Tensor], Tensor, Tensor]:
+    """(mask of finite logits or None when all are finite, their count (R, 1), row sum over them (R, 1))."""
+    total = z.sum(dim=-1, keepdim=True)
+    if bool(torch.isfinite(total).all()):
+        return None, torch.full_like(total, z.shape[-1]), total
+    finite = z > float("-inf")
+    count = finite.sum(dim=-1, keepdim=True).to(z.dtype)
+    return finite, count, torch.where(finite, z, torch.zeros_like(z)).sum(dim=-1, keepdim=True)
 
 
 class FYLossFunction(Function):
@@ -101,45 +132,36 @@ class FYLossFunction(Function):
         keep = target != ignore_index
         y = torch.where(keep, target, torch.zeros_like(target)).unsqueeze(-1)
         a = _prepare(z, alpha)
-        finite = z > float("-inf")
-        n_finite = finite.sum(dim=-1, keepdim=True).to(z.dtype)
         if kind == "alpha_relu":
             al = float(a.reshape(-1)[0])
             p = _alpha_relu(z, al, tau)
-            z_y = z.gather(-1, y)
-            loss = p.pow(al).sum(dim=-1, keepdim=True) / al - z_y + (1 + al * tau) / (al * (al - 1))
-            xs = z
+            loss = p.pow(al).sum(dim=-1, keepdim=True) / al - z.gather(-1, y) + (1 + al * tau) / (al * (al - 1))
+            p_alpha = p
         else:
-            xs, _, dead = shift_by_max(z)
-            p = _mapping(kind, z, a, tau, n_iter)
-            z_y = xs.gather(-1, y)
-            pz = torch.where(p > 0, p * xs, torch.zeros_like(p)).sum(dim=-1, keepdim=True)
-            loss = pz - z_y + tsallis_entropy(p, a)
-            loss = torch.where(dead, torch.full_like(loss, float("inf")), loss)
+            loss, p, p_alpha = _entmax_loss(kind, z, y, a, n_iter)
+        finite, n_finite, dh_q = None, None, None
         if eps > 0:
-            mean_z = torch.where(finite, xs, torch.zeros_like(xs)).sum(dim=-1, keepdim=True) / n_finite.clamp(min=1)
+            finite, n_finite, z_sum = _finite_classes(z)
             h_q, dh_q = _smoothed_target_entropy(n_finite.clamp(min=1), eps, a)
-            loss = loss + eps * (z_y - mean_z) - h_q
-        else:
-            dh_q = None
+            loss = loss + eps * (z.gather(-1, y) - z_sum / n_finite.clamp(min=1)) - h_q
         loss = torch.where(keep.unsqueeze(-1), loss, torch.zeros_like(loss)).squeeze(-1)
-        ctx.save_for_backward(p, y, keep, finite, n_finite, a)
+        ctx.save_for_backward(p, y, keep, finite, n_finite, a, p_alpha)
         ctx.dh_q = dh_q
         ctx.kind, ctx.eps, ctx.alpha_shape = kind, eps, alpha.shape
         return loss
 
     @staticmethod
     def backward(ctx, g: Tensor):
-        p, y, keep, finite, n_finite, a = ctx.saved_tensors
+        p, y, keep, finite, n_finite, a, p_alpha = ctx.saved_tensors
         scale = (g * keep.to(g.dtype)).unsqueeze(-1)
-        grad = p.clone()
-        grad.scatter_add_(-1, y, torch.full_like(y, -(1 - ctx.eps), dtype=grad.dtype))
+        grad = p * scale
+        grad.scatter_add_(-1, y, -(1 - ctx.eps) * scale)
         if ctx.eps > 0:
-            grad = grad - ctx.eps * finite.to(grad.dtype) / n_finite.clamp(min=1)
-        grad = grad * scale
+            smooth = ctx.eps * scale / n_finite.clamp(min=1)
+            grad = grad.sub_(smooth) if finite is None else grad.sub_(finite.to(grad.dtype) * smooth)
         da = None
         if ctx.needs_input_grad[2] and ctx.kind == "entmax_bisect":
-            dl = tsallis_entropy_dalpha(p, a)
+            dl = tsallis_entropy_dalpha(p_alpha, a)
             if ctx.dh_q is not None:
                 dl = dl - ctx.dh_q
             da = reduce_to_shape(dl * scale, ctx.alpha_shape)

@@ -4,7 +4,8 @@
 
 tau is found exactly (Michelot 1986; Martins & Astudillo 2016): with the candidates sorted
 decreasingly, the support size is k = max{j : 1 + j z_(j) > sum_{i<=j} z_(i)} and
-tau = (sum_{i<=k} z_(i) - 1) / k.
+tau = (sum_{i<=k} z_(i) - 1) / k. Only the entries within 1 of the row max can be in the support,
+so only those are sorted.
 """
 from __future__ import annotations
 
@@ -13,29 +14,34 @@ from torch import Tensor
 from torch.autograd import Function
 
 from . import _dispatch
-from ._common import on_last_dim, shift_by_max, sorted_candidates, support_backward
+from ._common import Solved, on_last_dim, on_support_only, support_backward, top_candidates
 
 
-def _sparsemax_tau(xs: Tensor) -> Tensor:
-    """Exact threshold of rows already shifted so that max = 0 (keepdim)."""
-    srt = sorted_candidates(xs)
-    k = torch.arange(1, srt.shape[-1] + 1, device=xs.device, dtype=xs.dtype)
+def sparsemax_tau_sorted(srt: Tensor) -> Tensor:
+    """Exact threshold from the sorted candidates of each row (keepdim)."""
+    k = torch.arange(1, srt.shape[-1] + 1, device=srt.device, dtype=srt.dtype)
     csum = srt.cumsum(dim=-1)
     support = (1 + k * srt > csum).sum(dim=-1, keepdim=True).clamp(min=1)
-    return (csum.gather(-1, support - 1) - 1) / support.to(xs.dtype)
+    return (csum.gather(-1, support - 1) - 1) / support.to(srt.dtype)
 
 
 def sparsemax_threshold(x: Tensor) -> Tensor:
-    """tau with sparsemax(x) = [x - tau]_+ along the last dim (keepdim); -inf for dead rows."""
-    xs, m, dead = shift_by_max(x)
-    tau = _sparsemax_tau(xs) + m
-    return torch.where(dead, torch.full_like(tau, float("-inf")), tau)
+    """tau with sparsemax(x) = [x - tau]_+ along the last dim (keepdim); +inf for all -inf rows."""
+    vals, m, dead = top_candidates(x, reach=1.0)
+    return on_support_only(sparsemax_tau_sorted(vals - m) + m, dead)
+
+
+def sparsemax_solve(x: Tensor) -> Solved:
+    """Sparsemax of the rows of x with its candidate-restricted view (used by the loss)."""
+    vals, m, dead = top_candidates(x, reach=1.0)
+    zc = vals - m
+    tau = sparsemax_tau_sorted(zc)
+    tau_z = on_support_only(tau + m, dead)
+    return Solved((x - tau_z).clamp_(min=0), (zc - tau).clamp(min=0), zc, tau_z, m, dead)
 
 
 def _sparsemax_last(x: Tensor) -> Tensor:
-    xs, _, dead = shift_by_max(x)
-    p = (xs - _sparsemax_tau(xs)).clamp(min=0)
-    return torch.where(dead, torch.zeros_like(p), p)
+    return (x - sparsemax_threshold(x)).clamp_(min=0)
 
 
 class SparsemaxFunction(Function):

@@ -48,6 +48,17 @@ def test_exact_mappings_in_float32_match_reference(name):
     np.testing.assert_allclose(fn(z).double().numpy(), entmax_ref(z.double().numpy(), alpha), atol=2e-6)
 
 
+@pytest.mark.parametrize("name", MAPPINGS)
+def test_rows_with_few_and_many_candidates_in_one_batch(name):
+    """Peaked rows (few entries near the max) and flat rows (all of them) mixed in one call, as in
+    an untrained model, take the top-k and the full-sort paths together and stay exact."""
+    fn, alpha = MAPPINGS[name]
+    z = torch.randn(12, 3000, dtype=torch.float64) * 4
+    z[::4] *= 0.02
+    z[1, :700] = z[1].max()  # a row with many ties at the max
+    np.testing.assert_allclose(fn(z).numpy(), entmax_ref(z.numpy(), alpha), atol=1e-9)
+
+
 @pytest.mark.parametrize("dim", [0, 1, 2, -1, -2])
 @pytest.mark.parametrize("name", MAPPINGS)
 def test_any_dim_and_leading_shape(name, dim):
