@@ -93,7 +93,7 @@ def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, n_rows, n_cols, stride, ignore_inde
     row_ok = m > float("-inf")
     if MODE == 3:
         m = tl.zeros([BR], tl.float32)
-        tau = tl.full([BR], relu_tau, tl.float32)
+        tau = tl.zeros([BR], tl.float32) + relu_tau
         norm = tl.full([BR], 1.0, tl.float32)
     else:
         m = tl.where(row_ok, m, 0.0)

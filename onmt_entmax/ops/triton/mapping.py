@@ -56,6 +56,9 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
         else:
             tau, norm, it = S.solve_tile(x, beta, row_ok, tol, MODE, MAX_ITER)
             p = S.probs(x, tau, norm, beta, MODE)
+        # renormalise: float32 rounding of tau alone moves sum p by ~1e-6 on wide supports
+        tot = tl.sum(p, 1)
+        p = p / tl.where(tot > 0, tot, 1.0)[:, None]
         tl.store(P + roff + cols[None, :], p.to(P.dtype.element_ty), mask=msk)
     else:
         m, _s, _c = S.row_max(Z, rows, rmask, n_cols, stride, BR, BC)
@@ -63,6 +66,11 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
         m = tl.where(row_ok, m, 0.0)
         tau, norm, it = S.solve_stream(Z, rows, rmask, n_cols, stride, m, a1, beta, row_ok, tol,
                                        MODE, MAX_ITER, BR, BC)
+        tot = tl.zeros([BR], tl.float32)
+        for c0 in range(0, n_cols, BC):
+            x = S.load_scaled(Z, rows, rmask, c0 + tl.arange(0, BC), n_cols, stride, m, a1)
+            tot += tl.sum(S.probs(x, tau, norm, beta, MODE), 1)
+        norm = norm * tl.where(tot > 0, tot, 1.0)
         for c0 in range(0, n_cols, BC):
             cols = c0 + tl.arange(0, BC)
             msk = rmask[:, None] & (cols[None, :] < n_cols)

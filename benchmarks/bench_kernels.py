@@ -1,0 +1,156 @@
+"""GPU op benchmarks: forward+backward time of our kernels vs F.cross_entropy / softmax / PyPI entmax.
+
+All numbers are `triton.testing.do_bench` medians (ms) measured in the same process, so the
+ratios compare like with like. Usage (on a CUDA machine):
+
+    python benchmarks/bench_kernels.py [--quick] [--variants] [--json out.json]
+
+Loss rows: 4096 x 32768 logits, "trained-like" randn*3 and "untrained" flat randn*0.2, fp32 and
+bf16. Attention rows: (512, 8, 50, 50) scores with a key-padding -inf mask, per-head alpha.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+import torch.nn.functional as F
+import triton
+from triton.testing import do_bench
+
+import onmt_entmax.ops as ops
+from onmt_entmax.ops import _dispatch
+
+try:  # PyPI entmax 1.3, the baseline of issue 5
+    import entmax as pypi
+except ImportError:  # pragma: no cover
+    pypi = None
+
+
+def bench(fn, grads, rep=200):
+    """Median ms of fn() (forward + backward), .grad of `grads` reset between calls."""
+    return do_bench(fn, warmup=50, rep=rep, grad_to_none=grads, return_mode="median")
+
+
+def loss_rows(n, v, scale, dtype, quick):
+    dev = "cuda"
+    z = (torch.randn(n, v, device=dev) * scale).to(dtype).requires_grad_()
+    y = torch.randint(0, v, (n,), device=dev)
+    rep = 50 if quick else 200
+    out = {"ce": bench(lambda: F.cross_entropy(z, y).backward(), [z], rep)}
+    ours = {"entmax15": lambda: ops.entmax15_loss(z, y).backward(),
+            "sparsemax": lambda: ops.sparsemax_loss(z, y).backward(),
+            "bisect1.33": lambda: ops.entmax_bisect_loss(z, y, alpha=1.33).backward()}
+    for name, fn in ours.items():
+        out[name] = bench(fn, [z], rep)
+    if pypi is not None and not quick:
+        zf = z  # PyPI entmax returns NaN in bf16 (no upcast): time it on the same tensor anyway
+        theirs = {"entmax15": lambda: pypi.entmax15_loss(zf, y).mean().backward(),
+                  "sparsemax": lambda: pypi.sparsemax_loss(zf, y).mean().backward(),
+                  "bisect1.33": lambda: pypi.entmax_bisect_loss(zf, y, 1.33, 50).mean().backward()}
+        for name, fn in theirs.items():
+            out["pypi_" + name] = bench(fn, [z], 20)
+    return out
+
+
+def loss_variants(n, v, scale, dtype):
+    """Launch-configuration sweep of the fused 1.5-entmax loss (kernel calls only)."""
+    from onmt_entmax.ops.triton import loss as KL
+    z = (torch.randn(n, v, device="cuda") * scale).to(dtype)
+    y = torch.randint(0, v, (n,), device="cuda")
+    g = torch.full((n,), 1.0 / n, device="cuda")
+    res = {}
+    for name, cfg in {"chunk2048w4": {"SINGLE_MAX": 0, "CHUNK": 2048, "num_warps": 4},
+                      "chunk4096w8": {"SINGLE_MAX": 0, "CHUNK": 4096, "num_warps": 8},
+                      "chunk8192w16": {"SINGLE_MAX": 0, "CHUNK": 8192, "num_warps": 16},
+                      "chunk16384w16": {"SINGLE_MAX": 0, "CHUNK": 16384, "num_warps": 16},
+                      "single_w16": {"SINGLE_MAX": 1 << 20, "num_warps": 16},
+                      "single_w32": {"SINGLE_MAX": 1 << 20, "num_warps": 32}}.items():
+        for kind in ("entmax15", "sparsemax"):
+            def fn():
+                _, stats, a = KL.fy_loss_rows(z, y, kind, 1.5, config=cfg)
+                KL.fy_grad_rows(z, y, g, stats, a, kind, -100, 0.0)
+            try:
+                res[f"{kind}/{name}"] = bench(fn, None, 50)
+            except Exception as e:  # a configuration that does not compile (registers)
+                res[f"{kind}/{name}"] = repr(e)[:80]
+    for blk in (512, 1024, 2048, 4096):
+        _, stats, a = KL.fy_loss_rows(z, y, "entmax15", 1.5)
+        res[f"bwd_only/block{blk}"] = bench(
+            lambda: KL.fy_grad_rows(z, y, g, stats, a, "entmax15", -100, 0.0, bwd_block=blk), None, 50)
+    res["fwd_only/default"] = bench(lambda: KL.fy_loss_rows(z, y, "entmax15", 1.5), None, 50)
+    return res
+
+
+def attention(b, h, q, k, dtype, quick):
+    dev = "cuda"
+    gen = torch.Generator(device=dev).manual_seed(0)
+    z = torch.randn(b, h, q, k, device=dev, generator=gen).to(dtype)
+    lengths = torch.randint(k // 2, k + 1, (b,), device=dev, generator=gen)
+    pad = torch.arange(k, device=dev)[None, :] >= lengths[:, None]
+    z = z.masked_fill(pad[:, None, None, :], float("-inf")).requires_grad_()
+    g = torch.randn(z.shape, device=dev, generator=gen).to(dtype)
+    alpha = torch.full((h, 1, 1), 1.5, device=dev, requires_grad=True)
+    rep = 50 if quick else 200
+    out = {"softmax": bench(lambda: torch.softmax(z, -1).backward(g), [z], rep),
+           "entmax15": bench(lambda: ops.entmax15(z, -1).backward(g), [z], rep),
+           "sparsemax": bench(lambda: ops.sparsemax(z, -1).backward(g), [z], rep),
+           "bisect_per_head": bench(lambda: ops.entmax_bisect(z, alpha, -1).backward(g),
+                                    [z, alpha], rep)}
+    if pypi is not None and not quick and dtype == torch.float32:
+        out["pypi_entmax15"] = bench(lambda: pypi.entmax15(z, -1).backward(g), [z], 20)
+        out["pypi_sparsemax"] = bench(lambda: pypi.sparsemax(z, -1).backward(g), [z], 20)
+        out["pypi_bisect_per_head"] = bench(
+            lambda: pypi.entmax_bisect(z, alpha, dim=-1).backward(g), [z, alpha], 20)
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer repeats, no PyPI baseline")
+    ap.add_argument("--variants", action="store_true", help="launch-configuration sweep")
+    ap.add_argument("--json", help="write all numbers here")
+    args = ap.parse_args(argv)
+    assert torch.cuda.is_available(), "needs a CUDA GPU"
+    assert _dispatch.kernel("entmax15", torch.zeros(2, 2, device="cuda")) is not None, \
+        "the Triton kernels are not dispatched (Triton missing or ONMT_ENTMAX_NO_TRITON set?)"
+    head = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "triton": triton.__version__, "entmax": getattr(pypi, "__version__", None),
+            "cmd": " ".join(sys.argv)}
+    print(head, flush=True)
+    res = {"head": head, "loss": {}, "attention": {}, "variants": {}}
+    for dtype in (torch.float32, torch.bfloat16):
+        for scale in (3.0, 0.2):
+            key = f"{str(dtype)[6:]}/randn*{scale}"
+            res["loss"][key] = loss_rows(4096, 32768, scale, dtype, args.quick)
+            print("loss", key, res["loss"][key], flush=True)
+            if args.variants and dtype == torch.float32:
+                res["variants"][key] = loss_variants(4096, 32768, scale, dtype)
+                print("variants", key, res["variants"][key], flush=True)
+    for dtype in (torch.float32, torch.bfloat16):
+        key = str(dtype)[6:]
+        res["attention"][key] = attention(512, 8, 50, 50, dtype, args.quick)
+        print("attention", key, res["attention"][key], flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+    print("\n| case | op | ours ms | baseline ms | ours / baseline | PyPI / baseline |")
+    print("|---|---|---|---|---|---|")
+    for key, r in res["loss"].items():
+        for op in ("entmax15", "sparsemax", "bisect1.33"):
+            pyp = r.get("pypi_" + op)
+            print(f"| loss 4096x32768 {key} | {op} | {r[op]:.3f} | CE {r['ce']:.3f} | "
+                  f"{r[op] / r['ce']:.2f}x | {pyp / r['ce']:.1f}x |" if pyp else
+                  f"| loss 4096x32768 {key} | {op} | {r[op]:.3f} | CE {r['ce']:.3f} | "
+                  f"{r[op] / r['ce']:.2f}x | - |")
+    for key, r in res["attention"].items():
+        for op in ("entmax15", "sparsemax", "bisect_per_head"):
+            pyp = r.get("pypi_" + op)
+            extra = f"{pyp / r['softmax']:.1f}x" if pyp else "-"
+            print(f"| attention 512x8x50x50 {key} | {op} | {r[op]:.3f} | softmax "
+                  f"{r['softmax']:.3f} | {r[op] / r['softmax']:.2f}x | {extra} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""Triton kernels against the float64 torch reference (CUDA; or CPU under TRITON_INTERPRET=1).
+
+Every check draws fresh random inputs, pre-fills outputs with NaN (so an unwritten element
+fails) and compares with the reference computed in float64 from the same (rounded) inputs.
+"""
+import os
+import zlib
+
+import pytest
+import torch
+
+import onmt_entmax.ops as ops
+from onmt_entmax.ops import losses as ref_losses
+
+triton = pytest.importorskip("triton")
+from onmt_entmax.ops import triton as K  # noqa: E402
+
+INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
+if torch.cuda.is_available() and not INTERP:
+    DEV = "cuda"
+elif INTERP:
+    DEV = "cpu"
+else:
+    pytest.skip("Triton kernels need CUDA (or TRITON_INTERPRET=1)", allow_module_level=True)
+
+from onmt_entmax.ops.triton import loss as KL  # noqa: E402
+from onmt_entmax.ops.triton import mapping as KM  # noqa: E402
+
+REF = {"sparsemax": lambda z: ops.sparsemax(z, -1), "entmax15": lambda z: ops.entmax15(z, -1),
+       "bisect": lambda z: ops.entmax_bisect(z, 1.33, -1, n_iter=80)}
+ALPHA = {"sparsemax": None, "entmax15": None, "bisect": 1.33}
+LONG = 3000 if INTERP else 40000  # > SINGLE_MAX: the streaming path
+
+
+def _masked_logits(n_rows, n_cols, scale, gen):
+    """randn * scale with -inf and -1e18 entries and one fully masked row."""
+    z = torch.randn(n_rows, n_cols, generator=gen, dtype=torch.float64) * scale
+    z[0, n_cols // 2:] = float("-inf")
+    z[1, : n_cols // 3] = -1e18
+    z[2] = float("-inf")
+    return z
+
+
+@pytest.mark.parametrize("mode", ["sparsemax", "entmax15", "bisect"])
+@pytest.mark.parametrize("n_cols", [50, 777, LONG])
+@pytest.mark.parametrize("scale", [3.0, 0.2])
+def test_mapping_forward_matches_float64_reference(mode, n_cols, scale):
+    gen = torch.Generator().manual_seed(zlib.crc32(f"{mode}{n_cols}{scale}".encode()))
+    n_rows = 64 if n_cols < 1000 else 6
+    z = _masked_logits(n_rows, n_cols, scale, gen).float()
+    ref = REF[mode](z.double())
+    a = KM._alpha_rows(ALPHA[mode], z, -1) if mode == "bisect" else None
+    out = torch.full_like(z, float("nan"), device=DEV)
+    p = KM.forward_rows(z.to(DEV), mode, a.to(DEV) if a is not None else None, out=out).cpu()
+    assert not p.isnan().any()
+    torch.testing.assert_close(p.double(), ref, atol=2e-6, rtol=1e-4)
+    live = torch.ones(n_rows, dtype=torch.bool)
+    live[2] = False
+    assert (p[live].double().sum(-1) - 1).abs().max() <= 1e-6
+    assert (p[2] == 0).all(), "a fully masked row gives zeros"
+    if mode != "bisect":  # exact mappings: the same support as the float64 answer
+        assert torch.equal(p == 0, ref == 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("op", ["sparsemax", "entmax15"])
+def test_half_inputs_computed_in_float32(op, dtype):
+    gen = torch.Generator().manual_seed(7)
+    z = (torch.randn(4, 8, 30, generator=gen) * 3).to(dtype)
+    p = getattr(K, op)(z.to(DEV), -1).cpu()
+    assert p.dtype == dtype
+    ref = getattr(ops, op)(z.double(), -1)
+    torch.testing.assert_close(p.double(), ref, atol=1e-2, rtol=1e-2)
+    assert torch.isfinite(p).all()
+
+
+@pytest.mark.parametrize("op", ["sparsemax", "entmax15"])
+def test_mapping_backward_and_dim(op):
+    gen = torch.Generator().manual_seed(11)
+    z = (torch.randn(3, 37, 5, generator=gen, dtype=torch.float64) * 2)
+    z[0, 20:, 1] = float("-inf")
+    g = torch.randn(3, 37, 5, generator=gen, dtype=torch.float64)
+    zr = z.clone().requires_grad_()
+    (getattr(ops, op)(zr, 1) * g).sum().backward()
+    zk = z.float().to(DEV).requires_grad_()
+    p = getattr(K, op)(zk, 1)
+    (p * g.float().to(DEV)).sum().backward()
+    torch.testing.assert_close(p.detach().cpu().double(), getattr(ops, op)(z, 1), atol=2e-6, rtol=1e-4)
+    torch.testing.assert_close(zk.grad.cpu().double(), zr.grad, atol=1e-5, rtol=1e-4)
+
+
+def test_per_head_alpha_forward_backward():
+    """Attention-shaped (batch, heads, q, k) with one learnable alpha per head, alpha = 1 -> softmax."""
+    gen = torch.Generator().manual_seed(3)
+    z = torch.randn(2, 4, 6, 50, generator=gen, dtype=torch.float64) * 2
+    z[:, :, :, 40:] = float("-inf")
+    z[1, 2, 3] = float("-inf")
+    alpha = torch.tensor([1.0, 1.2, 1.5, 2.0], dtype=torch.float64).reshape(4, 1, 1)
+    g = torch.randn(z.shape, generator=gen, dtype=torch.float64)
+    ar = alpha.clone().requires_grad_()
+    zr = z.clone().requires_grad_()
+    ref = torch.cat([ops.entmax_bisect(zr[:, h:h + 1], ar[h:h + 1], -1, n_iter=80) if h else
+                     torch.softmax(zr[:, :1], -1) for h in range(4)], 1)
+    ref = torch.where(z == float("-inf"), torch.zeros_like(ref), ref).nan_to_num(0.0)
+    (ref * g).sum().backward()
+    ak = alpha.float().to(DEV).requires_grad_()
+    zk = z.float().to(DEV).requires_grad_()
+    p = K.entmax_bisect(zk, ak, -1, None)
+    (p * g.float().to(DEV)).sum().backward()
+    torch.testing.assert_close(p.detach().cpu().double(), ref.detach(), atol=5e-6, rtol=1e-4)
+    torch.testing.assert_close(zk.grad.cpu().double(), zr.grad, atol=2e-5, rtol=1e-3)
+    torch.testing.assert_close(ak.grad.cpu().double()[1:], ar.grad[1:], atol=1e-3, rtol=1e-3)
+
+
+@pytest.mark.parametrize("kind,alpha,tau", [("sparsemax", 2.0, 0.0), ("entmax15", 1.5, 0.0),
+                                            ("entmax_bisect", 1.33, 0.0), ("alpha_relu", 1.5, 0.3)])
+@pytest.mark.parametrize("n_cols", [50, LONG])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_fused_loss_matches_reference(kind, alpha, tau, n_cols, eps):
+    gen = torch.Generator().manual_seed(zlib.crc32(f"{kind}{n_cols}{eps}".encode()))
+    n = 16 if n_cols < 1000 else 5
+    z = torch.randn(n, n_cols, generator=gen, dtype=torch.float64) * 3
+    z[0, n_cols // 2:] = float("-inf")
+    y = torch.randint(0, n_cols // 2, (n,), generator=gen)
+    y[1] = -100
+    g = torch.rand(n, generator=gen, dtype=torch.float64)
+    z = z.float().double()
+    zr = z.clone().requires_grad_()
+    ref = ref_losses.fy_loss(zr, y, kind, alpha, tau=tau, reduction="none", label_smoothing=eps)
+    (ref * g).sum().backward()
+    zd, yd = z.float().to(DEV), y.to(DEV)
+    loss, stats, a_rows = KL.fy_loss_rows(zd, yd, kind, alpha, tau, -100, eps)
+    dz = KL.fy_grad_rows(zd, yd, g.float().to(DEV), stats, a_rows, kind, -100, eps,
+                         out=torch.full_like(zd, float("nan")))
+    scale = ref.detach().abs().max().clamp(min=1.0)
+    assert (loss.cpu().double() - ref.detach()).abs().max() <= 2e-6 * scale
+    assert loss[1].item() == 0 and (dz[1] == 0).all(), "ignore_index rows: loss 0, grad 0"
+    torch.testing.assert_close(dz.cpu().double(), zr.grad, atol=2e-6 * scale, rtol=1e-4)
+
+
+def test_public_loss_dispatches_to_the_kernel():
+    """onmt_entmax's public loss takes the kernel path on CUDA and gives the same value."""
+    if DEV != "cuda":
+        pytest.skip("dispatch happens on CUDA tensors only")
+    z = torch.randn(64, 1000, device=DEV) * 3
+    y = torch.randint(0, 1000, (64,), device=DEV)
+    from onmt_entmax.ops import _dispatch
+    assert _dispatch.kernel("fy_loss", z, -1, kind="entmax15", alpha=1.5) is not None
+    zr = z.clone().requires_grad_()
+    loss = ops.entmax15_loss(zr, y)
+    loss.backward()
+    ref = ref_losses.fy_loss(z.double().cpu(), y.cpu(), "entmax15", 1.5)
+    assert abs(loss.item() - ref.item()) <= 1e-5 * max(1.0, abs(ref.item()))
+    p = ops.entmax15(z, -1)
+    onehot = torch.nn.functional.one_hot(y, 1000).float()
+    torch.testing.assert_close(zr.grad, (p - onehot) / 64, atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_loss_peak_memory_not_above_cross_entropy(dtype):
+    if DEV != "cuda":
+        pytest.skip("CUDA memory statistics")
+    n, v = 2048, 32768
+    z = (torch.randn(n, v, device=DEV) * 3).to(dtype).requires_grad_()
+    y = torch.randint(0, v, (n,), device=DEV)
+
+    def peak(fn):
+        z.grad = None
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        fn(z, y).backward()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - base
+
+    ce = peak(torch.nn.functional.cross_entropy)
+    for op in (ops.entmax15_loss, ops.sparsemax_loss):
+        assert peak(op) <= ce
