@@ -1,0 +1,84 @@
+"""Attention normalizers: drop-in replacements for ``nn.Softmax(dim=-1)`` over attention scores."""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from onmt_entmax.registry import EntmaxBisect, Transformation
+
+ALPHA_MIN, ALPHA_MAX = 1.01, 2.0
+
+
+class LearnableAlpha(nn.Module):
+    """One learnable alpha per head: alpha_h = clamp(1 + sigmoid(a_h), 1.01, 2).
+
+    The parametrisation of "Adaptively Sparse Transformers" (Correia et al. 2019): alpha stays in
+    (1, 2] whatever the optimizer does. ``a`` is a 1-D parameter (OpenNMT-py's loader needs >= 1-D),
+    initialised to a_h = logit(alpha_0 - 1), i.e. a = 0 for alpha_0 = 1.5.
+    """
+
+    def __init__(self, heads: int, init_alpha: float = 1.5):
+        super().__init__()
+        if not ALPHA_MIN <= init_alpha < ALPHA_MAX:
+            raise ValueError(f"a learnable alpha must start in [{ALPHA_MIN}, {ALPHA_MAX}), got {init_alpha}")
+        self.init_alpha = float(init_alpha)
+        self.a = nn.Parameter(torch.full((heads,), self._logit(init_alpha)))
+
+    @staticmethod
+    def _logit(alpha: float) -> float:
+        q = alpha - 1.0
+        return math.log(q / (1.0 - q))
+
+    def reset_parameters(self) -> None:
+        with torch.no_grad():
+            self.a.fill_(self._logit(self.init_alpha))
+
+    def forward(self) -> Tensor:
+        return (1.0 + torch.sigmoid(self.a.float())).clamp(ALPHA_MIN, ALPHA_MAX)
+
+    def extra_repr(self) -> str:
+        return f"heads={self.a.numel()}, init_alpha={self.init_alpha}"
+
+
+class AttentionNormalizer(nn.Module):
+    """p = pi(scores) along the last dim, for scores (..., H, T_q, T_k) or (N, T_k).
+
+    Masked keys arrive as -inf (RNN) or -1e18 (Transformer); both get weight exactly 0. With
+    ``heads`` and ``learn_alpha``, head h uses alpha-entmax with its own learnable alpha_h (bisection,
+    differentiable in alpha); the head axis is dim -3. Computed in float32 (the ops upcast
+    fp16/bf16 inside), returned in the input dtype.
+    """
+
+    def __init__(self, transformation: Transformation, heads: Optional[int] = None, learn_alpha: bool = False,
+                 init_alpha: Optional[float] = None):
+        super().__init__()
+        self.transformation = transformation
+        self.alpha: Optional[LearnableAlpha] = None
+        if learn_alpha:
+            if heads is None:
+                raise ValueError("learn_alpha needs the number of heads")
+            if not transformation.sparse or transformation.name == "sparsemax":
+                raise ValueError(f"learn_alpha needs attention_function entmax15 or entmax_bisect "
+                                 f"(the starting alpha), got {transformation.name}")
+            start = init_alpha if init_alpha is not None else getattr(transformation, "alpha", None) or 1.5
+            self.alpha = LearnableAlpha(heads, start)
+            # alpha-entmax with a tensor alpha always takes the bisection path
+            self.transformation = EntmaxBisect(alpha=start, n_iter=getattr(transformation, "n_iter", None))
+
+    def current_alpha(self) -> Optional[Tensor]:
+        """Per-head alphas (H,) if learned, else None."""
+        return None if self.alpha is None else self.alpha().detach()
+
+    def forward(self, scores: Tensor) -> Tensor:
+        if self.alpha is None:
+            return self.transformation.mapping(scores, dim=-1)
+        alpha = self.alpha()
+        shape = [1] * scores.dim()
+        shape[-3] = alpha.numel()
+        return self.transformation.mapping(scores, dim=-1, alpha=alpha.view(shape))
+
+    def extra_repr(self) -> str:
+        return self.transformation.describe()

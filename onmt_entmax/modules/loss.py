@@ -1,0 +1,41 @@
+"""Training criterion in OpenNMT-py's convention: criterion(float32 logits (N, V), target (N,)) -> sum."""
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from .generator import EntmaxGenerator
+
+
+class TransformationLoss(nn.Module):
+    """Summed Fenchel-Young loss sum_i L(z_i, y_i) of the generator's transformation, pads ignored.
+
+    Reads the transformation through the generator at call time, so an alpha-ReLU threshold
+    resolved on the first batch (``generator_tau: auto``) is the one the loss uses. The generator is
+    held outside the module tree (it is already a submodule of the model and of ``LossCompute``).
+    """
+
+    def __init__(self, generator: EntmaxGenerator, ignore_index: int, label_smoothing: float = 0.0):
+        super().__init__()
+        self._generator = [generator]
+        self.ignore_index = ignore_index
+        self.label_smoothing = float(label_smoothing)
+
+    @property
+    def generator(self) -> EntmaxGenerator:
+        return self._generator[0]
+
+    @property
+    def loss_name(self) -> str:
+        return self.generator.transformation.loss_name
+
+    @property
+    def sparse(self) -> bool:
+        return self.generator.transformation.sparse
+
+    def forward(self, logits: Tensor, target: Tensor) -> Tensor:
+        return self.generator.loss(logits, target, ignore_index=self.ignore_index,
+                                   label_smoothing=self.label_smoothing, reduction="sum")
+
+    def extra_repr(self) -> str:
+        return (f"{self.generator.transformation.describe()}, ignore_index={self.ignore_index}, "
+                f"label_smoothing={self.label_smoothing}")

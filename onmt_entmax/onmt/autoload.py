@@ -1,0 +1,64 @@
+"""Activation in every Python process: an import hook that runs ``activate()`` right after ``import onmt``.
+
+OpenNMT-py spawns fresh interpreters (one per GPU, data-loader workers, the inference engine), so
+patches made in the parent are lost. ``setup.py`` writes ``onmt_entmax-autoload.pth`` into
+site-packages with one line that executes ``HOOK_SOURCE``: at every interpreter start it puts a
+one-shot finder first on ``sys.meta_path``; when ``onmt`` is first imported, the finder lets the
+normal machinery load it and then calls ``onmt_entmax.onmt.activate()``. Nothing else is imported
+at start-up (no torch), and ``ONMT_ENTMAX_DISABLE=1`` turns it off.
+"""
+from __future__ import annotations
+
+PTH_NAME = "onmt_entmax-autoload.pth"
+
+HOOK_SOURCE = r'''
+import os, sys
+
+def _onmt_entmax_install():
+    if os.environ.get("ONMT_ENTMAX_DISABLE") or "onmt" in sys.modules:
+        return
+    if any(getattr(f, "_onmt_entmax_hook", False) for f in sys.meta_path):
+        return
+    import importlib.util
+
+    class _Finder:
+        _onmt_entmax_hook = True
+
+        def find_spec(self, name, path=None, target=None):
+            if name != "onmt":
+                return None
+            sys.meta_path.remove(self)  # one shot; also prevents recursion below
+            spec = importlib.util.find_spec(name)
+            if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+                return spec
+            upstream_exec = spec.loader.exec_module
+
+            def exec_module(module):
+                upstream_exec(module)
+                try:
+                    import onmt_entmax.onmt
+                    onmt_entmax.onmt.activate()
+                except Exception as err:  # keep stock OpenNMT-py usable, but say why
+                    sys.stderr.write("onmt-entmax: activation failed: %r\n" % (err,))
+                    raise
+
+            spec.loader.exec_module = exec_module
+            return spec
+
+        def find_module(self, name, path=None):  # Python < 3.4 protocol, unused
+            return None
+
+    sys.meta_path.insert(0, _Finder())
+
+_onmt_entmax_install()
+'''
+
+
+def pth_line() -> str:
+    """The single line of the ``.pth`` file (site.py executes lines that start with ``import``)."""
+    return "import sys; exec(%r, {'__name__': 'onmt_entmax_autoload'})\n" % HOOK_SOURCE
+
+
+def install_hook() -> None:
+    """Install the hook in this process (what the ``.pth`` line does at start-up)."""
+    exec(HOOK_SOURCE, {"__name__": "onmt_entmax_autoload"})

@@ -1,0 +1,128 @@
+"""Every change this plugin makes to OpenNMT-py 3.5.1, in one list, applied by ``apply_patches()``.
+
+A ``Patch`` either wraps one upstream attribute (function, method, classmethod or module-level
+name): the wrapper receives the upstream object and calls it, so no upstream code is copied; or it
+runs a registration function (``apply``). ``apply_patches`` is idempotent; each wrapped object keeps
+the upstream one as ``__wrapped__`` and ``original(name)`` returns it. docs/integration.md explains
+each entry. Other parts of the plugin add their entries to ``PATCHES`` (one line each).
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from . import building, checkpoint, options, reporting, rnn_attention, training, translation, validation
+
+
+@dataclass(frozen=True)
+class Patch:
+    name: str
+    why: str
+    target: Optional[str] = None  # "module:Attr.path" to wrap
+    wrapper: Optional[Callable[[Callable], Callable]] = None  # upstream -> replacement
+    aliases: tuple = ()  # "module:name" bindings made by ``from m import f`` before we ran
+    apply: Optional[Callable[[], None]] = None  # registration-style patch
+
+
+PATCHES: list[Patch] = [
+    Patch("model_options", "add the Entmax group to model_opts (train -h, checkpoints, defaults for old ones)",
+          "onmt.opts:model_opts", options.wrap_model_opts),
+    Patch("translate_options", "translate-time overrides of the Entmax options, under the same group",
+          "onmt.opts:translate_opts", options.wrap_translate_opts),
+    Patch("misspelled_options", "onmt_train ignores unknown keys; refuse ones that look like Entmax options",
+          "onmt.utils.parse:ArgumentParser.parse_known_args", options.wrap_parse_known_args),
+    Patch("validate_options", "check Entmax options (alpha >= 1, tau, copy_attn, learn_alpha) before training",
+          "onmt.utils.parse:ArgumentParser.validate_model_opts", validation.wrap_validate_model_opts),
+    Patch("build_base_model", "install our generator and attention normalizers before weights are loaded",
+          "onmt.model_builder:build_base_model", building.wrap_build_base_model),
+    Patch("build_model", "start learnable alphas at the configured alpha, not param_init noise",
+          "onmt.model_builder:build_model", building.wrap_build_model, aliases=("onmt.train_single:build_model",)),
+    Patch("loss_criterion", "Fenchel-Young criterion of the model's generator (upstream sparsemax crashes)",
+          "onmt.utils.loss:LossCompute.from_opts", training.wrap_from_opts),
+    Patch("loss_forward", "resolve generator_tau auto on the first batch; attention sparsity and alphas",
+          "onmt.utils.loss:LossCompute.forward", training.wrap_forward),
+    Patch("loss_stats", "name the loss; nonzero output probabilities per token",
+          "onmt.utils.loss:LossCompute._stats", training.wrap_stats),
+    Patch("stats_update", "accumulate the sparsity sums across batches and GPUs",
+          "onmt.utils.statistics:Statistics.update", reporting.wrap_update),
+    Patch("stats_output", "log the FY loss instead of a perplexity; sparsity; learned alphas",
+          "onmt.utils.statistics:Statistics.output", reporting.wrap_output),
+    Patch("stats_tensorboard", "the same numbers in tensorboard (alpha per head and layer)",
+          "onmt.utils.statistics:Statistics.log_tensorboard", reporting.wrap_log_tensorboard),
+    Patch("report_step", "no 'perplexity' lines for a FY loss",
+          "onmt.utils.report_manager:ReportMgr._report_step", reporting.wrap_report_step),
+    Patch("rnn_attention_forward", "RNN global attention runs our normalizer",
+          "onmt.modules.global_attention:GlobalAttention.forward", rnn_attention.wrap_forward),
+    Patch("rnn_attention_sparsemax", "the name upstream calls for non-softmax attention dispatches to it",
+          "onmt.modules.global_attention:sparsemax", rnn_attention.make_dispatch),
+    Patch("translator_generator", "decoding sees which generator is running",
+          "onmt.translate.translator:Inference._decode_and_generate", translation.wrap_decode_and_generate),
+    Patch("translator_log_probs", "log of the model's own probabilities (-inf for zeros) instead of log_softmax",
+          "onmt.translate.translator:log_softmax", translation.make_log_softmax),
+    Patch("load_test_model", "translate-time overrides; refuse an alpha_relu model without tau",
+          "onmt.model_builder:load_test_model", translation.wrap_load_test_model),
+    Patch("checkpoint_safe_globals", "torch >= 2.6 weights-only loading of OpenNMT-py checkpoints",
+          apply=checkpoint.allow_checkpoint_globals),
+    Patch("sparse_decoding", "-inf beam search, certificates, analyses, raw-prob ensembles (docs/decoding.md)", apply=lambda: importlib.import_module("onmt_entmax.onmt.decoding_translate").apply()),  # noqa: E501
+]
+
+_MARK = "__onmt_entmax_patch__"
+_APPLIED: dict[str, object] = {}
+
+
+def _resolve(target: str):
+    module_name, _, path = target.partition(":")
+    owner = importlib.import_module(module_name)
+    *parents, attr = path.split(".")
+    for part in parents:
+        owner = getattr(owner, part)
+    return owner, attr
+
+
+def _wrap_one(patch: Patch) -> None:
+    owner, attr = _resolve(patch.target)
+    raw = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr)
+    if raw is None:
+        raw = getattr(owner, attr)
+    if getattr(raw, _MARK, None) or getattr(getattr(raw, "__func__", None), _MARK, None):
+        return  # already ours
+    if isinstance(raw, classmethod):
+        func = raw.__func__
+        new = functools.wraps(func)(patch.wrapper(func))
+        setattr(new, _MARK, patch.name)
+        setattr(owner, attr, classmethod(new))
+        _APPLIED[patch.name] = func
+    else:
+        new = functools.wraps(raw)(patch.wrapper(raw))
+        setattr(new, _MARK, patch.name)
+        setattr(owner, attr, new)
+        _APPLIED[patch.name] = raw
+        for alias in patch.aliases:
+            module_name, _, name = alias.partition(":")
+            module = sys.modules.get(module_name)
+            if module is not None and getattr(module, name, None) is raw:
+                setattr(module, name, new)
+
+
+def apply_patches(patches: Optional[list[Patch]] = None) -> list[str]:
+    """Apply every patch (idempotent). Returns the names applied."""
+    for patch in PATCHES if patches is None else patches:
+        if patch.apply is not None:
+            if patch.name not in _APPLIED:
+                patch.apply()
+                _APPLIED[patch.name] = patch.apply
+        else:
+            _wrap_one(patch)
+    return list(_APPLIED)
+
+
+def applied() -> list[str]:
+    return list(_APPLIED)
+
+
+def original(name: str):
+    """The upstream object a patch replaced (e.g. to compare with stock behaviour in tests)."""
+    return _APPLIED[name]

@@ -1,0 +1,127 @@
+"""Reports that name the loss for what it is, with sparsity numbers and learned alphas.
+
+Upstream prints ``ppl`` = exp(loss / tokens), which is a perplexity only for cross-entropy. For a
+sparse generator the report says e.g. ``entmax15 FY loss: 0.1234`` instead (per target token) and
+never a perplexity; ``Statistics.ppl()`` itself is left alone (early stopping ranks by it, and
+exp is monotone in the loss). Extra numbers, when available:
+``out nnz``  = mean number of nonzero output probabilities per target token,
+``attn nnz`` = mean number of source tokens with nonzero attention per target token (RNN global
+attention; Transformer: head 0 of the last decoder layer's context attention, what upstream returns),
+and one line per attention layer with learned alphas.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable
+
+from onmt.utils.logging import logger
+
+
+def is_sparse_loss(stats) -> bool:
+    name = getattr(stats, "entmax_loss_name", None)
+    return name is not None and name != "xent"
+
+
+def metrics(stats) -> dict[str, float]:
+    """Mean sparsity numbers of ``stats`` (empty if nothing was counted)."""
+    sums = getattr(stats, "entmax_sums", {})
+    out = {}
+    if sums.get("out_rows"):
+        out["out nnz"] = sums["out_nnz"] / sums["out_rows"]
+    if sums.get("attn_rows"):
+        out["attn nnz"] = sums["attn_nnz"] / sums["attn_rows"]
+    return out
+
+
+def wrap_update(upstream: Callable) -> Callable:
+    def update(self, stat, update_n_src_words=False):
+        upstream(self, stat, update_n_src_words)
+        theirs = getattr(stat, "entmax_sums", None)
+        if theirs:
+            mine = self.__dict__.setdefault("entmax_sums", {})
+            for key, value in theirs.items():
+                mine[key] = mine.get(key, 0) + value
+        for attr in ("entmax_loss_name", "entmax_alpha"):
+            if getattr(stat, attr, None) is not None:
+                setattr(self, attr, getattr(stat, attr))
+
+    return update
+
+
+def _log_alphas(stats) -> None:
+    for layer, alphas in sorted(getattr(stats, "entmax_alpha", {}).items()):
+        logger.info("learned alpha %s: %s", layer, " ".join(f"{a:.3f}" for a in alphas))
+
+
+def wrap_output(upstream: Callable) -> Callable:
+    def output(self, step, num_steps, learning_rate, start):
+        extra = metrics(self)
+        if not is_sparse_loss(self):
+            saved = self.computed_metrics
+            self.computed_metrics = {**saved, **extra}
+            try:
+                upstream(self, step, num_steps, learning_rate, start)
+            finally:
+                self.computed_metrics = saved
+        else:
+            t = self.elapsed_time()
+            step_fmt = f"{step:2d}/{num_steps:5d}" if num_steps > 0 else f"{step:2d}"
+            n_batchs = max(self.n_batchs, 1)
+            parts = [f"Step {step_fmt}", f"acc: {self.accuracy():2.1f}", f"{self.entmax_loss_name}: {self.xent():.4f}"]
+            parts += [f"{k}: {v:.2f}" for k, v in extra.items()]
+            parts += [f"lr: {learning_rate:7.5f}", f"sents: {self.n_sents:7.0f}",
+                      f"bsz: {self.n_src_words / n_batchs:4.0f}/{self.n_words / n_batchs:4.0f}/"
+                      f"{self.n_sents / n_batchs:2.0f}",
+                      f"{self.n_src_words / (t + 1e-5):3.0f}/{self.n_words / (t + 1e-5):3.0f} tok/s",
+                      f"{time.time() - start:6.0f} sec"]
+            parts += [f"{k}: {round(v, 2)}" for k, v in self.computed_metrics.items()]
+            logger.info("; ".join(parts))
+        _log_alphas(self)
+        sys.stdout.flush()
+
+    return output
+
+
+def wrap_log_tensorboard(upstream: Callable) -> Callable:
+    def log_tensorboard(self, prefix, writer, learning_rate, patience, step):
+        if not is_sparse_loss(self):
+            upstream(self, prefix, writer, learning_rate, patience, step)
+        else:
+            t = self.elapsed_time()
+            writer.add_scalar(prefix + "/fy_loss", self.xent(), step)
+            for k, v in self.computed_metrics.items():
+                writer.add_scalar(prefix + "/" + k, round(v, 4), step)
+            writer.add_scalar(prefix + "/accuracy", self.accuracy(), step)
+            writer.add_scalar(prefix + "/tgtper", self.n_words / t, step)
+            writer.add_scalar(prefix + "/lr", learning_rate, step)
+            if patience is not None:
+                writer.add_scalar(prefix + "/patience", patience, step)
+        for k, v in metrics(self).items():
+            writer.add_scalar(prefix + "/" + k.replace(" ", "_"), v, step)
+        for layer, alphas in getattr(self, "entmax_alpha", {}).items():
+            for head, a in enumerate(alphas):
+                writer.add_scalar(f"{prefix}/alpha/{layer}/head{head}", a, step)
+
+    return log_tensorboard
+
+
+def wrap_report_step(upstream: Callable) -> Callable:
+    """``ReportMgr._report_step``: no "perplexity" lines for a Fenchel-Young loss."""
+
+    def _report_step(self, lr, patience, step, valid_stats=None, train_stats=None):
+        sparse = [s for s in (train_stats, valid_stats) if s is not None and is_sparse_loss(s)]
+        if not sparse:
+            return upstream(self, lr, patience, step, valid_stats=valid_stats, train_stats=train_stats)
+        for what, stats, prefix in (("Train", train_stats, "train"), ("Validation", valid_stats, "valid")):
+            if stats is None:
+                continue
+            self.log("%s %s: %g" % (what, stats.entmax_loss_name, stats.xent()))
+            self.log("%s accuracy: %g" % (what, stats.accuracy()))
+            for k, v in metrics(stats).items():
+                self.log("%s %s: %.3f" % (what, k, v))
+            if what == "Train":
+                self.log("Sentences processed: %g" % stats.n_sents)
+            self.maybe_log_tensorboard(stats, prefix, lr, patience, step)
+
+    return _report_step

@@ -1,0 +1,130 @@
+"""Training-side hooks: the Fenchel-Young criterion, ``generator_tau: auto`` and sparsity statistics."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import torch
+from torch import Tensor, nn
+
+from onmt_entmax import ops
+from onmt_entmax.modules import EntmaxGenerator, TransformationLoss
+
+from .model import learned_alphas
+
+logger = logging.getLogger("onmt_entmax")
+
+
+@dataclass
+class StatsContext:
+    """What ``LossCompute`` needs beyond upstream state to report sparsity (attached as ``_entmax``)."""
+
+    attn_time_first: bool = False  # InputFeedRNNDecoder stacks attention (T, B, S)
+    alphas: Callable[[], dict] = field(default=lambda: {})
+
+
+def criterion_for(generator: EntmaxGenerator, ignore_index: int, label_smoothing: float) -> nn.Module:
+    """The summed FY loss of the generator's transformation (stock cross-entropy kept for softmax)."""
+    if not generator.transformation.sparse:
+        return nn.CrossEntropyLoss(ignore_index=ignore_index, reduction="sum", label_smoothing=label_smoothing)
+    return TransformationLoss(generator, ignore_index, label_smoothing)
+
+
+def wrap_from_opts(upstream: Callable) -> Callable:
+    """``LossCompute.from_opts``: criterion from the *model's* generator (so ``-train_from`` keeps it)."""
+
+    def from_opts(cls, opt, model, vocab, train=True):
+        compute = upstream(cls, opt, model, vocab, train)
+        gen = getattr(model, "generator", None)
+        if isinstance(gen, EntmaxGenerator) and not getattr(opt, "copy_attn", False):
+            compute.criterion = criterion_for(gen, compute.criterion.ignore_index, float(opt.label_smoothing))
+        decoder = getattr(model, "decoder", None)
+        compute._entmax = StatsContext(attn_time_first=type(decoder).__name__ == "InputFeedRNNDecoder",
+                                       alphas=lambda: learned_alphas(model))
+        return compute
+
+    return from_opts
+
+
+def resolve_auto_tau(compute, batch: dict, output: Tensor) -> float:
+    """tau = mean over target positions of the 1.5-entmax threshold of the untrained model's logits.
+
+    "Speeding Up Entmax" (Tezekbayev et al.): alpha-ReLU with this constant tau matches the scale
+    of entmax at initialisation. Averaged over ranks in multi-GPU training so every rank agrees.
+    """
+    gen: EntmaxGenerator = compute.generator
+    tgt = batch["tgt"][:, compute.tgt_shift_index:, 0]
+    out = output[:, : tgt.size(1)]
+    keep = tgt.reshape(-1).ne(compute.padding_idx)
+    with torch.no_grad():
+        logits = gen(out.reshape(-1, out.size(-1)))[keep].float()
+        stats = torch.stack([ops.entmax_threshold(logits, alpha=1.5, dim=-1).sum(), logits.new_tensor(len(logits))])
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.all_reduce(stats)
+    tau = float(stats[0] / stats[1].clamp(min=1))
+    gen.set_tau(tau)
+    logger.info("generator_tau auto: tau = %.6g (mean 1.5-entmax threshold over %d target positions)",
+                tau, int(stats[1]))
+    return tau
+
+
+def _attention_counts(attn: Tensor, keep: Tensor, time_first: bool) -> tuple[float, int]:
+    """(number of nonzero weights, rows) over the rows of non-pad target positions."""
+    if time_first:
+        attn = attn.transpose(0, 1)
+    attn = attn.reshape(-1, attn.size(-1))
+    if attn.size(0) != keep.numel():
+        return 0.0, 0
+    rows = attn[keep]
+    return float((rows > 0).sum()), int(rows.size(0))
+
+
+def wrap_forward(upstream: Callable) -> Callable:
+    """``LossCompute.forward``: resolve ``generator_tau: auto`` first; add attention sparsity and alphas."""
+
+    def forward(self, batch, output, attns, trunc_start=0, trunc_size=None):
+        gen = self.generator
+        if isinstance(gen, EntmaxGenerator) and gen.tau_pending():
+            resolve_auto_tau(self, batch, output)
+        loss, stats = upstream(self, batch, output, attns, trunc_start, trunc_size)
+        ctx: Optional[StatsContext] = getattr(self, "_entmax", None)
+        if ctx is not None:
+            sums = stats.__dict__.setdefault("entmax_sums", {})
+            attn = attns.get("std") if isinstance(attns, dict) else None
+            if isinstance(attn, Tensor):
+                start = trunc_start + self.tgt_shift_index
+                stop = trunc_start + (trunc_size if trunc_size is not None else batch["tgt"].size(1) - trunc_start)
+                keep = batch["tgt"][:, start:stop, 0].reshape(-1).ne(self.padding_idx)
+                with torch.no_grad():
+                    nnz, rows = _attention_counts(attn.detach(), keep, ctx.attn_time_first)
+                if rows:
+                    sums["attn_nnz"] = sums.get("attn_nnz", 0.0) + nnz
+                    sums["attn_rows"] = sums.get("attn_rows", 0) + rows
+            alphas = ctx.alphas()
+            if alphas:
+                stats.entmax_alpha = alphas
+        return loss, stats
+
+    return forward
+
+
+def wrap_stats(upstream: Callable) -> Callable:
+    """``LossCompute._stats``: name the loss; count nonzero output probabilities of sparse generators."""
+
+    def _stats(self, bsz, loss, scores, target):
+        stats = upstream(self, bsz, loss, scores, target)
+        gen = self.generator
+        if isinstance(gen, EntmaxGenerator) and not self.copy_attn:
+            t = gen.transformation
+            stats.entmax_loss_name = t.loss_name
+            if t.sparse:
+                keep = target.ne(self.padding_idx)
+                with torch.no_grad():
+                    p = gen.probs(scores.detach()[keep].float())
+                sums = stats.__dict__.setdefault("entmax_sums", {})
+                sums["out_nnz"] = sums.get("out_nnz", 0.0) + float((p > 0).sum())
+                sums["out_rows"] = sums.get("out_rows", 0) + int(p.size(0))
+        return stats
+
+    return _stats
