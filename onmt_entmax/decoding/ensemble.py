@@ -38,8 +38,10 @@ def average_probs(log_probs: Sequence[Tensor] | Tensor, weights: Sequence[float]
     return torch.logsumexp(work + logw, dim=0).to(dtype)
 
 
-def check_same_vocab(vocabs: Sequence[Sequence[str]], names: Sequence[str] | None = None) -> None:
-    """Raise ValueError unless every member has the same target vocabulary, in the same order.
+def check_same_vocab(
+    vocabs: Sequence[Sequence[str]], names: Sequence[str] | None = None, what: str = "target vocabulary"
+) -> None:
+    """Raise ValueError unless every member has the same vocabulary, in the same order.
 
     Averaging p_m(v) token by token is meaningless if index v names different words.
     """
@@ -52,10 +54,10 @@ def check_same_vocab(vocabs: Sequence[Sequence[str]], names: Sequence[str] | Non
         if voc == ref:
             continue
         if len(voc) != len(ref):
-            detail = f"{len(ref)} vs {len(voc)} target tokens"
+            detail = f"{len(ref)} vs {len(voc)} tokens"
         else:
             i = next(i for i, (a, b) in enumerate(zip(ref, voc)) if a != b)
             detail = f"token {i} is {ref[i]!r} in {names[0]} but {voc[i]!r} in {name}"
         raise ValueError(
-            f"ensemble members must share one target vocabulary: {names[0]} and {name} differ ({detail})"
+            f"ensemble members must share one {what}: {names[0]} and {name} differ ({detail})"
         )

@@ -46,7 +46,7 @@ def test_ensemble_of_models_with_different_vocabularies_is_refused():
     check_same_vocab([["a", "b"], ["a", "b"]])
     with pytest.raises(ValueError, match="token 1 is 'b' in m1 but 'c' in m2"):
         check_same_vocab([["a", "b"], ["a", "c"]], names=["m1", "m2"])
-    with pytest.raises(ValueError, match="2 vs 3 target tokens"):
+    with pytest.raises(ValueError, match="2 vs 3 tokens"):
         check_same_vocab([["a", "b"], ["a", "b", "c"]])
 
 

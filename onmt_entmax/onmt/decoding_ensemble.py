@@ -1,0 +1,96 @@
+"""Ensembles that average raw probabilities with each member's own mapping (Peters et al. 2019).
+
+Upstream ``EnsembleGenerator`` averages logits, or with ``-avg_raw_probs`` returns
+log(mean exp(logits)) which the translator then renormalises: it never averages the members'
+probabilities. Here, when ``-avg_raw_probs`` is given or any member has a sparse output layer,
+the ensemble returns log((1/M) sum_m p_m) with p_m = the member's own mapping (sparsemax,
+entmax, alpha-ReLU, softmax), -inf where every member gives 0; the translator's log-prob hook
+passes it through unchanged. Dense ensembles without ``-avg_raw_probs`` keep stock behaviour.
+Members must share the source and target vocabularies (checked with a clear message).
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from onmt_entmax.decoding import average_probs, check_same_vocab
+
+from .decoding_beam import _wrap
+
+LOG_PROBS_OUT = "_entmax_log_probs_out"  # generator output is already log-probabilities
+
+
+def member_generators(model) -> list:
+    gen = getattr(model, "generator", model)
+    return list(getattr(gen, "model_generators", [gen]))
+
+
+def member_transformations(model) -> list:
+    """Each member's registry transformation, None for a stock (softmax / copy) generator."""
+    return [getattr(g, "transformation", None) for g in member_generators(model)]
+
+
+def _member_log_probs(generator, logits):
+    from .model import generator_log_probs
+
+    return generator_log_probs(generator, logits)
+
+
+def _ensemble_forward(upstream):
+    def forward(self, hidden, attn=None, src_map=None):
+        if not getattr(self, LOG_PROBS_OUT, False):
+            return upstream(self, hidden, attn, src_map)
+        if attn is not None:
+            raise ValueError("raw-probability ensembles do not support copy attention generators")
+        member_lp = [_member_log_probs(mg, mg(h)) for h, mg in zip(hidden, self.model_generators)]
+        return average_probs(member_lp)
+
+    return forward
+
+
+def _vocab_tokens(vocab) -> list:
+    return list(getattr(vocab, "ids_to_tokens", vocab))
+
+
+def _load_test_model(upstream):
+    """Check every member's vocabularies as it loads, then switch the generator to raw probs."""
+
+    def wrapper(opt, device_id=0, *args, **kwargs):
+        import onmt.model_builder as mb
+
+        single = mb.load_test_model
+        loaded: list = []
+
+        @functools.wraps(single)
+        def capture(opt_, device_id_=0, model_path=None):
+            vocabs, model, model_opt = single(opt_, device_id_, model_path=model_path)
+            loaded.append((model_path, vocabs))
+            for side in ("src", "tgt"):
+                check_same_vocab([_vocab_tokens(v[side]) for _, v in loaded], names=[p for p, _ in loaded],
+                                 what=f"{'source' if side == 'src' else 'target'} vocabulary")
+            return vocabs, model, model_opt
+
+        mb.load_test_model = capture
+        try:
+            vocabs, model, model_opt = upstream(opt, device_id, *args, **kwargs)
+        finally:
+            mb.load_test_model = single
+        ts = member_transformations(model)
+        raw = bool(getattr(opt, "avg_raw_probs", False)) or any(t is not None and t.sparse for t in ts)
+        setattr(model.generator, LOG_PROBS_OUT, raw)
+        return vocabs, model, model_opt
+
+    return wrapper
+
+
+def apply() -> None:
+    """Install the ensemble patches (idempotent)."""
+    from onmt.decoders import ensemble
+
+    _wrap(ensemble.EnsembleGenerator, "forward", _ensemble_forward)
+    fn = ensemble.load_test_model
+    if not getattr(fn, "_onmt_entmax_decoding", False):
+        new = functools.wraps(fn)(_load_test_model(fn))
+        new._onmt_entmax_decoding = True
+        ensemble.load_test_model = new

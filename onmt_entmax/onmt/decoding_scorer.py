@@ -1,0 +1,90 @@
+"""Teacher-forced scoring of one source sentence with an OpenNMT-py Translator.
+
+Gives the pure algorithms of ``onmt_entmax.decoding`` / ``analysis`` the model they need: for
+a list of target prefixes, log p(. | prefix, x) at every position, computed by the
+translator's own ``_decode_and_generate`` (so the model's mapping, -inf for zeros, ensembles
+included) in one full-sequence decoder pass (no incremental cache).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import Tensor
+
+
+class SentenceScorer:
+    """next-token log-probabilities of one source sentence ``b`` of ``batch``.
+
+    Call it with prefixes (tuples of target ids, BOS excluded) to get (N, V) next-token
+    log-probabilities; ``forced`` returns every position and the attention.
+    Uses the translator's decoder state: call it only after the beam search of the batch.
+    """
+
+    def __init__(self, translator, batch: dict, b: int, chunk: int = 64):
+        self.t = translator
+        n = int(batch["srclen"][b])
+        self.src = batch["src"][b : b + 1, :n]
+        self.srclen = batch["srclen"][b : b + 1]
+        self.chunk = chunk
+
+    def _encode(self, n: int):
+        src = self.src.expand(n, *self.src.shape[1:]).contiguous()
+        src_len = self.srclen.expand(n).contiguous()
+        src, enc_final_hs, enc_out, src_len = self.t._run_encoder({"src": src, "srclen": src_len})
+        return src, enc_final_hs, enc_out, src_len
+
+    @torch.no_grad()
+    def forced(self, prefixes: Sequence[Sequence[int]], with_attn: bool = False):
+        """(N, T, V) log-probs for inputs [start] + prefix (right-padded) and (N, T, S) attention.
+
+        Row i, position t is log p(. | prefix_i[:t], x); positions past len(prefix_i) are padding.
+        """
+        n = len(prefixes)
+        t_len = max(len(p) for p in prefixes) + 1
+        if t_len == n:  # keep (N, T) and (T, N) layouts distinguishable (time-first RNN attention)
+            t_len += 1
+        pad, start = self.t._tgt_pad_idx, self.t._tgt_start_with
+        dec_in = torch.full((n, t_len, 1), pad, dtype=torch.long, device=self.src.device)
+        for i, p in enumerate(prefixes):
+            dec_in[i, : len(p) + 1, 0] = torch.tensor([start, *p], dtype=torch.long)
+        src, enc_final_hs, enc_out, src_len = self._encode(n)
+        self.t.model.decoder.init_state(src, enc_out, enc_final_hs)
+        log_probs, attn = self.t._decode_and_generate(
+            dec_in, enc_out, {"srclen": src_len}, src_len=src_len, return_attn=with_attn
+        )
+        log_probs = log_probs.view(n, t_len, -1)
+        if attn is not None and with_attn:
+            if attn.shape[:2] == (t_len, n):  # input-feed RNN decoders stack attention time-first
+                attn = attn.transpose(0, 1)
+            attn = attn[:, :, : self.src.size(1)]
+        return log_probs.float(), (attn.float() if (with_attn and attn is not None) else None)
+
+    def __call__(self, prefixes: Sequence[tuple]) -> Tensor:
+        out = []
+        for s in range(0, len(prefixes), self.chunk):
+            part = list(prefixes[s : s + self.chunk])
+            lp, _ = self.forced(part)
+            idx = torch.tensor([len(p) for p in part], device=lp.device)
+            out.append(lp[torch.arange(len(part), device=lp.device), idx])
+        return torch.cat(out).cpu()
+
+    def sequence(self, tokens: Sequence[int], with_attn: bool = True):
+        """Teacher-forced pass over ``tokens`` (EOS included if it is there): (T, V) and (T, S)."""
+        lp, attn = self.forced([tuple(tokens[:-1])] if tokens else [()], with_attn=with_attn)
+        t = max(len(tokens), 1)
+        return lp[0, :t], (attn[0, :t] if attn is not None else None)
+
+    def score(self, tokens: Sequence[int]) -> float:
+        """log p(tokens | x) = sum_t log p(y_t | y_<t, x), -inf if any factor is 0."""
+        if not tokens:
+            return 0.0
+        lp, _ = self.sequence(tokens, with_attn=False)
+        return float(lp.gather(1, torch.tensor(list(tokens)).view(-1, 1)).sum())
+
+
+def trim_eos(tokens: Sequence[int], eos: int) -> list:
+    toks = list(tokens)
+    return toks[:-1] if toks and toks[-1] == eos else toks
+
+
