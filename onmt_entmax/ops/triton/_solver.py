@@ -33,25 +33,32 @@ def _pow_pos(d, e):
 
 
 @triton.jit
-def _stats(x, tau, beta, MODE: tl.constexpr):
-    """Support statistics of one tile at thresholds tau [BR]: (k, A, B, min_S d, max_notS d)."""
+def _stats_elems(x, tau, beta, MODE: tl.constexpr):
+    """Elementwise support terms at thresholds tau [BR]: ([d>0], d^beta, d^(beta-1), d on S
+    (+inf off S), d off S (-inf on S)); row sums / min / max of these are the statistics."""
     d = x - tau[:, None]
     pos = d > 0
     dp = tl.where(pos, d, 0.0)
-    k = tl.sum(pos.to(tl.float32), 1)
-    mn = tl.min(tl.where(pos, d, float("inf")), 1)
-    mo = tl.max(tl.where(pos, float("-inf"), d), 1)
+    kf = pos.to(tl.float32)
+    mn = tl.where(pos, d, float("inf"))
+    mo = tl.where(pos, float("-inf"), d)
     if MODE == 0:
-        a = tl.sum(dp, 1)
-        b = k
+        a = dp
+        b = kf
     elif MODE == 1:
-        a = tl.sum(dp * dp, 1)
-        b = tl.sum(dp, 1)
+        a = dp * dp
+        b = dp
     else:
-        b_pow = _pow_pos(dp, beta[:, None] - 1.0)
-        a = tl.sum(b_pow * dp, 1)
-        b = tl.sum(b_pow, 1)
-    return k, a, b, mn, mo
+        b = _pow_pos(dp, beta[:, None] - 1.0)
+        a = b * dp
+    return kf, a, b, mn, mo
+
+
+@triton.jit
+def _stats(x, tau, beta, MODE: tl.constexpr):
+    """Support statistics of one tile at thresholds tau [BR]: (k, A, B, min_S d, max_notS d)."""
+    kf, a, b, mn, mo = _stats_elems(x, tau, beta, MODE)
+    return tl.sum(kf, 1), tl.sum(a, 1), tl.sum(b, 1), tl.min(mn, 1), tl.max(mo, 1)
 
 
 @triton.jit
@@ -119,20 +126,21 @@ def load_scaled(Z, rows, row_ok_mask, cols, n_cols, stride, m, a1):
 
 @triton.jit
 def row_max(Z, rows, rmask, n_cols, stride, BR: tl.constexpr, BC: tl.constexpr):
-    """Row maxima (and sum / count of finite entries) streamed over column chunks."""
-    m = tl.full([BR], float("-inf"), tl.float32)
-    s = tl.zeros([BR], tl.float32)
-    c = tl.zeros([BR], tl.float32)
+    """Row maxima (and sum / count of finite entries) streamed over column chunks.
+    Accumulates [BR, BC] tiles and reduces once after the loop (no reduction in the loop)."""
+    m2 = tl.full([BR, BC], float("-inf"), tl.float32)
+    s2 = tl.zeros([BR, BC], tl.float32)
+    c2 = tl.zeros([BR, BC], tl.float32)
     for c0 in range(0, n_cols, BC):
         cols = c0 + tl.arange(0, BC)
         msk = rmask[:, None] & (cols[None, :] < n_cols)
         z = tl.load(Z + rows.to(tl.int64)[:, None] * stride + cols[None, :], mask=msk,
                     other=float("-inf")).to(tl.float32)
-        m = tl.maximum(m, tl.max(z, 1))
+        m2 = tl.maximum(m2, z)
         fin = z > float("-inf")
-        s += tl.sum(tl.where(fin, z, 0.0), 1)
-        c += tl.sum(fin.to(tl.float32), 1)
-    return m, s, c
+        s2 += tl.where(fin, z, 0.0)
+        c2 += fin.to(tl.float32)
+    return tl.max(m2, 1), tl.sum(s2, 1), tl.sum(c2, 1)
 
 
 @triton.jit
@@ -148,20 +156,25 @@ def solve_stream(Z, rows, rmask, n_cols, stride, m, a1, beta, row_ok, tol,
     it = 0
     go = tl.sum(1 - done, 0) > 0
     while go:
-        k = tl.zeros([BR], tl.float32)
-        a = tl.zeros([BR], tl.float32)
-        b = tl.zeros([BR], tl.float32)
-        mn = tl.full([BR], float("inf"), tl.float32)
-        mo = tl.full([BR], float("-inf"), tl.float32)
+        k2 = tl.zeros([BR, BC], tl.float32)
+        a2 = tl.zeros([BR, BC], tl.float32)
+        b2 = tl.zeros([BR, BC], tl.float32)
+        mn2 = tl.full([BR, BC], float("inf"), tl.float32)
+        mo2 = tl.full([BR, BC], float("-inf"), tl.float32)
         for c0 in range(0, n_cols, BC):
             cols = c0 + tl.arange(0, BC)
             x = load_scaled(Z, rows, rmask, cols, n_cols, stride, m, a1)
-            k_c, a_c, b_c, mn_c, mo_c = _stats(x, tau, beta, MODE)
-            k += k_c
-            a += a_c
-            b += b_c
-            mn = tl.minimum(mn, mn_c)
-            mo = tl.maximum(mo, mo_c)
+            k_c, a_c, b_c, mn_c, mo_c = _stats_elems(x, tau, beta, MODE)
+            k2 += k_c
+            a2 += a_c
+            b2 += b_c
+            mn2 = tl.minimum(mn2, mn_c)
+            mo2 = tl.maximum(mo2, mo_c)
+        k = tl.sum(k2, 1)
+        a = tl.sum(a2, 1)
+        b = tl.sum(b2, 1)
+        mn = tl.min(mn2, 1)
+        mo = tl.max(mo2, 1)
         tau, done, out_tau, out_norm = _update(tau, done, out_tau, out_norm, k, a, b, mn, mo,
                                                beta, tol, MODE)
         it += 1

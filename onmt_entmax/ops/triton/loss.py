@@ -39,17 +39,22 @@ def _row_alpha(ALPHA, rows, rmask, BR: tl.constexpr, MODE: tl.constexpr):
 
 
 @triton.jit
-def _loss_terms(x, tau, norm, beta, al, MODE: tl.constexpr):
-    """Per-row sums over one tile: sum p (z - m), sum p^alpha, sum p^alpha log p."""
+def _loss_elems(x, tau, norm, beta, al, MODE: tl.constexpr):
+    """Elementwise terms: p (z - m), p^alpha, p^alpha log p (zero off the support)."""
     p = S.probs(x, tau, norm, beta, MODE)
     pos = p > 0
     zm = x * beta[:, None]  # z - m  (alpha-ReLU: z)
-    pz = tl.sum(tl.where(pos, p * zm, 0.0), 1)
-    lp = tl.log2(tl.where(pos, p, 1.0))
-    pa = tl.where(pos, tl.exp2(al[:, None] * lp), 0.0)
-    spa = tl.sum(pa, 1)
-    spalp = tl.sum(pa * lp * 0.6931471805599453, 1)
-    return pz, spa, spalp
+    if MODE == 0:
+        pa = p * p
+        palp = pa  # unused (dL/dalpha is for MODE 2)
+    elif MODE == 1:
+        pa = p * tl.sqrt(p)
+        palp = pa
+    else:
+        lp = tl.log2(tl.where(pos, p, 1.0))
+        pa = tl.where(pos, tl.exp2(al[:, None] * lp), 0.0)
+        palp = pa * lp * 0.6931471805599453
+    return tl.where(pos, p * zm, 0.0), pa, palp
 
 
 @triton.jit
@@ -101,21 +106,27 @@ def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, n_rows, n_cols, stride, ignore_inde
         x = (z - m[:, None]) * a1[:, None]
         if MODE != 3:
             tau, norm, _it = S.solve_tile(x, beta, row_ok & keep, tol, MODE, MAX_ITER)
-        pz, spa, spalp = _loss_terms(x, tau, norm, beta, al, MODE)
+        e1, e2, e3 = _loss_elems(x, tau, norm, beta, al, MODE)
+        pz = tl.sum(e1, 1)
+        spa = tl.sum(e2, 1)
+        spalp = tl.sum(e3, 1)
     else:
         if MODE != 3:
             tau, norm, _it = S.solve_stream(Z, rows, keep, n_cols, stride, m, a1, beta,
                                             row_ok & keep, tol, MODE, MAX_ITER, BR, BC)
-        pz = tl.zeros([BR], tl.float32)
-        spa = tl.zeros([BR], tl.float32)
-        spalp = tl.zeros([BR], tl.float32)
+        pz2 = tl.zeros([BR, BC], tl.float32)
+        spa2 = tl.zeros([BR, BC], tl.float32)
+        spalp2 = tl.zeros([BR, BC], tl.float32)
         for c0 in range(0, n_cols, BC):
             cols = c0 + tl.arange(0, BC)
             x = S.load_scaled(Z, rows, keep, cols, n_cols, stride, m, a1)
-            a_, b_, c_ = _loss_terms(x, tau, norm, beta, al, MODE)
-            pz += a_
-            spa += b_
-            spalp += c_
+            e1, e2, e3 = _loss_elems(x, tau, norm, beta, al, MODE)
+            pz2 += e1
+            spa2 += e2
+            spalp2 += e3
+        pz = tl.sum(pz2, 1)
+        spa = tl.sum(spa2, 1)
+        spalp = tl.sum(spalp2, 1)
     ysafe = tl.where(keep, y, 0)
     zy = tl.load(Z + r64 * stride + ysafe, mask=keep, other=0.0).to(tl.float32) - m
     h = al * a1

@@ -66,10 +66,11 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
         m = tl.where(row_ok, m, 0.0)
         tau, norm, it = S.solve_stream(Z, rows, rmask, n_cols, stride, m, a1, beta, row_ok, tol,
                                        MODE, MAX_ITER, BR, BC)
-        tot = tl.zeros([BR], tl.float32)
+        tot2 = tl.zeros([BR, BC], tl.float32)
         for c0 in range(0, n_cols, BC):
             x = S.load_scaled(Z, rows, rmask, c0 + tl.arange(0, BC), n_cols, stride, m, a1)
-            tot += tl.sum(S.probs(x, tau, norm, beta, MODE), 1)
+            tot2 += S.probs(x, tau, norm, beta, MODE)
+        tot = tl.sum(tot2, 1)
         norm = norm * tl.where(tot > 0, tot, 1.0)
         for c0 in range(0, n_cols, BC):
             cols = c0 + tl.arange(0, BC)
@@ -94,20 +95,20 @@ def _u_of_p(p, a1, MODE: tl.constexpr):
 
 
 @triton.jit
-def _bwd_sums(p, g, a1, MODE: tl.constexpr):
+def _bwd_elems(p, g, a1, MODE: tl.constexpr):
+    """Elementwise terms: u, u g, g p, p log p, g p log p (the last three for MODE 2 only)."""
     u = _u_of_p(p, a1, MODE)
-    su = tl.sum(u, 1)
-    sug = tl.sum(u * g, 1)
     if MODE == 2:
         plogp = tl.where(p > 0, p * tl.log(tl.where(p > 0, p, 1.0)), 0.0)
-        sgp = tl.sum(g * p, 1)
-        splp = tl.sum(plogp, 1)
-        sgplp = tl.sum(g * plogp, 1)
+        return u, u * g, g * p, plogp, g * plogp
     else:
-        sgp = su
-        splp = su
-        sgplp = su
-    return su, sug, sgp, splp, sgplp
+        return u, u * g, u, u, u
+
+
+@triton.jit
+def _bwd_sums(p, g, a1, MODE: tl.constexpr):
+    u, ug, gp, plp, gplp = _bwd_elems(p, g, a1, MODE)
+    return tl.sum(u, 1), tl.sum(ug, 1), tl.sum(gp, 1), tl.sum(plp, 1), tl.sum(gplp, 1)
 
 
 @triton.jit
@@ -124,22 +125,27 @@ def _bwd_kernel(P, G, DZ, ALPHA, DALPHA, n_rows, n_cols, stride_p, stride_g,
         g = tl.load(G + r64 * stride_g + cols[None, :], mask=msk, other=0.0).to(tl.float32)
         su, sug, sgp, splp, sgplp = _bwd_sums(p, g, a1, MODE)
     else:
-        su = tl.zeros([BR], tl.float32)
-        sug = tl.zeros([BR], tl.float32)
-        sgp = tl.zeros([BR], tl.float32)
-        splp = tl.zeros([BR], tl.float32)
-        sgplp = tl.zeros([BR], tl.float32)
+        su2 = tl.zeros([BR, BC], tl.float32)
+        sug2 = tl.zeros([BR, BC], tl.float32)
+        sgp2 = tl.zeros([BR, BC], tl.float32)
+        splp2 = tl.zeros([BR, BC], tl.float32)
+        sgplp2 = tl.zeros([BR, BC], tl.float32)
         for c0 in range(0, n_cols, BC):
             cols = c0 + tl.arange(0, BC)
             msk = rmask[:, None] & (cols[None, :] < n_cols)
             p = tl.load(P + r64 * stride_p + cols[None, :], mask=msk, other=0.0).to(tl.float32)
             g = tl.load(G + r64 * stride_g + cols[None, :], mask=msk, other=0.0).to(tl.float32)
-            a, b, c, d, e = _bwd_sums(p, g, a1, MODE)
-            su += a
-            sug += b
-            sgp += c
-            splp += d
-            sgplp += e
+            a, b, c, d, e = _bwd_elems(p, g, a1, MODE)
+            su2 += a
+            sug2 += b
+            sgp2 += c
+            splp2 += d
+            sgplp2 += e
+        su = tl.sum(su2, 1)
+        sug = tl.sum(sug2, 1)
+        sgp = tl.sum(sgp2, 1)
+        splp = tl.sum(splp2, 1)
+        sgplp = tl.sum(sgplp2, 1)
     q = tl.where(su > 0, sug / tl.where(su > 0, su, 1.0), 0.0)
     if SINGLE:
         u = _u_of_p(p, a1, MODE)
