@@ -17,7 +17,7 @@ import sys
 import torch
 import torch.nn.functional as F
 import triton
-from triton.testing import do_bench
+from triton.testing import do_bench, do_bench_cudagraph
 
 import onmt_entmax.ops as ops
 from onmt_entmax.ops import _dispatch
@@ -106,6 +106,41 @@ def attention(b, h, q, k, dtype, quick):
     return out
 
 
+def attention_variants(b, h, q, k, dtype):
+    """Tile / warp sweep of the mapping kernels on attention-shaped rows (kernel calls only),
+    and forward+backward replayed from a CUDA graph (GPU time without Python launch cost)."""
+    from onmt_entmax.ops.triton import mapping as KM
+    z = torch.randn(b * h * q, k, device="cuda").to(dtype)
+    g = torch.randn(b * h * q, k, device="cuda").to(dtype)
+    a = torch.full((b * h * q,), 1.5, device="cuda")
+    res = {}
+    for tile in (512, 1024, 2048, 4096):
+        for nw in (2, 4, 8):
+            cfg = {"TILE": tile, "num_warps": nw}
+            for mode in ("entmax15", "sparsemax", "bisect"):
+                ar = a if mode == "bisect" else None
+                res[f"fwd/{mode}/tile{tile}w{nw}"] = bench(
+                    lambda: KM.forward_rows(z, mode, ar, config=cfg), None, 30)
+            p = KM.forward_rows(z, "entmax15")
+            res[f"bwd/entmax15/tile{tile}w{nw}"] = bench(
+                lambda: KM.backward_rows(p, g, "entmax15", None, config=cfg), None, 30)
+    res["fwd/softmax"] = bench(lambda: torch.softmax(z, -1), None, 30)
+    zz = z.reshape(b, h, q, k).clone().requires_grad_()
+    gg = g.reshape(b, h, q, k)
+    alpha = torch.full((h, 1, 1), 1.5, device="cuda", requires_grad=True)
+    for name, fn in {"softmax": lambda: torch.softmax(zz, -1).backward(gg),
+                     "entmax15": lambda: ops.entmax15(zz, -1).backward(gg),
+                     "sparsemax": lambda: ops.sparsemax(zz, -1).backward(gg),
+                     "bisect_per_head": lambda: ops.entmax_bisect(zz, alpha, -1).backward(gg)
+                     }.items():
+        try:
+            res[f"graph/{name}"] = do_bench_cudagraph(fn, rep=30, grad_to_none=[zz, alpha],
+                                                      return_mode="median")
+        except Exception as e:  # capture not possible
+            res[f"graph/{name}"] = repr(e)[:80]
+    return res
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats, no PyPI baseline")
@@ -132,6 +167,9 @@ def main(argv=None):
         key = str(dtype)[6:]
         res["attention"][key] = attention(512, 8, 50, 50, dtype, args.quick)
         print("attention", key, res["attention"][key], flush=True)
+        if args.variants:
+            res["variants"]["attention/" + key] = attention_variants(512, 8, 50, 50, dtype)
+            print("variants attention", key, res["variants"]["attention/" + key], flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)

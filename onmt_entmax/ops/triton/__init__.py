@@ -13,6 +13,8 @@ import os
 
 import torch
 
+from ._config import DEFAULTS
+
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 HAVE_TRITON = importlib.util.find_spec("triton") is not None
 _MAPPINGS = ("sparsemax", "entmax15", "entmax_bisect")
@@ -32,7 +34,6 @@ def supports(op: str, z: torch.Tensor, dim: int = -1, alpha=None, kind: str | No
     (alpha == 1 rows are computed as softmax there); float alpha must be > 1 (1 is softmax)."""
     if not available(z):
         return False
-    from ._config import DEFAULTS
     n_cols = z.shape[dim] if z.dim() else 1
     if op in _MAPPINGS:
         if op == "entmax_bisect":
