@@ -1,0 +1,162 @@
+"""OpenNMT-py Transformer training speed: sparse variants as a ratio to softmax, same config otherwise.
+
+Runs the stock `onmt_build_vocab` and `onmt_train` (with this plugin active) once per variant on the
+same data and reads the target tokens/s that OpenNMT-py reports, averaged over the report windows
+after the first (warm-up: CUDA context, Triton compilation, allocator). This is a benchmark, not a
+test.
+
+    # GPU, 32k synthetic target vocabulary and Multi30k (copy ../shared/data/multi30k into an
+    # ignored folder first when the data has to travel to another machine):
+    python benchmarks/bench_train.py --gpu --data synthetic --vocab 32000 --steps 300
+    python benchmarks/bench_train.py --gpu --data multi30k --multi30k-dir ../shared/data/multi30k
+    # CPU smoke run (tiny model), to check the script itself:
+    python benchmarks/bench_train.py --tiny --steps 20
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+VARIANTS = {
+    "softmax": {},
+    "entmax15 (output + all attention)": {"generator_function": "entmax15", "attention_function": "entmax15"},
+    "learned alpha (all attention)": {"attention_function": "entmax_bisect", "attention_alpha": 1.5,
+                                      "learn_alpha": True},
+    "1.5-ReLU output": {"generator_function": "alpha_relu", "generator_alpha": 1.5, "generator_tau": "auto"},
+}
+
+STEP_LINE = re.compile(r"Step\s+(\d+)/\s*\d+;.*?(\d+)/\s*(\d+) tok/s")
+
+
+def synthetic_corpus(folder: Path, vocab: int, sentences: int, seed: int = 0) -> tuple[Path, Path]:
+    """Random token sequences over `vocab` types (a Zipf-like draw, so frequent types exist)."""
+    rng = random.Random(seed)
+    weights = [1.0 / (r + 10) for r in range(vocab)]
+    src, tgt = folder / "train.src", folder / "train.tgt"
+    with src.open("w") as fs, tgt.open("w") as ft:
+        for _ in range(sentences):
+            n = rng.randint(10, 40)
+            words = rng.choices(range(vocab), weights, k=n)
+            fs.write(" ".join(f"s{w}" for w in words) + "\n")
+            ft.write(" ".join(f"t{w}" for w in reversed(words)) + "\n")
+    return src, tgt
+
+
+def multi30k_corpus(folder: Path, source_dir: Path, src_lang: str, tgt_lang: str) -> tuple[Path, Path]:
+    """Multi30k train, lowercased and split on whitespace (speed, not BLEU, is measured here)."""
+    out = []
+    for lang in (src_lang, tgt_lang):
+        dest = folder / f"train.{lang}"
+        with gzip.open(source_dir / f"train.{lang}.gz", "rt", encoding="utf-8") as f, dest.open("w") as g:
+            for line in f:
+                g.write(line.lower())
+        out.append(dest)
+    return out[0], out[1]
+
+
+def write_config(path: Path, src: Path, tgt: Path, work: Path, args: argparse.Namespace, extra: dict) -> None:
+    size = {"layers": 1, "hidden": 64, "ff": 128, "heads": 4} if args.tiny else \
+        {"layers": args.layers, "hidden": 512, "ff": 2048, "heads": 8}
+    lines = [
+        f"save_data: {work}/data", f"src_vocab: {work}/vocab.src", f"tgt_vocab: {work}/vocab.tgt",
+        f"src_vocab_size: {args.vocab + 100}", f"tgt_vocab_size: {args.vocab + 100}",
+        "overwrite: true",
+        "data:", "  corpus_1:", f"    path_src: {src}", f"    path_tgt: {tgt}",
+        f"save_model: {work}/model", "save_checkpoint_steps: 1000000",
+        f"train_steps: {args.steps}", "valid_steps: 1000000", f"report_every: {args.report_every}",
+        "batch_type: tokens", f"batch_size: {args.batch_tokens}", "bucket_size: 20000",
+        "encoder_type: transformer", "decoder_type: transformer", "position_encoding: true",
+        f"enc_layers: {size['layers']}", f"dec_layers: {size['layers']}", f"heads: {size['heads']}",
+        f"hidden_size: {size['hidden']}", f"word_vec_size: {size['hidden']}", f"transformer_ff: {size['ff']}",
+        "dropout: [0.1]", "attention_dropout: [0.1]",
+        "optim: adam", "adam_beta2: 0.998", "learning_rate: 2", "decay_method: noam", "warmup_steps: 4000",
+        "param_init: 0", "param_init_glorot: true", "seed: 1234", "num_workers: 0",
+    ]
+    if args.gpu:
+        lines += ["world_size: 1", "gpu_ranks: [0]", f"model_dtype: {args.dtype}"]
+    for key, value in extra.items():
+        lines.append(f"{key}: {json.dumps(value) if isinstance(value, bool) else value}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def run(cmd: list[str], log: Path) -> str:
+    t0 = time.time()
+    with log.open("w") as f:
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, text=True)
+    text = log.read_text()
+    if proc.returncode:
+        sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}) after {time.time() - t0:.0f}s:\n{text[-3000:]}")
+    return text
+
+
+def tokens_per_second(log: str) -> tuple[float, int]:
+    """Mean target tok/s over the report windows after the first one, and how many were used."""
+    rates = [float(m.group(3)) for m in STEP_LINE.finditer(log)]
+    if len(rates) < 2:
+        sys.exit(f"fewer than two report lines in the training log:\n{log[-2000:]}")
+    return statistics.mean(rates[1:]), len(rates) - 1
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", choices=["synthetic", "multi30k"], default="synthetic")
+    ap.add_argument("--multi30k-dir", type=Path, default=Path("../shared/data/multi30k"))
+    ap.add_argument("--langs", nargs=2, default=["de", "en"])
+    ap.add_argument("--vocab", type=int, default=32000, help="synthetic vocabulary size (and vocab cap)")
+    ap.add_argument("--sentences", type=int, default=60000)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--report-every", type=int, default=50)
+    ap.add_argument("--batch-tokens", type=int, default=4096)
+    ap.add_argument("--layers", type=int, default=3)
+    ap.add_argument("--dtype", default="fp32", help="model_dtype on GPU (fp32 or fp16)")
+    ap.add_argument("--gpu", action="store_true")
+    ap.add_argument("--tiny", action="store_true", help="a tiny model and corpus (CPU check of the script)")
+    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS), metavar="VARIANT")
+    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = ap.parse_args()
+    if args.tiny:
+        args.vocab, args.sentences, args.batch_tokens = min(args.vocab, 500), min(args.sentences, 400), 512
+        args.report_every = min(args.report_every, 5)
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="bench_train_"))
+    work.mkdir(parents=True, exist_ok=True)
+    if args.data == "synthetic":
+        src, tgt = synthetic_corpus(work, args.vocab, args.sentences)
+    else:
+        src, tgt = multi30k_corpus(work, args.multi30k_dir, *args.langs)
+    device = "cpu"
+    if args.gpu:
+        import torch
+        device = torch.cuda.get_device_name()
+    results = {}
+    for name in args.variants:
+        vdir = work / re.sub(r"\W+", "_", name)
+        vdir.mkdir(exist_ok=True)
+        cfg = vdir / "config.yaml"
+        write_config(cfg, src, tgt, vdir, args, VARIANTS[name])
+        run(["onmt_build_vocab", "-config", str(cfg), "-n_sample", "-1"], vdir / "vocab.log")
+        log = run(["onmt_train", "-config", str(cfg)], vdir / "train.log")
+        results[name] = tokens_per_second(log)
+    base = results.get("softmax", (None, 0))[0]
+    print(f"\nonmt_train tokens/s ({args.data}, {device}, {args.steps} steps, batch {args.batch_tokens} tokens, "
+          f"{'tiny' if args.tiny else f'{args.layers}-layer'} Transformer, {args.dtype if args.gpu else 'fp32'})")
+    print("| variant | target tok/s | vs softmax | windows |")
+    print("|---|---|---|---|")
+    for name, (rate, windows) in results.items():
+        ratio = f"{rate / base:.2f}x" if base else "n/a"
+        print(f"| {name} | {rate:.0f} | {ratio} | {windows} |")
+    if args.json:
+        args.json.write_text(json.dumps({"device": device, "data": args.data, "results": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""Beam-search decoding speed of `onmt_translate`: sparse models as a ratio to softmax, same settings.
+
+Decodes the same source file with each variant's checkpoint from a `bench_train.py --workdir DIR`
+run (one sub-folder per variant, each holding its last `model_step_*.pt`), and reports sentences/s
+from the wall time of the whole `onmt_translate` call, model loading excluded by subtracting a run on
+a one-line file. This is a benchmark, not a test.
+
+    python benchmarks/bench_train.py --gpu --workdir runs/bench --steps 300
+    python benchmarks/bench_translate.py --workdir runs/bench --gpu --beam 5 --lines 1000
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def last_checkpoint(folder: Path) -> Path:
+    steps = sorted(folder.glob("model_step_*.pt"), key=lambda p: int(re.findall(r"\d+", p.name)[-1]))
+    if not steps:
+        sys.exit(f"no model_step_*.pt in {folder}: run benchmarks/bench_train.py --workdir first")
+    return steps[-1]
+
+
+def timed_translate(model: Path, src: Path, out: Path, args: argparse.Namespace) -> float:
+    cmd = ["onmt_translate", "-model", str(model), "-src", str(src), "-output", str(out),
+           "-beam_size", str(args.beam), "-batch_size", str(args.batch), "-max_length", "100"]
+    if args.gpu:
+        cmd += ["-gpu", "0"]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    elapsed = time.perf_counter() - t0
+    if proc.returncode:
+        sys.exit(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+    return elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workdir", type=Path, required=True)
+    ap.add_argument("--src", type=Path, default=None, help="source file (default: the first lines of train.src)")
+    ap.add_argument("--lines", type=int, default=1000)
+    ap.add_argument("--beam", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--gpu", action="store_true")
+    args = ap.parse_args()
+    src_all = args.src or next(iter(sorted(args.workdir.glob("train.*"))))
+    lines = src_all.read_text().splitlines()[: args.lines]
+    src, one = args.workdir / "bench_translate.src", args.workdir / "bench_translate_one.src"
+    src.write_text("\n".join(lines) + "\n")
+    one.write_text(lines[0] + "\n")
+    rows = {}
+    for folder in sorted(p for p in args.workdir.iterdir() if p.is_dir()):
+        model = last_checkpoint(folder)
+        startup = timed_translate(model, one, folder / "one.out", args)
+        total = timed_translate(model, src, folder / "bench.out", args)
+        rows[folder.name] = len(lines) / max(total - startup, 1e-6)
+    base = rows.get("softmax")
+    device = "cpu"
+    if args.gpu:
+        import torch
+        device = torch.cuda.get_device_name()
+    print(f"\nonmt_translate sentences/s ({device}, beam {args.beam}, batch {args.batch}, {len(lines)} lines)")
+    print("| variant | sentences/s | vs softmax |")
+    print("|---|---|---|")
+    for name, rate in rows.items():
+        print(f"| {name} | {rate:.1f} | {f'{rate / base:.2f}x' if base else 'n/a'} |")
+
+
+if __name__ == "__main__":
+    main()
