@@ -10,6 +10,7 @@ from typing import Callable, NamedTuple, Union
 
 import torch
 from torch import Tensor
+from torch.autograd import Function
 
 Alpha = Union[float, Tensor]
 
@@ -144,3 +145,22 @@ def support_backward(p: Tensor, g: Tensor, u: Tensor) -> Tensor:
     su = u.sum(dim=-1, keepdim=True)
     q = ug.sum(dim=-1, keepdim=True) / torch.where(su > 0, su, torch.ones_like(su))
     return ug - q * u
+
+
+def support_function(name: str, mapping: Callable[[Tensor], Tensor],
+                     slope: Callable[[Tensor], Tensor]) -> type[Function]:
+    """An autograd Function p = mapping(x) over the last dim, differentiated by Proposition 1
+    with u = slope(p) (p^{2-alpha} on the support), never through the sort or the search."""
+
+    def forward(ctx, x: Tensor) -> Tensor:
+        p = mapping(x)
+        ctx.save_for_backward(p)
+        return p
+
+    def backward(ctx, g: Tensor) -> Tensor:
+        (p,) = ctx.saved_tensors
+        return support_backward(p, g, slope(p))
+
+    doc = f"{name}: forward {mapping.__name__}, backward Proposition 1 with u = {slope.__name__}(p)."
+    return type(name, (Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward),
+                                    "__doc__": doc})

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.autograd import Function
 
 from . import _dispatch
-from ._common import Solved, on_last_dim, on_support_only, support_backward, top_candidates
+from ._common import Solved, on_last_dim, on_support_only, support_function, top_candidates
 
 
 def entmax15_tau_sorted(srt: Tensor) -> Tensor:
@@ -49,19 +48,7 @@ def _entmax15_last(x: Tensor) -> Tensor:
     return (x - 2 * entmax15_threshold(x)).clamp_(min=0).square_().mul_(0.25)
 
 
-class Entmax15Function(Function):
-    """1.5-entmax over the last dim; backward by Proposition 1 with u = sqrt(p)."""
-
-    @staticmethod
-    def forward(ctx, x: Tensor) -> Tensor:
-        p = _entmax15_last(x)
-        ctx.save_for_backward(p)
-        return p
-
-    @staticmethod
-    def backward(ctx, g: Tensor) -> Tensor:
-        (p,) = ctx.saved_tensors
-        return support_backward(p, g, p.sqrt())
+Entmax15Function = support_function("Entmax15Function", _entmax15_last, torch.sqrt)
 
 
 def entmax15(z: Tensor, dim: int = -1) -> Tensor:

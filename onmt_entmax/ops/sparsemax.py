@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.autograd import Function
 
 from . import _dispatch
-from ._common import Solved, on_last_dim, on_support_only, support_backward, top_candidates
+from ._common import Solved, on_last_dim, on_support_only, support_function, top_candidates
 
 
 def sparsemax_tau_sorted(srt: Tensor) -> Tensor:
@@ -44,19 +43,11 @@ def _sparsemax_last(x: Tensor) -> Tensor:
     return (x - sparsemax_threshold(x)).clamp_(min=0)
 
 
-class SparsemaxFunction(Function):
-    """Sparsemax over the last dim; backward: dz = s*g - (s.g / |S|) s with s = 1[p > 0]."""
+def _on_support(p: Tensor) -> Tensor:
+    return (p > 0).to(p.dtype)
 
-    @staticmethod
-    def forward(ctx, x: Tensor) -> Tensor:
-        p = _sparsemax_last(x)
-        ctx.save_for_backward(p)
-        return p
 
-    @staticmethod
-    def backward(ctx, g: Tensor) -> Tensor:
-        (p,) = ctx.saved_tensors
-        return support_backward(p, g, (p > 0).to(g.dtype))
+SparsemaxFunction = support_function("SparsemaxFunction", _sparsemax_last, _on_support)
 
 
 def sparsemax(z: Tensor, dim: int = -1) -> Tensor:
