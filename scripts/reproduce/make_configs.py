@@ -43,6 +43,8 @@ def shrink(e: E.Experiment, data: dict, steps: int = 6) -> dict:
         if k in cfg:
             cfg[k] = steps
     cfg.pop("average_decay", None)
+    # the default 262,144-example bucket re-reads a 400-line corpus hundreds of times; no worker processes
+    cfg.update(bucket_size=1024, prefetch_factor=4, num_workers=0)
     cfg["save_model"] = f"{SMOKE}/runs/{e.family}/model"
     return cfg
 

@@ -42,9 +42,17 @@ _VALID = re.compile(r"Validation accuracy: ([0-9.eE+-]+|nan)")
 _SAVED = re.compile(r"Saving checkpoint (\S+_step_\d+\.pt)")
 
 
-def run(cmd: list[str], cwd: Path = ROOT) -> None:
-    print("+", " ".join(map(str, cmd)), flush=True)
-    subprocess.run([str(c) for c in cmd], cwd=cwd, check=True)
+def run(cmd: list[str], cwd: Path = ROOT, log: Path | None = None) -> None:
+    """Run a command; with ``log``, its stdout and stderr go to that file (raises with the log's tail)."""
+    print("+", " ".join(map(str, cmd)), *([">", log] if log else []), flush=True)
+    if log is None:
+        subprocess.run([str(c) for c in cmd], cwd=cwd, check=True)
+        return
+    with open(log, "w", encoding="utf-8") as out:
+        proc = subprocess.run([str(c) for c in cmd], cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        tail = "".join(Path(log).read_text(encoding="utf-8", errors="replace").splitlines(True)[-30:])
+        raise subprocess.CalledProcessError(proc.returncode, cmd, output=tail)
 
 
 def experiments(table: str, only: str | None = None) -> list[E.Experiment]:
@@ -79,11 +87,11 @@ def prepare_data(e: E.Experiment, sigmorphon_archive: Path | None) -> None:
     run([sys.executable, "scripts/data/prepare_mt.py", e.corpus, "--raw", out / "raw", "--out", out, "--jobs", "8"])
 
 
-def build_vocab(e: E.Experiment, cwd: Path = ROOT, config: Path | None = None) -> None:
-    cfg = e.config
+def build_vocab(cfg: dict, config: Path | str, cwd: Path = ROOT) -> None:
+    """onmt_build_vocab over the whole training data, once per corpus (skipped when the files exist)."""
     if all((cwd / cfg[k]).exists() for k in ("src_vocab", "tgt_vocab")):
         return
-    run(["onmt_build_vocab", "-config", config or e.path, "-n_sample", "-1",
+    run(["onmt_build_vocab", "-config", config, "-n_sample", "-1",
          "-save_data", Path(cfg["src_vocab"]).parent / "onmt_sample"], cwd=cwd)
 
 
@@ -94,8 +102,10 @@ def train(e: E.Experiment, seed: int, gpu: int | None) -> Path:
         return run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     gpu_args = ["-world_size", "1", "-gpu_ranks", str(gpu)] if gpu is not None else []
-    run(["onmt_train", "-config", e.path, "-seed", str(seed), "-save_model", run_dir / "model",
-         "-log_file", run_dir / "train.log", *gpu_args])
+    # the console output, not -log_file: with num_workers 0 OpenNMT-py 3.5.1's data iterator calls
+    # init_logger() in the main process and drops the file handler after the model summary
+    run(["onmt_train", "-config", e.path, "-seed", str(seed), "-save_model", run_dir / "model", *gpu_args],
+        log=run_dir / "train.log")
     (run_dir / "train.done").write_text("")
     return run_dir
 
@@ -120,11 +130,13 @@ def best_checkpoint(log_text: str) -> tuple[str, float]:
     return best
 
 
-def translate(models: list[str], src: Path, out: Path, gpu: int | None, extra: list[str] = ()) -> None:
+def translate(models: list[str], src: Path, out: Path, gpu: int | None, extra: list[str] = (), cwd: Path = ROOT) -> None:
+    """Beam 5 (Peters et al. §4); several models: an ensemble averaging probabilities (-avg_raw_probs)."""
     gpu_args = ["-gpu", str(gpu)] if gpu is not None else []
     ens = ["-avg_raw_probs"] if len(models) > 1 else []
     run(["onmt_translate", "-model", *models, "-src", src, "-output", out, "-beam_size", "5",
-         "-batch_size", "64", "-max_length", "250", *ens, *gpu_args, *extra])
+         "-batch_size", "64", "-max_length", "250", *ens, *gpu_args, *extra], cwd=cwd,
+        log=Path(out).with_suffix(".log"))
 
 
 def read_lines(path: Path) -> list[str]:
@@ -268,7 +280,7 @@ def main(argv: list[str] | None = None) -> None:
             prepare_data(e, a.sigmorphon)
     if a.step in ("all", "train"):
         for e in todo:
-            build_vocab(e)
+            build_vocab(e.config, e.path)
             for seed in a.seeds:
                 train(e, seed, a.gpu)
     if a.step in ("all", "evaluate"):
