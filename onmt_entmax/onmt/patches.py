@@ -67,6 +67,7 @@ PATCHES: list[Patch] = [
     Patch("checkpoint_safe_globals", "torch >= 2.6 weights-only loading of OpenNMT-py checkpoints",
           apply=checkpoint.allow_checkpoint_globals),
     Patch("sparse_decoding", "-inf beam search, certificates, analyses, raw-prob ensembles (docs/decoding.md)", apply=lambda: importlib.import_module("onmt_entmax.onmt.decoding_translate").apply()),  # noqa: E501
+    Patch("alpha_csv", "learned alpha per head and layer to <save_model>_alphas.csv at every report step", "onmt.trainer:Trainer._maybe_report_training", lambda up: importlib.import_module("onmt_entmax.onmt.alpha_log").wrap_maybe_report_training(up)),  # noqa: E501
 ]
 
 _MARK = "__onmt_entmax_patch__"
