@@ -3,4 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
-exec "${PYTHON:-python3}" -m pytest -q tests "$@"
+PY=${PYTHON:-python3}
+# the console scripts the tests run (onmt_train, ...) must be the ones of this interpreter
+PATH="$("$PY" -c 'import os, sys; print(os.path.dirname(sys.executable))'):$PATH"
+export PATH
+exec "$PY" -m pytest -q tests "$@"
