@@ -16,7 +16,8 @@ For beta = 1 (sparsemax) and beta = 2 (1.5-entmax) the root on S has a closed fo
     1.5-entmax: s* = B/k - sqrt((1 - (A - B^2/k)) / k)
 
 and s* is the exact answer as soon as the support it implies is S itself, i.e.
-min_S d >= s* >= max_{not S} d (the certificate). Other alpha: Newton until |A - 1| <= tol,
+min_S d >= s* >= 0 (the certificate: every element of S stays in, and none outside S, whose
+d <= 0, enters). Other alpha: Newton until |A - 1| <= tol,
 then p is divided by A so that it sums to one.
 """
 import triton
@@ -35,13 +36,12 @@ def _pow_pos(d, e):
 @triton.jit
 def _stats_elems(x, tau, beta, MODE: tl.constexpr):
     """Elementwise support terms at thresholds tau [BR]: ([d>0], d^beta, d^(beta-1), d on S
-    (+inf off S), d off S (-inf on S)); row sums / min / max of these are the statistics."""
+    (+inf off S)); row sums / min of these are the statistics."""
     d = x - tau[:, None]
     pos = d > 0
     dp = tl.where(pos, d, 0.0)
     kf = pos.to(tl.float32)
     mn = tl.where(pos, d, float("inf"))
-    mo = tl.where(pos, float("-inf"), d)
     if MODE == 0:
         a = dp
         b = kf
@@ -51,31 +51,34 @@ def _stats_elems(x, tau, beta, MODE: tl.constexpr):
     else:
         b = _pow_pos(dp, beta[:, None] - 1.0)
         a = b * dp
-    return kf, a, b, mn, mo
+    return kf, a, b, mn
 
 
 @triton.jit
 def _stats(x, tau, beta, MODE: tl.constexpr):
-    """Support statistics of one tile at thresholds tau [BR]: (k, A, B, min_S d, max_notS d)."""
-    kf, a, b, mn, mo = _stats_elems(x, tau, beta, MODE)
-    return tl.sum(kf, 1), tl.sum(a, 1), tl.sum(b, 1), tl.min(mn, 1), tl.max(mo, 1)
+    """Support statistics of one tile at thresholds tau [BR]: (k, A, B, min_S d)."""
+    kf, a, b, mn = _stats_elems(x, tau, beta, MODE)
+    if MODE == 0:
+        k = tl.sum(kf, 1)
+        return k, tl.sum(a, 1), k, tl.min(mn, 1)
+    return tl.sum(kf, 1), tl.sum(a, 1), tl.sum(b, 1), tl.min(mn, 1)
 
 
 @triton.jit
-def _update(tau, done, out_tau, out_norm, k, a, b, mn, mo, beta, tol, MODE: tl.constexpr):
+def _update(tau, done, out_tau, out_norm, k, a, b, mn, beta, tol, MODE: tl.constexpr):
     """One Newton-on-the-norm step; rows whose certificate holds are frozen (done)."""
     kk = tl.maximum(k, 1.0)
     bb = tl.maximum(b, 1e-30)
     if MODE == 0:
         s_n = (a - 1.0) / kk
         s_x = s_n
-        exact = (k > 0) & (mn >= s_x) & (mo <= s_x)
+        exact = (k > 0) & (mn >= s_x) & (s_x >= 0)
     elif MODE == 1:
         s_n = (a - tl.sqrt(a)) / bb
         mean = b / kk
         disc = (1.0 - (a - b * mean)) / kk
         s_x = mean - tl.sqrt(tl.maximum(disc, 0.0))
-        exact = (k > 0) & (disc >= 0) & (mn >= s_x) & (mo <= s_x)
+        exact = (k > 0) & (disc >= 0) & (mn >= s_x) & (s_x >= 0)
     else:
         # A^(-1/beta) = A^(-(alpha-1)) = 2^(-log2(A) / beta)
         s_n = a * (1.0 - tl.exp2(-tl.log2(tl.maximum(a, 1e-30)) / beta)) / bb
@@ -107,8 +110,8 @@ def solve_tile(x, beta, row_ok, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr)
     it = 0
     go = tl.sum(1 - done, 0) > 0
     while go:
-        k, a, b, mn, mo = _stats(x, tau, beta, MODE)
-        tau, done, out_tau, out_norm = _update(tau, done, out_tau, out_norm, k, a, b, mn, mo,
+        k, a, b, mn = _stats(x, tau, beta, MODE)
+        tau, done, out_tau, out_norm = _update(tau, done, out_tau, out_norm, k, a, b, mn,
                                                beta, tol, MODE)
         it += 1
         go = (tl.sum(1 - done, 0) > 0) & (it < MAX_ITER)
@@ -160,22 +163,23 @@ def solve_stream(Z, rows, rmask, n_cols, stride, m, a1, beta, row_ok, tol,
         a2 = tl.zeros([BR, BC], tl.float32)
         b2 = tl.zeros([BR, BC], tl.float32)
         mn2 = tl.full([BR, BC], float("inf"), tl.float32)
-        mo2 = tl.full([BR, BC], float("-inf"), tl.float32)
         for c0 in range(0, n_cols, BC):
             cols = c0 + tl.arange(0, BC)
             x = load_scaled(Z, rows, rmask, cols, n_cols, stride, m, a1)
-            k_c, a_c, b_c, mn_c, mo_c = _stats_elems(x, tau, beta, MODE)
+            k_c, a_c, b_c, mn_c = _stats_elems(x, tau, beta, MODE)
             k2 += k_c
             a2 += a_c
-            b2 += b_c
+            if MODE != 0:
+                b2 += b_c
             mn2 = tl.minimum(mn2, mn_c)
-            mo2 = tl.maximum(mo2, mo_c)
         k = tl.sum(k2, 1)
         a = tl.sum(a2, 1)
-        b = tl.sum(b2, 1)
+        if MODE == 0:
+            b = k
+        else:
+            b = tl.sum(b2, 1)
         mn = tl.min(mn2, 1)
-        mo = tl.max(mo2, 1)
-        tau, done, out_tau, out_norm = _update(tau, done, out_tau, out_norm, k, a, b, mn, mo,
+        tau, done, out_tau, out_norm = _update(tau, done, out_tau, out_norm, k, a, b, mn,
                                                beta, tol, MODE)
         it += 1
         go = (tl.sum(1 - done, 0) > 0) & (it < MAX_ITER)

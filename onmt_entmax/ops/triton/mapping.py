@@ -56,7 +56,7 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
         else:
             tau, norm, it = S.solve_tile(x, beta, row_ok, tol, MODE, MAX_ITER)
             p = S.probs(x, tau, norm, beta, MODE)
-        # renormalise: float32 rounding of tau alone moves sum p by ~1e-6 on wide supports
+        # renormalise: float32 rounding of tau alone moves sum p by up to ~2e-6
         tot = tl.sum(p, 1)
         p = p / tl.where(tot > 0, tot, 1.0)[:, None]
         tl.store(P + roff + cols[None, :], p.to(P.dtype.element_ty), mask=msk)
