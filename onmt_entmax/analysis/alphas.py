@@ -195,7 +195,8 @@ def plot_trajectories(rows: Sequence[tuple], path: str, title: Optional[str] = N
         for (k, layer, head), (steps, vals) in traj.items():
             if k != kind:
                 continue
-            ax.plot(steps, vals, color=cmap(layer / max(layers - 1, 1)), lw=1.0, marker="." if len(steps) < 30 else None,
+            ax.plot(steps, vals, color=cmap(layer / max(layers - 1, 1)), lw=1.0,
+                    marker="." if len(steps) < 30 else None,
                     label=f"layer {layer + 1}" if head == 0 else None)
         ax.set_title(TITLES[kind])
         ax.set_xlabel("training step")

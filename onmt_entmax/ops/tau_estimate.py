@@ -64,7 +64,10 @@ def _excess_15(p: float, eps: float, sigma: float) -> float:
 
 
 def _mass(tau: float, lo: float, hi: float, sigma: float, alpha: float) -> float:
-    """int_lo^hi [(alpha-1) sigma t - tau]_+^{1/(alpha-1)} phi(t) dt by Gauss-Legendre (x = 1 - Phi(t), dx = phi(t) dt)."""
+    """int_lo^hi [(alpha-1) sigma t - tau]_+^{1/(alpha-1)} phi(t) dt, Gauss-Legendre.
+
+    (The integral over x in [eps, p] after the substitution t = q(x), dx = phi(t) dt.)
+    """
     t = 0.5 * (hi - lo) * _NODES + 0.5 * (hi + lo)
     base = np.clip((alpha - 1.0) * sigma * t - tau, 0.0, None)
     vals = base ** (1.0 / (alpha - 1.0)) * np.exp(-0.5 * t * t) / math.sqrt(2.0 * math.pi)

@@ -35,7 +35,8 @@ def _tau_scipy(d_model, vocab, alpha):
     return (alpha - 1) * s * q(p)
 
 
-@pytest.mark.parametrize("alpha,d_model,vocab", [(1.5, 512, 10_000), (1.5, 64, 800), (1.3, 64, 800), (2.0, 512, 10_000)])
+@pytest.mark.parametrize("alpha,d_model,vocab",
+                         [(1.5, 512, 10_000), (1.5, 64, 800), (1.3, 64, 800), (2.0, 512, 10_000)])
 def test_formula_matches_an_independent_solver(alpha, d_model, vocab):
     assert tau_formula(d_model, vocab, alpha) == pytest.approx(_tau_scipy(d_model, vocab, alpha), abs=2e-5)
 

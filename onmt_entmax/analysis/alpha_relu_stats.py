@@ -1,0 +1,133 @@
+"""alpha-ReLU analyses of "Speeding Up Entmax" (Tezekbayev et al.), per decoding step.
+
+- Self-normalization (their Fig. 7): the distribution of sum_v alpha-ReLU(z)_v over the decoding
+  steps of a test set; it concentrates around a constant (1.24 IWSLT, 1.09 WMT'14 in the paper),
+  so unnormalized step scores remain comparable in beam search.
+- Sparsity (their Fig. 5): the distribution of the proportion of zero components per step,
+  alpha-ReLU against 1.5-entmax (softmax never has zeros).
+
+Input per step are the model's own log-scores (T, V), -inf for zeros, as decoding uses them; the
+sum and the support come from ``analysis.sparsity`` (``probability_sums``, ``output_support``).
+Running a checkpoint over a test set is OpenNMT-py work: ``onmt_entmax.onmt.teacher_forcing``
+(command ``onmt-entmax-alpha-relu-stats``) feeds ``StepStats.add``.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+import torch
+from torch import Tensor
+
+from .alphas import _pyplot
+from .sparsity import output_support, probability_sums
+
+QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+
+
+def _quantiles(xs: Tensor) -> dict[str, float]:
+    q = torch.quantile(xs.double(), torch.tensor(QUANTILES, dtype=torch.float64))
+    return {f"q{int(100 * a):02d}": float(v) for a, v in zip(QUANTILES, q)}
+
+
+class StepStats:
+    """Per-step output sum and zero count, accumulated over a test set."""
+
+    def __init__(self) -> None:
+        self._sums: list[Tensor] = []
+        self._zeros: list[Tensor] = []
+        self.vocab: Optional[int] = None
+
+    def add(self, log_probs: Tensor, mask: Optional[Tensor] = None) -> None:
+        """log_probs (..., V) of decoding steps; ``mask`` (leading shape, True = a real step)."""
+        lp = log_probs.detach()
+        if mask is not None:
+            if mask.shape != lp.shape[:-1]:
+                raise ValueError(f"mask must be the leading shape of log_probs {tuple(lp.shape[:-1])}, "
+                                 f"got {tuple(mask.shape)}")
+            lp = lp[mask.bool()]
+        lp = lp.reshape(-1, lp.size(-1))
+        if self.vocab is not None and lp.size(-1) != self.vocab:
+            raise ValueError(f"log_probs: vocabulary size {lp.size(-1)} differs from earlier steps ({self.vocab})")
+        self.vocab = lp.size(-1)
+        self._sums.append(probability_sums(lp).double().cpu())
+        self._zeros.append((lp.size(-1) - output_support(lp)).cpu())
+
+    @property
+    def sums(self) -> Tensor:
+        """sum_v p_v of every step (1 for normalized mappings)."""
+        return torch.cat(self._sums) if self._sums else torch.empty(0, dtype=torch.float64)
+
+    @property
+    def zeros(self) -> Tensor:
+        """Number of zero components of every step."""
+        return torch.cat(self._zeros) if self._zeros else torch.empty(0, dtype=torch.long)
+
+    def summary(self) -> dict:
+        """Steps, mean / std / quantiles of the sum, and of the proportion of zeros."""
+        s, z = self.sums, self.zeros
+        if s.numel() == 0:
+            return {"steps": 0}
+        frac = z.double() / self.vocab
+        return {
+            "steps": int(s.numel()), "vocab": self.vocab,
+            "sum_mean": float(s.mean()), "sum_std": float(s.std(unbiased=False)),
+            **{f"sum_{k}": v for k, v in _quantiles(s).items()},
+            "zeros_mean": float(z.double().mean()), "zero_share_mean": float(frac.mean()),
+            **{f"zero_share_{k}": v for k, v in _quantiles(frac).items()},
+        }
+
+
+def plot_sums(sums: Mapping[str, Tensor], path: str, title: Optional[str] = None, bins: int = 50) -> str:
+    """Histogram of the per-step output sum, one per model (their Fig. 7). Returns ``path``."""
+    if not sums or all(v.numel() == 0 for v in sums.values()):
+        raise ValueError("plot_sums: no steps to plot")
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.0, 3.4))
+    for name, s in sums.items():
+        if s.numel():
+            ax.hist(s.double().numpy(), bins=bins, alpha=0.6, density=True,
+                    label=f"{name} (mean {float(s.mean()):.3f})")
+    ax.axvline(1.0, color="grey", lw=0.6, ls=":")
+    ax.set_xlabel("sum of output components per decoding step")
+    ax.set_ylabel("density")
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_zero_shares(stats: Mapping[str, "StepStats"], path: str, title: Optional[str] = None,
+                     bins: int = 40) -> str:
+    """Histogram of the proportion of zero components per step, one per model (their Fig. 5)."""
+    shares = {name: st.zeros.double() / st.vocab for name, st in stats.items() if st.vocab}
+    if not shares:
+        raise ValueError("plot_zero_shares: no steps to plot")
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.0, 3.4))
+    for name, f in shares.items():
+        ax.hist(f.numpy(), bins=bins, range=(0.0, 1.0), alpha=0.6, density=True,
+                label=f"{name} (mean {float(f.mean()):.3f})")
+    ax.set_xlabel("proportion of zero components per decoding step")
+    ax.set_ylabel("density")
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def format_summary(name: str, s: dict) -> str:
+    if not s.get("steps"):
+        return f"{name}: no steps"
+    return (f"{name}: {s['steps']} steps, V={s['vocab']}; output sum mean {s['sum_mean']:.4f} std {s['sum_std']:.4f} "
+            f"(5/50/95%: {s['sum_q05']:.4f} / {s['sum_q50']:.4f} / {s['sum_q95']:.4f}); zeros per step "
+            f"{s['zeros_mean']:.1f} = {100 * s['zero_share_mean']:.2f}% of V (5/50/95%: "
+            f"{100 * s['zero_share_q05']:.2f} / {100 * s['zero_share_q50']:.2f} / {100 * s['zero_share_q95']:.2f}%)")
+
+
+__all__ = ["StepStats", "plot_sums", "plot_zero_shares", "format_summary", "QUANTILES"]

@@ -1,0 +1,89 @@
+"""alpha-ReLU self-normalization (sum of outputs per step) and zeros per step vs 1.5-entmax."""
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from onmt_entmax import alpha_relu, entmax15
+from onmt_entmax.analysis.alpha_relu_stats import StepStats, format_summary, plot_sums, plot_zero_shares
+
+
+def test_step_sums_and_zero_counts_of_hand_built_steps():
+    p = torch.tensor([[0.5, 0.7, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25], [9.0, 9.0, 9.0, 9.0]])
+    st = StepStats()
+    st.add(p.log().view(2, 2, 4), mask=torch.tensor([[True, True], [True, False]]))  # last step is padding
+    assert st.sums.tolist() == pytest.approx([1.2, 1.0, 1.0])
+    assert st.zeros.tolist() == [2, 3, 0]
+    s = st.summary()
+    assert s["steps"] == 3 and s["vocab"] == 4
+    assert s["sum_mean"] == pytest.approx(3.2 / 3)
+    assert s["sum_std"] == pytest.approx(float(np.std([1.2, 1.0, 1.0])))
+    assert s["zero_share_mean"] == pytest.approx(5 / 12)
+    assert s["sum_q50"] == pytest.approx(1.0)
+    assert "3 steps" in format_summary("x", s)
+    with pytest.raises(ValueError, match="vocabulary size"):
+        st.add(torch.zeros(1, 5))
+    with pytest.raises(ValueError, match="mask"):
+        st.add(torch.zeros(2, 4), mask=torch.ones(3, dtype=torch.bool))
+
+
+def test_plots(tmp_path):
+    from test_alphas import _nontrivial_png
+
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(200, 50, generator=g) * 2
+    relu, ent = StepStats(), StepStats()
+    relu.add(alpha_relu(z, 1.5, tau=0.2).log())
+    ent.add(entmax15(z).log())
+    _nontrivial_png(plot_sums({"1.5-ReLU": relu.sums, "1.5-entmax": ent.sums}, str(tmp_path / "sums.png")))
+    _nontrivial_png(plot_zero_shares({"1.5-ReLU": relu, "1.5-entmax": ent}, str(tmp_path / "zeros.png")))
+
+
+# --- real checkpoints ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny():
+    pytest.importorskip("onmt")
+    from tiny_transformers import trained
+
+    return trained()
+
+
+def test_per_step_sums_are_those_of_alpha_relu_of_the_logits(tiny):
+    from onmt_entmax.onmt.teacher_forcing import load_model, run
+
+    model, vocabs = load_model(tiny["learned"])
+    tau = float(model.generator.tau)
+    logits = []
+    model.generator.register_forward_hook(lambda m, i, out: logits.append(out.detach()))
+    st, masks = StepStats(), []
+
+    def add(fb):
+        st.add(fb.log_probs, fb.tgt_mask)
+        masks.append(fb.tgt_mask)
+
+    run(model, vocabs, tiny["src"], tiny["tgt"], add, batch_size=8, attention=False)
+    z = torch.cat([lg[m] for lg, m in zip(logits, masks)])
+    p = alpha_relu(z, 1.5, tau=tau)  # independently: [z/2 - tau]_+^2
+    assert torch.allclose(p, (z / 2 - tau).clamp(min=0) ** 2, atol=1e-6)
+    assert st.sums.tolist() == pytest.approx(p.sum(-1).tolist(), rel=1e-4)
+    assert st.zeros.tolist() == (p == 0).sum(-1).tolist()
+    assert st.vocab == tiny["vocab"]
+
+
+def test_command_alpha_relu_against_entmax(tiny, tmp_path):
+    from test_alphas import _nontrivial_png
+
+    from onmt_entmax.onmt.teacher_forcing import alpha_relu_stats_main
+
+    assert alpha_relu_stats_main(["-model", tiny["learned"], tiny["dense"], "-name", "1.5-ReLU", "1.5-entmax",
+                                  "-src", tiny["src"], "-tgt", tiny["tgt"], "-out_dir", str(tmp_path)]) == 0
+    res = json.load(open(tmp_path / "alpha_relu_stats.json"))
+    ent, relu = res["1.5-entmax"], res["1.5-ReLU"]
+    assert ent["steps"] == relu["steps"] > 0
+    assert ent["sum_mean"] == pytest.approx(1.0, abs=1e-4) and ent["sum_std"] < 1e-4  # normalized
+    assert math.isfinite(relu["sum_mean"]) and relu["sum_std"] > 0  # not normalized
+    assert 0 < ent["zero_share_mean"] < 1 and 0 <= relu["zero_share_mean"] < 1
+    _nontrivial_png(str(tmp_path / "output_sums.png"))
+    _nontrivial_png(str(tmp_path / "zero_shares.png"))

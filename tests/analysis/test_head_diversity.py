@@ -1,0 +1,113 @@
+"""Head diversity per layer: mean Jensen-Shannon divergence between the heads' attention."""
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from onmt_entmax.analysis.head_diversity import HeadDiversity, js_divergence, per_query_js, plot_head_diversity
+
+stats = pytest.importorskip("scipy.stats")
+from scipy.spatial.distance import jensenshannon  # noqa: E402
+
+
+def _js_scipy(heads: np.ndarray) -> float:
+    """Independent generalized JS: S(mean) - mean S, entropies by scipy (0 log 0 = 0)."""
+    return float(stats.entropy(heads.mean(0)) - np.mean([stats.entropy(h) for h in heads]))
+
+
+def test_two_heads_match_scipy_jensen_shannon():
+    g = torch.Generator().manual_seed(0)
+    p = torch.softmax(torch.randn(5, 2, 7, generator=g), -1)
+    p[:, 0, :3] = 0  # sparse heads: exact zeros
+    p = p / p.sum(-1, keepdim=True)
+    ours = js_divergence(p)
+    for i in range(5):
+        assert float(ours[i]) == pytest.approx(jensenshannon(p[i, 0].numpy(), p[i, 1].numpy()) ** 2, abs=1e-6)
+
+
+def test_bounds_zero_for_identical_heads_log_h_for_disjoint_ones():
+    same = torch.softmax(torch.randn(3, 7), -1).expand(4, 3, 7).transpose(0, 1)
+    assert torch.allclose(js_divergence(same), torch.zeros(3, dtype=torch.float64), atol=1e-12)
+    disjoint = torch.eye(4).unsqueeze(0)  # 4 heads on 4 different keys
+    assert float(js_divergence(disjoint)[0]) == pytest.approx(math.log(4))
+
+
+def test_padding_queries_are_left_out_of_the_layer_mean():
+    g = torch.Generator().manual_seed(1)
+    attn = torch.softmax(torch.randn(2, 3, 4, 6, generator=g), -1)  # (B, H, T_q, T_k)
+    mask = torch.tensor([[True, True, False, False], [True, True, True, False]])
+    js = per_query_js(attn, mask)
+    want = [_js_scipy(attn[b, :, q].numpy()) for b in range(2) for q in range(4) if mask[b, q]]
+    assert js.tolist() == pytest.approx(want, abs=1e-6)
+    acc = HeadDiversity()
+    acc.add(("enc_self", 0), attn[:1], mask[:1])
+    acc.add(("enc_self", 0), attn[1:], mask[1:])
+    assert acc.result()[("enc_self", 0)] == pytest.approx(np.mean(want), abs=1e-6)
+    with pytest.raises(ValueError, match="query_mask"):
+        per_query_js(attn, mask[:, :3])
+
+
+def test_plot(tmp_path):
+    from test_alphas import _nontrivial_png
+
+    res = {"softmax": {("enc_self", 0): 0.1, ("enc_self", 1): 0.2, ("context", 0): 0.05},
+           "learned": {("enc_self", 0): 0.3, ("enc_self", 1): 0.4, ("context", 0): 0.25}}
+    _nontrivial_png(plot_head_diversity(res, str(tmp_path / "hd.png")))
+
+
+# --- a real checkpoint, teacher-forced ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny():
+    pytest.importorskip("onmt")
+    from tiny_transformers import trained
+
+    return trained()
+
+
+def test_captured_attention_is_each_heads_distribution_and_js_matches_scipy(tiny):
+    from onmt_entmax.onmt.teacher_forcing import load_model, run
+
+    model, vocabs = load_model(tiny["learned"])
+    seen = []
+
+    def check(fb):
+        assert {s[0] for s in fb.attn} == {"enc_self", "dec_self", "context"}
+        for site, attn in fb.attn.items():
+            q = fb.query_mask(site)
+            rows = attn.transpose(1, 2)[q]  # (queries, H, T_k)
+            assert torch.allclose(rows.sum(-1), torch.ones_like(rows.sum(-1)), atol=1e-5)
+            keys = fb.src_mask if site[0] != "dec_self" else fb.tgt_mask
+            pad_keys = ~keys[:, None, None, :] & q[:, None, :, None]  # (B, 1, T_q, T_k), real queries only
+            assert (attn[pad_keys.expand_as(attn)] == 0).all()  # padding keys get exactly zero weight
+            if site[0] == "dec_self":  # causal: no weight on later target positions
+                assert (attn.triu(1) == 0).all()
+            seen.append((site, attn, q))
+
+    run(model, vocabs, tiny["src"], tiny["tgt"], check, batch_size=10, outputs=False)
+    # alpha-entmax heads: exact zeros inside the real keys too
+    assert any(bool(((a == 0) & (q[:, None, :, None])).any()) for s, a, q in seen if s[0] == "enc_self")
+    site, attn, q = seen[0]
+    acc = HeadDiversity()
+    for s, a, m in seen:
+        if s == site:
+            acc.add(s, a, m)
+    want = [_js_scipy(a[b, :, t].double().numpy()) for s, a, m in seen if s == site
+            for b in range(a.size(0)) for t in range(a.size(2)) if m[b, t]]
+    assert acc.result()[site] == pytest.approx(np.mean(want), abs=1e-6)
+
+
+def test_command_compares_models(tiny, tmp_path):
+    from test_alphas import _nontrivial_png
+
+    from onmt_entmax.onmt.teacher_forcing import head_diversity_main
+
+    assert head_diversity_main(["-model", tiny["learned"], tiny["dense"], "-name", "learned alpha", "softmax",
+                                "-src", tiny["src"], "-tgt", tiny["tgt"], "-out_dir", str(tmp_path)]) == 0
+    res = json.load(open(tmp_path / "head_diversity.json"))
+    assert set(res) == {"learned alpha", "softmax"}
+    for name, layers in res.items():
+        assert len(layers) == 6  # 3 kinds x 2 layers
+        assert all(0 <= r["js"] <= math.log(4) for r in layers)
+    _nontrivial_png(str(tmp_path / "head_diversity.png"))
