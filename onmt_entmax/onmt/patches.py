@@ -31,7 +31,7 @@ PATCHES: list[Patch] = [
     Patch("model_options", "add the Entmax group to model_opts (train -h, checkpoints, defaults for old ones)",
           "onmt.opts:model_opts", options.wrap_model_opts),
     Patch("translate_options", "translate-time overrides of the Entmax options, under the same group",
-          "onmt.opts:translate_opts", options.wrap_translate_opts),
+          "onmt.opts:translate_opts", options.wrap_translate_opts, aliases=("onmt.bin.translate:translate_opts",)),
     Patch("misspelled_options", "onmt_train ignores unknown keys; refuse ones that look like Entmax options",
           "onmt.utils.parse:ArgumentParser.parse_known_args", options.wrap_parse_known_args),
     Patch("validate_options", "check Entmax options (alpha >= 1, tau, copy_attn, learn_alpha) before training",

@@ -1,0 +1,74 @@
+"""Output layer, attention normalizer and criterion modules."""
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from onmt_entmax import ops
+from onmt_entmax.modules import AttentionNormalizer, EntmaxGenerator, LearnableAlpha, TransformationLoss
+from onmt_entmax.registry import get_transformation
+
+
+def test_generator_keeps_the_linear_parameters_and_state_dict_keys():
+    lin = nn.Linear(8, 12)
+    gen = EntmaxGenerator.from_linear(lin, get_transformation("entmax15"))
+    assert gen.weight is lin.weight and gen.bias is lin.bias
+    assert list(gen.state_dict()) == list(lin.state_dict())  # stock checkpoints load into it
+    h = torch.randn(3, 8)
+    assert torch.equal(gen(h), lin(h))  # forward still returns logits
+
+
+def test_alpha_relu_generator_stores_tau_as_a_buffer_that_drives_its_math():
+    gen = EntmaxGenerator.from_linear(nn.Linear(4, 6), get_transformation("alpha_relu", alpha=1.5))
+    assert gen.tau_pending() and "tau" in gen.state_dict()
+    gen.set_tau(0.25)
+    z = torch.randn(5, 6)
+    assert torch.allclose(gen.probs(z), ops.alpha_relu(z, alpha=1.5, tau=0.25))
+    state = gen.state_dict()
+    other = EntmaxGenerator.from_linear(nn.Linear(4, 6), get_transformation("alpha_relu", alpha=1.5))
+    other.load_state_dict(state)
+    assert torch.allclose(other.log_probs(z), gen.log_probs(z))
+
+
+def test_criterion_is_the_summed_fy_loss_with_pads_ignored():
+    gen = EntmaxGenerator.from_linear(nn.Linear(4, 6), get_transformation("entmax_bisect", alpha=1.3))
+    crit = TransformationLoss(gen, ignore_index=1, label_smoothing=0.1)
+    z, y = torch.randn(7, 6), torch.tensor([0, 1, 2, 3, 1, 5, 4])
+    expected = ops.entmax_bisect_loss(z, y, alpha=1.3, ignore_index=1, reduction="sum", label_smoothing=0.1)
+    assert crit.ignore_index == 1
+    assert torch.allclose(crit(z, y), expected)
+
+
+def test_attention_rows_sum_to_one_and_masked_keys_get_exactly_zero():
+    norm = AttentionNormalizer(get_transformation("sparsemax"))
+    scores = torch.randn(2, 4, 3, 6).masked_fill(torch.arange(6) >= 4, -1e18)  # Transformer's finite mask
+    p = norm(scores)
+    assert torch.allclose(p.sum(-1), torch.ones(2, 4, 3))
+    assert (p[..., 4:] == 0).all()
+    rnn = AttentionNormalizer(get_transformation("entmax15"))(torch.tensor([[1.0, 0.5, -math.inf]]))
+    assert rnn[0, 2] == 0 and torch.isclose(rnn.sum(), torch.tensor(1.0))
+
+
+def test_learnable_alpha_starts_at_the_configured_alpha_stays_in_range_and_gets_gradient():
+    alpha = LearnableAlpha(heads=3, init_alpha=1.5)
+    assert torch.allclose(alpha(), torch.full((3,), 1.5)) and torch.equal(alpha.a.detach(), torch.zeros(3))
+    with torch.no_grad():
+        alpha.a.copy_(torch.tensor([-50.0, 0.0, 50.0]))
+    a = alpha()
+    assert a.min() >= 1.01 and a.max() <= 2.0
+    norm = AttentionNormalizer(get_transformation("entmax15"), heads=3, learn_alpha=True)
+    scores = torch.randn(2, 3, 4, 5)
+    out = norm(scores)
+    (out * torch.randn_like(out)).sum().backward()
+    assert norm.alpha.a.grad is not None and (norm.alpha.a.grad != 0).all()
+    # head h uses alpha_h: compare one head with the functional op
+    for h in range(3):
+        ref = ops.entmax_bisect(scores[:, h], alpha=float(norm.current_alpha()[h]))
+        assert torch.allclose(out[:, h], ref, atol=1e-5)
+
+
+def test_learn_alpha_refuses_softmax_and_sparsemax():
+    for name in ("softmax", "sparsemax"):
+        with pytest.raises(ValueError, match="learn_alpha"):
+            AttentionNormalizer(get_transformation(name), heads=2, learn_alpha=True)

@@ -1,0 +1,86 @@
+"""Every generator_function with a sparse attention, RNN and Transformer, through the real entry
+points: train a few dozen steps, save, reload, resume with -train_from, translate."""
+import pytest
+import torch
+
+from conftest import build_vocab, train, translate, yaml_config
+
+from onmt_entmax.modules import AttentionNormalizer, EntmaxGenerator
+
+GENERATORS = [
+    ("softmax", {}, "entmax15"),
+    ("sparsemax", {}, "sparsemax"),
+    ("entmax15", {}, "entmax15"),
+    ("entmax_bisect", dict(generator_alpha=1.3, bisect_iter=25), "entmax_bisect"),
+    ("alpha_relu", dict(generator_alpha=1.5, generator_tau="auto"), "entmax15"),
+]
+ARCHS = {
+    "rnn": lambda attn: dict(encoder_type="brnn", decoder_type="rnn", rnn_type="LSTM", layers=1, hidden_size=32,
+                             word_vec_size=16, dropout=0.0, global_attention_function=attn, global_attention_alpha=1.2),
+    "transformer": lambda attn: dict(encoder_type="transformer", decoder_type="transformer", position_encoding=True,
+                                     layers=1, hidden_size=32, word_vec_size=32, transformer_ff=32, heads=2,
+                                     attention_function=attn, attention_alpha=1.4,
+                                     learn_alpha=attn == "entmax_bisect"),
+}
+
+
+@pytest.mark.parametrize("arch", list(ARCHS))
+@pytest.mark.parametrize("gen,gen_opts,attn", GENERATORS, ids=[g[0] for g in GENERATORS])
+def test_train_save_resume_translate(toy, arch, gen, gen_opts, attn):
+    model = dict(ARCHS[arch](attn), generator_function=gen, **gen_opts)
+    config = yaml_config(toy, model, steps=20)
+    build_vocab(config)
+    train(config)
+    first = toy / "run/model_step_20.pt"
+    ckpt = torch.load(first)  # torch's weights-only default: our allowlist is enough
+    assert ckpt["opt"].generator_function == gen
+    if gen == "alpha_relu":
+        tau = float(ckpt["generator"]["tau"][0])
+        assert tau == tau, "generator_tau auto was resolved on the first batch and saved"
+    if arch == "transformer" and attn == "entmax_bisect":
+        alphas = [v for k, v in ckpt["model"].items() if k.endswith("softmax.alpha.a")]
+        assert len(alphas) == 3 and all(a.shape == (2,) for a in alphas)  # enc self, dec self, context
+
+    train(config, "-train_from", str(first), "-train_steps", "30")  # resume
+    resumed = torch.load(toy / "run/model_step_30.pt")
+    assert resumed["optim"]["training_step"] == 31
+    changed = [k for k in ckpt["model"] if not torch.equal(ckpt["model"][k], resumed["model"][k])]
+    assert changed, "resuming trained the loaded model further"
+
+    out = translate(toy / "run/model_step_30.pt", toy / "src-test.txt", toy / "pred.txt", "-beam_size", "3",
+                    "-max_length", "12")
+    assert len(out) == 20
+    assert all(set(line.split()) <= set("abcdefgh") for line in out)
+
+
+def test_reloaded_model_has_the_trained_mapping_everywhere(toy):
+    from onmt.model_builder import load_test_model
+    from onmt.bin.translate import _get_parser
+
+    model = dict(ARCHS["transformer"]("entmax_bisect"), generator_function="entmax_bisect", generator_alpha=1.3)
+    config = yaml_config(toy, model, steps=2)
+    build_vocab(config)
+    train(config)
+    opt = _get_parser().parse_args(["-model", str(toy / "run/model_step_2.pt"), "-src", "x"])
+    _, loaded, model_opt = load_test_model(opt)
+    assert isinstance(loaded.generator, EntmaxGenerator)
+    assert loaded.generator.transformation.spec()[:2] == ("entmax_bisect", 1.3)
+    norms = [m for m in loaded.modules() if isinstance(m, AttentionNormalizer)]
+    assert len(norms) == 3 and all(n.alpha is not None for n in norms)
+    state = torch.load(toy / "run/model_step_2.pt")["model"]
+    saved = [state[k] for k in sorted(state) if k.endswith("softmax.alpha.a")]
+    loaded_alphas = [dict(loaded.named_parameters())[k] for k in sorted(state) if k.endswith("softmax.alpha.a")]
+    assert all(torch.equal(a, b) for a, b in zip(saved, loaded_alphas))
+
+
+def test_translate_time_override_and_its_limits(toy):
+    model = dict(ARCHS["rnn"]("entmax15"), generator_function="entmax15")
+    config = yaml_config(toy, model, steps=2)
+    build_vocab(config)
+    train(config)
+    ckpt = toy / "run/model_step_2.pt"
+    out = translate(ckpt, toy / "src-test.txt", toy / "p.txt", "-generator_function", "sparsemax")
+    assert len(out) == 20
+    with pytest.raises(ValueError, match="alpha_relu"):
+        translate(ckpt, toy / "src-test.txt", toy / "p.txt", "-generator_function", "alpha_relu",
+                  "-generator_tau", "0.1")
