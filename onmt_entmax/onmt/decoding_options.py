@@ -115,6 +115,9 @@ class DecodingConfig:
         if cfg.enumerate_support and not cfg.sparse_output:
             raise ValueError(f"-enumerate_support needs a sparse output layer; this model is dense ({dense}), "
                              "so its support is every sequence (infinite).")
+        if cfg.exact_search and cfg.unnormalised:
+            raise ValueError("-exact_search needs a normalised output layer: alpha_relu scores can exceed 1, so a "
+                             "prefix's score does not bound its completions and depth-first pruning is unsound.")
         if cfg.enumerate_cap < 1:
             raise ValueError(f"-enumerate_cap must be >= 1, got {cfg.enumerate_cap}")
         if cfg.exact_max_expansions < 1:

@@ -284,7 +284,7 @@ def _from_batch(upstream):
             for _ in range(self.n_best - c):
                 preds[b].append(torch.tensor([eos]))
                 scores[b].append(torch.tensor(NEG_INF))
-                attn[b].append([])
+                attn[b].append(torch.zeros(1, int(translation_batch["batch"]["srclen"][b])))  # one EOS step
             if translation_batch.get("alignment") and translation_batch["alignment"][b]:
                 translation_batch["alignment"][b] += [None] * (self.n_best - c)
         out = upstream(self, translation_batch)

@@ -59,6 +59,36 @@ seed: 1
 generator_function: {fn}
 global_attention_function: {fn}
 """
+RELU_CONFIG = """
+save_data: run
+src_vocab: run/vocab.src
+tgt_vocab: run/vocab.tgt
+overwrite: true
+data:
+  corpus_1: {path_src: src-train.txt, path_tgt: tgt-train.txt}
+save_model: run/relu
+save_checkpoint_steps: 150
+train_steps: 150
+batch_size: 32
+batch_type: sents
+bucket_size: 2048
+num_workers: 0
+encoder_type: transformer
+decoder_type: transformer
+position_encoding: true
+layers: 1
+heads: 2
+hidden_size: 32
+word_vec_size: 32
+transformer_ff: 64
+dropout: 0.0
+optim: adam
+learning_rate: 0.005
+seed: 1
+generator_function: alpha_relu
+generator_tau: auto
+attention_function: entmax15
+"""
 
 
 def run(workdir, module, *args, mode="plugin", check=True):
@@ -87,26 +117,34 @@ def workdir(tmp_path_factory):
         (d / f"src-{name}.txt").write_text("".join(" ".join(s) + "\n" for s in src))
         (d / f"tgt-{name}.txt").write_text("".join(" ".join(reversed(s)) + "\n" for s in src))
     (d / "driver.py").write_text(DRIVER)
-    for name, fn, steps in (("sparse", "entmax15", 150), ("dense", "softmax", 100)):
+    for name, fn, steps in (("sparse", "entmax15", 150), ("dense", "softmax", 40)):
         (d / f"{name}.yaml").write_text(CONFIG.format(name=name, fn=fn, steps=steps))
+    (d / "relu.yaml").write_text(RELU_CONFIG)
     run(d, "onmt.bin.build_vocab", "-config", "sparse.yaml", "-n_sample", "-1")
-    run(d, "onmt.bin.train", "-config", "sparse.yaml")
-    run(d, "onmt.bin.train", "-config", "dense.yaml")
+    for name in ("sparse", "dense", "relu"):
+        run(d, "onmt.bin.train", "-config", f"{name}.yaml")
     return d
 
 
-SPARSE, DENSE = "run/sparse_step_150.pt", "run/dense_step_100.pt"
+SPARSE, DENSE, RELU = "run/sparse_step_150.pt", "run/dense_step_40.pt", "run/relu_step_150.pt"
 
 
 def _lines(path):
     return [line.rstrip("\n") for line in open(path, encoding="utf-8")]
 
 
-def test_sparse_translation_certificates_enumeration_and_analyses(workdir):
-    proc = translate(workdir, "-model", SPARSE, "-tgt", "tgt-test.txt", "-output", "pred.txt", "-beam_size", 30,
-                     "-n_best", 30, "-with_score", "-length_penalty", "none", "-entmax_report", "rep.jsonl",
-                     "-enumerate_support", "-exact_search", "-empty_check", "-sparsity_stats", "-forced_support",
-                     "-attn_heatmap", "heat.png", "-heatmap_sentence", 2)
+SPARSE_ARGS = ["-beam_size", 30, "-n_best", 30, "-with_score", "-length_penalty", "none"]
+
+
+@pytest.fixture(scope="module")
+def sparse_run(workdir):
+    return translate(workdir, "-model", SPARSE, "-tgt", "tgt-test.txt", "-output", "pred.txt", *SPARSE_ARGS,
+                     "-entmax_report", "rep.jsonl", "-enumerate_support", "-exact_search", "-empty_check",
+                     "-sparsity_stats", "-forced_support", "-attn_heatmap", "heat.png", "-heatmap_sentence", 2)
+
+
+def test_sparse_translation_certificates_enumeration_and_analyses(workdir, sparse_run):
+    proc = sparse_run
     recs = [json.loads(line) for line in open(workdir / "rep.jsonl")]
     assert [r["id"] for r in recs] == list(range(1, 21))
     out = _lines(workdir / "pred.txt")
@@ -152,12 +190,10 @@ def test_certificate_of_a_dense_model_is_refused(workdir):
     assert proc.returncode != 0 and "-certificate needs a sparse output layer" in proc.stderr
 
 
-def test_ensemble_averages_raw_probabilities(workdir):
-    args = ["-beam_size", 5, "-n_best", 3, "-with_score", "-length_penalty", "none"]
-    translate(workdir, "-model", SPARSE, *args, "-output", "single.txt")
-    translate(workdir, "-model", SPARSE, SPARSE, *args, "-output", "twice.txt")
+def test_ensemble_averages_raw_probabilities(workdir, sparse_run):
+    translate(workdir, "-model", SPARSE, SPARSE, "-tgt", "tgt-test.txt", *SPARSE_ARGS, "-output", "twice.txt")
     # (p + p) / 2 = p: an ensemble of a model with itself is that model, zeros included
-    single = [line.split("\t") for line in _lines(workdir / "single.txt")]
+    single = [line.split("\t") for line in _lines(workdir / "pred.txt")]
     twice = [line.split("\t") for line in _lines(workdir / "twice.txt")]
     assert [t for t, _ in twice] == [t for t, _ in single]
     assert [float(s) for _, s in twice] == pytest.approx([float(s) for _, s in single], abs=1e-5)
@@ -175,3 +211,34 @@ def test_ensemble_of_models_with_different_target_vocabularies_is_refused(workdi
     proc = translate(workdir, "-model", SPARSE, "run/swapped.pt", "-output", "x.txt", check=False)
     assert proc.returncode != 0
     assert "ensemble members must share one target vocabulary" in proc.stderr
+
+
+@pytest.mark.parametrize("options", [
+    ["-coverage_penalty", "wu", "-beta", 0.3, "-stepwise_penalty", "-attn_debug", "-replace_unk",
+     "-min_length", 3, "-block_ngram_repeat", 2, "-ban_unk_token"],
+    ["-coverage_penalty", "summary", "-beta", 0.3, "-length_penalty", "wu", "-alpha", 0.6,
+     "-tgt", "tgt-test.txt", "-tgt_file_prefix"],
+])
+def test_no_nan_and_no_zero_probability_output_with_any_option(workdir, options):
+    # sparse attention gives zero coverage (log 0 in the wu penalty); the RNN is input-feed (time-first attention)
+    translate(workdir, "-model", SPARSE, "-beam_size", 4, "-n_best", 2, "-with_score", "-output", "opt.txt",
+              "-entmax_report", "opt.jsonl", *options)
+    recs = [json.loads(line) for line in open(workdir / "opt.jsonl")]
+    lines = _lines(workdir / "opt.txt")
+    assert len(lines) == sum(max(r["n_hyps"], 1) for r in recs)
+    for line, r in zip(lines, (r for r in recs for _ in range(max(r["n_hyps"], 1)))):
+        score = float(line.split("\t")[1])
+        assert not math.isnan(score)
+        assert math.isfinite(score) or (r["n_hyps"] == 0 and line.split("\t")[0] == "")
+
+
+def test_transformer_alpha_relu_decodes_unnormalised_scores(workdir):
+    proc = translate(workdir, "-model", RELU, "-tgt", "tgt-test.txt", "-beam_size", 5, "-n_best", 2, "-with_score",
+                     "-output", "relu.txt", "-entmax_report", "relu.jsonl", "-sparsity_stats", "-forced_support")
+    recs = [json.loads(line) for line in open(workdir / "relu.jsonl")]
+    sums = [r["prob_sum"] for r in recs]
+    assert all(s > 0 for s in sums) and max(sums) - min(sums) > 1e-3  # not renormalised to 1
+    assert all(r["optimal"] is None for r in recs)  # the pruning bound needs p <= 1
+    assert "per-step output probability sum" in proc.stderr
+    refused = translate(workdir, "-model", RELU, "-output", "x.txt", "-exact_search", check=False)
+    assert refused.returncode != 0 and "-exact_search needs a normalised output layer" in refused.stderr

@@ -1,0 +1,59 @@
+"""Translate-time decoding options: parsing and the clear refusals of the issue."""
+import argparse
+
+import pytest
+
+pytest.importorskip("onmt")
+
+from onmt_entmax.onmt.decoding_options import DecodingConfig, add_decoding_options  # noqa: E402
+from onmt_entmax.registry import get_transformation  # noqa: E402
+
+
+def _opt(**kw):
+    parser = argparse.ArgumentParser()
+    parser.add = parser.add_argument  # configargparse's alias, used by OpenNMT-py option code
+    add_decoding_options(parser)
+    add_decoding_options(parser)  # idempotent
+    ns = parser.parse_args([])
+    for k, v in kw.items():
+        setattr(ns, k, v)
+    return ns
+
+
+ENTMAX = [get_transformation("entmax15")]
+RELU = [get_transformation("alpha_relu", alpha=1.5, tau=0.3)]
+
+
+def test_sparse_models_get_certificates_by_default_dense_models_nothing():
+    assert DecodingConfig.from_opts(_opt(), ENTMAX).certificate
+    dense = DecodingConfig.from_opts(_opt(), [None])
+    assert not dense.certificate and not dense.active
+
+
+def test_certificate_asked_of_a_dense_model_names_the_problem():
+    with pytest.raises(ValueError, match="-certificate needs a sparse output layer.*softmax"):
+        DecodingConfig.from_opts(_opt(certificate=True), [None])
+
+
+def test_enumeration_of_a_dense_model_and_bad_cap_are_refused():
+    with pytest.raises(ValueError, match="-enumerate_support needs a sparse output layer"):
+        DecodingConfig.from_opts(_opt(enumerate_support=True), [get_transformation("softmax")])
+    with pytest.raises(ValueError, match="-enumerate_cap must be >= 1"):
+        DecodingConfig.from_opts(_opt(enumerate_support=True, enumerate_cap=0), ENTMAX)
+
+
+def test_an_ensemble_is_sparse_only_if_every_member_is():
+    assert DecodingConfig.from_opts(_opt(), ENTMAX * 2).sparse_output
+    assert not DecodingConfig.from_opts(_opt(), ENTMAX + [None]).sparse_output
+
+
+def test_alpha_relu_exact_search_is_refused_and_optimality_not_claimed():
+    with pytest.raises(ValueError, match="-exact_search needs a normalised output layer"):
+        DecodingConfig.from_opts(_opt(exact_search=True), RELU)
+    cfg = DecodingConfig.from_opts(_opt(), RELU)
+    assert cfg.unnormalised and cfg.certificate
+
+
+def test_length_penalty_disables_the_optimality_bound():
+    assert DecodingConfig.from_opts(_opt(length_penalty="none", coverage_penalty="none"), ENTMAX).plain_scores
+    assert not DecodingConfig.from_opts(_opt(length_penalty="avg"), ENTMAX).plain_scores
