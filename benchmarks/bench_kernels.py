@@ -69,7 +69,7 @@ def loss_variants(n, v, scale, dtype):
     g = torch.full((n,), 1.0 / n, device="cuda")
     res = {}
     for name, cfg in {"chunk4096w8": {"SINGLE_MAX": 0, "CHUNK": 4096, "num_warps": 8},
-                      "chunk8192w16": {"SINGLE_MAX": 0, "CHUNK": 8192, "num_warps": 16},
+                      "single_w4": {"SINGLE_MAX": 1 << 20, "num_warps": 4},
                       "single_w8": {"SINGLE_MAX": 1 << 20, "num_warps": 8},
                       "single_w16": {"SINGLE_MAX": 1 << 20, "num_warps": 16},
                       "single_w32": {"SINGLE_MAX": 1 << 20, "num_warps": 32}}.items():
@@ -120,17 +120,19 @@ def attention_variants(b, h, q, k, dtype):
     g = torch.randn(b * h * q, k, device="cuda").to(dtype)
     a = torch.full((b * h * q,), 1.5, device="cuda")
     res = {}
-    for tile, nw in ((256, 1), (512, 1), (1024, 1), (512, 2), (1024, 2), (1024, 4), (2048, 4),
-                     (2048, 8)):
-        if True:
-            cfg = {"TILE": tile, "num_warps": nw}
-            for mode in ("entmax15", "sparsemax", "bisect"):
-                ar = a if mode == "bisect" else None
-                res[f"fwd/{mode}/tile{tile}w{nw}"] = bench(
-                    lambda: KM.forward_rows(z, mode, ar, config=cfg), None, 30)
-            p = KM.forward_rows(z, "entmax15")
-            res[f"bwd/entmax15/tile{tile}w{nw}"] = bench(
-                lambda: KM.backward_rows(p, g, "entmax15", None, config=cfg), None, 30)
+    for tile, nw in ((64, 1), (128, 1), (256, 1), (256, 2), (512, 2)):
+        cfg = {"TILE": tile, "num_warps": nw}
+        for mode in ("entmax15", "sparsemax", "bisect"):
+            ar = a if mode == "bisect" else None
+            res[f"fwd/{mode}/tile{tile}w{nw}"] = bench(
+                lambda: KM.forward_rows(z, mode, ar, config=cfg), None, 30)
+    p = KM.forward_rows(z, "entmax15")
+    for tile, nw in ((256, 1), (512, 1), (1024, 1), (2048, 1), (2048, 2), (4096, 4)):
+        cfg = {"BWD_TILE": tile, "num_warps": nw}
+        for mode in ("entmax15", "bisect"):
+            ar = a if mode == "bisect" else None
+            res[f"bwd/{mode}/tile{tile}w{nw}"] = bench(
+                lambda: KM.backward_rows(p, g, mode, ar, config=cfg), None, 30)
     res["fwd/softmax"] = bench(lambda: torch.softmax(z, -1), None, 30)
     zz = z.reshape(b, h, q, k).clone().requires_grad_()
     gg = g.reshape(b, h, q, k)

@@ -194,8 +194,8 @@ def forward_rows(z2: torch.Tensor, mode: str, alpha_rows: torch.Tensor | None = 
                                                 dtype=out_dtype or z2.dtype)
     if z2.numel() == 0:
         return p
-    cfg = launch_config(n_cols, z2.element_size(), config)
     m = _MODES[mode]
+    cfg = launch_config(n_cols, z2.element_size(), config, mode=m)
     max_iter = n_iter if n_iter is not None else (64 if m == 2 else 32)
     grid = (triton.cdiv(n_rows, cfg["BR"]),)
     _fwd_kernel[grid](z2, p, alpha_rows if alpha_rows is not None else z2, iters, n_rows, n_cols,
@@ -213,7 +213,8 @@ def backward_rows(p2: torch.Tensor, g2: torch.Tensor, mode: str,
     dalpha = torch.empty(n_rows, device=p2.device, dtype=torch.float32) if m == 2 else None
     if p2.numel() == 0:
         return dz, dalpha
-    cfg = launch_config(n_cols, max(p2.element_size(), g2.element_size()), config)
+    cfg = launch_config(n_cols, max(p2.element_size(), g2.element_size()), config, mode=m,
+                        backward=True)
     grid = (triton.cdiv(n_rows, cfg["BR"]),)
     _bwd_kernel[grid](p2, g2, dz, alpha_rows if alpha_rows is not None else p2,
                       dalpha if dalpha is not None else p2, n_rows, n_cols, p2.stride(0),
