@@ -61,7 +61,9 @@ def install_transformer_attention(model: nn.Module, opt) -> int:
         if not t.sparse:
             continue
         heads = module.head_count // getattr(module, "parallel_gpu", 1)
+        kind = _attention_kind(module)
         module.softmax = AttentionNormalizer(t, heads=heads, learn_alpha=learn, init_alpha=alpha)
+        module.softmax.kind = kind  # enc / dec / context, for reports and tests
         module.self_attn_type = "scaled-dot"
         count += 1
     return count

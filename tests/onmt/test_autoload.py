@@ -1,0 +1,65 @@
+"""The plugin is active in every process: fresh interpreters, processes they spawn, and both kinds
+of pip install ship the .pth line that does it."""
+import importlib.util
+import sys
+import zipfile
+
+import pytest
+
+from conftest import REPO, run_console
+
+from onmt_entmax.onmt.autoload import PTH_NAME, pth_line
+
+CHECK = "import onmt, onmt_entmax.onmt as o, onmt.opts; print(o.is_active(), hasattr(onmt.opts.model_opts, '__wrapped__'))"
+
+
+def test_fresh_interpreter_is_patched_on_import_onmt_and_can_opt_out(tmp_path):
+    on = run_console([sys.executable, "-c", CHECK], cwd=tmp_path)
+    assert on.stdout.split() == ["True", "True"], on.stderr[-2000:]
+    off = run_console([sys.executable, "-c", CHECK], cwd=tmp_path, env={"ONMT_ENTMAX_DISABLE": "1"})
+    assert off.stdout.split() == ["False", "False"], off.stderr[-2000:]
+
+
+def test_start_up_imports_nothing_heavy(tmp_path):
+    proc = run_console([sys.executable, "-c", "import sys; print('torch' in sys.modules, 'onmt' in sys.modules)"],
+                       cwd=tmp_path)
+    assert proc.stdout.split() == ["False", "False"]
+
+
+SPAWN = """
+import multiprocessing as mp
+
+def child(q):
+    import onmt, onmt_entmax.onmt as o
+    q.put(o.is_active())
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")  # what OpenNMT-py uses for GPUs, data loaders and inference
+    q = ctx.Queue()
+    p = ctx.Process(target=child, args=(q,))
+    p.start(); print("child active:", q.get()); p.join()
+"""
+
+
+def test_spawned_children_are_patched(tmp_path):
+    (tmp_path / "spawner.py").write_text(SPAWN)
+    proc = run_console([sys.executable, "spawner.py"], cwd=tmp_path)
+    assert "child active: True" in proc.stdout, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("editable", [False, True], ids=["pip install .", "pip install -e ."])
+def test_wheels_ship_the_pth_line(tmp_path, editable):
+    if not editable and not (importlib.util.find_spec("wheel") or importlib.util.find_spec("setuptools.command.bdist_wheel")):
+        pytest.skip("building a wheel needs setuptools >= 70.1 or the `wheel` package")
+    hook = "build_editable" if editable else "build_wheel"
+    code = (f"import setuptools.build_meta as b; print(b.{hook}({str(tmp_path)!r}))")
+    proc = run_console([sys.executable, "-c", code], cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    wheel = tmp_path / proc.stdout.strip().splitlines()[-1]
+    with zipfile.ZipFile(wheel) as zf:
+        names = {n: n for n in zf.namelist() if n.endswith(PTH_NAME)}
+        assert len(names) == 1, zf.namelist()
+        name = next(iter(names))
+        # a plain wheel: site-packages root; an editable one: <dist>.data/purelib/ (also the root)
+        assert name == PTH_NAME or name.endswith(f".data/purelib/{PTH_NAME}")
+        assert zf.read(name).decode() == pth_line()

@@ -1,0 +1,60 @@
+"""CUDA only (skipped without a GPU): sparse attention is really used on GPU, and AMP training works.
+
+OpenNMT-py's decoder calls ``scaled_dot_product_attention`` (softmax) on CUDA and never its
+``self.softmax``; the plugin switches sparse attention modules to the explicit path.
+"""
+import pytest
+import torch
+
+from conftest import build_vocab, train, translate, yaml_config
+
+from onmt_entmax.modules import AttentionNormalizer
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+MODEL = dict(encoder_type="transformer", decoder_type="transformer", position_encoding=True, layers=2,
+             hidden_size=64, word_vec_size=64, transformer_ff=128, heads=4, generator_function="entmax15",
+             attention_function="entmax15")
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Every AttentionNormalizer output, by kind (enc / dec / context)."""
+    seen = {"enc": [], "dec": [], "context": []}
+    upstream = AttentionNormalizer.forward
+
+    def forward(self, scores):
+        out = upstream(self, scores)
+        seen[getattr(self, "kind", "enc")].append((scores.device.type, out.detach()))
+        return out
+
+    monkeypatch.setattr(AttentionNormalizer, "forward", forward)
+    return seen
+
+
+def test_cuda_transformer_attention_rows_contain_exact_zeros(toy, calls):
+    config = yaml_config(toy, MODEL, steps=30)
+    build_vocab(config)
+    train(config, "-gpu_ranks", "0", "-world_size", "1")
+    for kind in ("enc", "dec", "context"):
+        on_gpu = [out for dev, out in calls[kind] if dev == "cuda"]
+        assert on_gpu, f"{kind} attention never ran our normalizer on CUDA during training"
+        assert any((out == 0).any() for out in on_gpu), f"no exact zero in {kind} attention"
+    for kind in calls:
+        calls[kind].clear()
+    out = translate(toy / "run/model_step_30.pt", toy / "src-test.txt", toy / "pred.txt", "-gpu", "0",
+                    "-beam_size", "3")
+    assert len(out) == 20
+    assert all(dev == "cuda" for k in ("dec", "context") for dev, _ in calls[k]) and calls["dec"] and calls["context"]
+
+
+@pytest.mark.parametrize("gen", ["entmax15", "entmax_bisect", "alpha_relu"])
+def test_fp16_amp_training(toy, gen):
+    extra = dict(generator_tau="auto") if gen == "alpha_relu" else {}
+    config = yaml_config(toy, dict(MODEL, generator_function=gen, attention_function="entmax_bisect",
+                                   learn_alpha=True, model_dtype="fp16", **extra), steps=20)
+    build_vocab(config)
+    train(config, "-gpu_ranks", "0", "-world_size", "1")
+    ckpt = torch.load(toy / "run/model_step_20.pt")
+    assert all(torch.isfinite(v.float()).all() for v in ckpt["model"].values())
+    assert all(torch.isfinite(v.float()).all() for v in ckpt["generator"].values())

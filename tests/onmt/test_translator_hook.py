@@ -1,0 +1,53 @@
+"""The translator scores with the model's own mapping: log p with -inf for zeros."""
+import types
+
+import torch
+from torch import nn
+
+from onmt.translate.translator import Inference
+
+from onmt_entmax.modules import EntmaxGenerator
+from onmt_entmax.onmt import generator_log_probs, transformation_of
+from onmt_entmax.registry import get_transformation
+
+
+class _Decoder(nn.Module):
+    def __init__(self, out):
+        super().__init__()
+        self.out = out
+
+    def forward(self, *args, **kwargs):
+        return self.out, {}
+
+
+def _fake_translator(generator, dec_out):
+    model = types.SimpleNamespace(decoder=_Decoder(dec_out), generator=generator)
+    return types.SimpleNamespace(model=model, copy_attn=False, global_scorer=types.SimpleNamespace(has_cov_pen=False))
+
+
+def test_decode_and_generate_uses_the_generators_mapping():
+    torch.manual_seed(0)
+    dec_out = torch.randn(6, 1, 8) * 3
+    for name, params in [("sparsemax", {}), ("entmax15", {}), ("entmax_bisect", dict(alpha=1.7))]:
+        t = get_transformation(name, **params)
+        gen = EntmaxGenerator.from_linear(nn.Linear(8, 20), t)
+        log_probs, _ = Inference._decode_and_generate(_fake_translator(gen, dec_out), None, None, None, None)
+        expected = torch.log(t.mapping(gen(dec_out.squeeze(1))))
+        assert torch.equal(torch.isneginf(log_probs), torch.isneginf(expected))
+        assert torch.isneginf(log_probs).any()
+        assert torch.allclose(log_probs.exp().sum(-1), torch.ones(6), atol=1e-5)
+
+
+def test_stock_generator_still_gets_log_softmax():
+    gen = nn.Linear(8, 20)
+    dec_out = torch.randn(4, 1, 8)
+    log_probs, _ = Inference._decode_and_generate(_fake_translator(gen, dec_out), None, None, None, None)
+    assert torch.allclose(log_probs, torch.log_softmax(gen(dec_out.squeeze(1)), -1))
+    assert transformation_of(gen) is None
+
+
+def test_alpha_relu_decodes_with_log_of_its_unnormalized_scores():
+    t = get_transformation("alpha_relu", alpha=1.5, tau=0.2)
+    gen = EntmaxGenerator.from_linear(nn.Linear(8, 20), t)
+    z = torch.randn(3, 20) * 2
+    assert torch.allclose(generator_log_probs(gen, z).exp(), t.mapping(z))
