@@ -242,3 +242,33 @@ def test_transformer_alpha_relu_decodes_unnormalised_scores(workdir):
     assert "per-step output probability sum" in proc.stderr
     refused = translate(workdir, "-model", RELU, "-output", "x.txt", "-exact_search", check=False)
     assert refused.returncode != 0 and "-exact_search needs a normalised output layer" in refused.stderr
+
+
+def test_python_api_support_sets_suggestions_enumeration(workdir):
+    from onmt_entmax.onmt.decoding_api import SparseDecoder
+
+    dec = SparseDecoder(str(workdir / SPARSE))
+    src = (workdir / "src-test.txt").read_text().splitlines()
+    tgt = (workdir / "tgt-test.txt").read_text().splitlines()
+    enumerated = 0
+    for s, t in list(zip(src, tgt))[:6]:
+        steps = dec.support_sets(s, t)
+        assert [x.gold for x in steps] == t.split() + ["</s>"]
+        words = t.split()
+        for k, step in enumerate(steps):  # suggestions after a prefix = that step's support, same order
+            got = dec.suggest(s, " ".join(words[:k]))
+            assert [w for w, _ in got] == [w for w, _ in step.support]
+            assert [p for _, p in got] == pytest.approx([p for _, p in step.support], abs=1e-5)
+        logp = dec.log_prob(s, t)
+        expected = sum(math.log(x.gold_prob) if x.gold_prob > 0 else -math.inf for x in steps)
+        assert logp == pytest.approx(expected, abs=1e-4) or logp == expected == -math.inf
+        try:
+            outputs = dec.enumerate(s, cap=50)
+        except ValueError as err:
+            assert "cap=50" in str(err)
+            continue
+        enumerated += 1
+        assert sum(p for _, p in outputs) == pytest.approx(1.0, abs=1e-3)
+        (best, best_lp), = dec.exact(s)
+        assert best == outputs[0][0] and math.exp(best_lp) == pytest.approx(outputs[0][1], rel=1e-4)
+    assert enumerated > 0
