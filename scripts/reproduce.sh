@@ -11,7 +11,7 @@ if [ $# -lt 1 ]; then
 fi
 if [ "$1" = smoke ]; then
     shift
-    exec python3 -m pytest -q -m slow tests/pipelines/test_smoke.py "$@"
+    exec python3 -m pytest -q -m slow tests/pipelines/test_pipe_smoke.py "$@"
 fi
 table="$1"
 shift

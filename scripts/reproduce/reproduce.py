@@ -38,12 +38,14 @@ except ImportError:  # source checkout without `pip install -e .`
 from onmt_entmax.evaluation import bleu, sigmorphon, tables  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
+WORK = ROOT  # where work/data, work/downloads and runs/ live (config paths are relative to it)
 _VALID = re.compile(r"Validation accuracy: ([0-9.eE+-]+|nan)")
 _SAVED = re.compile(r"Saving checkpoint (\S+_step_\d+\.pt)")
 
 
-def run(cmd: list[str], cwd: Path = ROOT, log: Path | None = None) -> None:
-    """Run a command; with ``log``, its stdout and stderr go to that file (raises with the log's tail)."""
+def run(cmd: list[str], cwd: Path | None = None, log: Path | None = None) -> None:
+    """Run a command in ``cwd`` (default WORK); with ``log``, stdout and stderr go to that file."""
+    cwd = cwd or WORK
     print("+", " ".join(map(str, cmd)), *([">", log] if log else []), flush=True)
     if log is None:
         subprocess.run([str(c) for c in cmd], cwd=cwd, check=True)
@@ -66,29 +68,41 @@ def experiments(table: str, only: str | None = None) -> list[E.Experiment]:
 
 # ------------------------------------------------------------------------------------------ data
 def prepare_data(e: E.Experiment, sigmorphon_archive: Path | None) -> None:
-    out = ROOT / E.DATA / e.corpus
+    out = WORK / E.DATA / e.corpus
     if e.task == "sigmorphon":
         if (out / "src-train.txt").exists():
             return
         archive = sigmorphon_archive or SHARED / "sigmorphon2018-task1.tar.gz"
-        run([sys.executable, "scripts/data/prepare_sigmorphon2018.py", "--source", archive, "--out", out,
+        run([sys.executable, ROOT / "scripts/data/prepare_sigmorphon2018.py", "--source", archive, "--out", out,
              "--setting", e.corpus.rsplit("-", 1)[1]])
         return
     if (out / "prepare.json").exists():
         return
-    downloads = ROOT / "work/downloads"
-    run([sys.executable, "scripts/data/download.py", e.corpus, "--out", downloads])
+    downloads = WORK / "work/downloads"
+    if e.corpus == "multi30k" and (SHARED / "multi30k").exists():  # the full corpus is in ../shared/data
+        source = SHARED / "multi30k"
+    else:
+        run([sys.executable, ROOT / "scripts/data/download.py", e.corpus, "--out", downloads])
+        source = downloads / e.corpus
     extra = []
     if e.corpus == "iwslt17-de-en":
-        run([sys.executable, "scripts/data/download.py", "iwslt17-de-en-test", "--out", downloads])
+        run([sys.executable, ROOT / "scripts/data/download.py", "iwslt17-de-en-test", "--out", downloads])
         extra = ["--testsets", downloads / "iwslt17-de-en-test"]
-    run([sys.executable, "scripts/data/extract.py", e.corpus, "--downloads", downloads / e.corpus,
+    shared_tests = SHARED / "mt-testsets" / SHARED_TESTSETS.get(e.corpus, "-")
+    if shared_tests.exists() and e.corpus != "iwslt14-de-en":  # dev/test sets already here: no SacreBLEU download
+        extra = ["--testsets", shared_tests]
+    run([sys.executable, ROOT / "scripts/data/extract.py", e.corpus, "--downloads", source,
          "--out", out / "raw", *extra])
-    run([sys.executable, "scripts/data/prepare_mt.py", e.corpus, "--raw", out / "raw", "--out", out, "--jobs", "8"])
+    run([sys.executable, ROOT / "scripts/data/prepare_mt.py", e.corpus, "--raw", out / "raw", "--out", out, "--jobs", "8"])
 
 
-def build_vocab(cfg: dict, config: Path | str, cwd: Path = ROOT) -> None:
+SHARED_TESTSETS = {"iwslt17-de-en": "iwslt17-de-en", "kftt-ja-en": "kftt", "wmt16-ro-en": "wmt16-ro-en",
+                   "wmt14-en-de": "wmt14-en-de", "wmt13-en-ru": "wmt13-en-ru"}
+
+
+def build_vocab(cfg: dict, config: Path | str, cwd: Path | None = None) -> None:
     """onmt_build_vocab over the whole training data, once per corpus (skipped when the files exist)."""
+    cwd = cwd or WORK
     if all((cwd / cfg[k]).exists() for k in ("src_vocab", "tgt_vocab")):
         return
     run(["onmt_build_vocab", "-config", config, "-n_sample", "-1",
@@ -96,15 +110,17 @@ def build_vocab(cfg: dict, config: Path | str, cwd: Path = ROOT) -> None:
 
 
 # ------------------------------------------------------------------------------------- train/eval
-def train(e: E.Experiment, seed: int, gpu: int | None) -> Path:
-    run_dir = ROOT / e.run_dir / f"seed{seed}"
-    if list(run_dir.glob("model_step_*.pt")) and (run_dir / "train.done").exists():
+def train(e: E.Experiment, seed: int, gpu: int | None, extra: list[str] = ()) -> Path:
+    """onmt_train -config <e> -seed <seed> into runs/.../seed<seed>/ (skipped if it finished before)."""
+    run_dir = WORK / e.run_dir / f"seed{seed}"
+    if (run_dir / "train.done").exists():
         return run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     gpu_args = ["-world_size", "1", "-gpu_ranks", str(gpu)] if gpu is not None else []
+    gpu_args += list(extra)
     # the console output, not -log_file: with num_workers 0 OpenNMT-py 3.5.1's data iterator calls
     # init_logger() in the main process and drops the file handler after the model summary
-    run(["onmt_train", "-config", e.path, "-seed", str(seed), "-save_model", run_dir / "model", *gpu_args],
+    run(["onmt_train", "-config", ROOT / e.path, "-seed", str(seed), "-save_model", run_dir / "model", *gpu_args],
         log=run_dir / "train.log")
     (run_dir / "train.done").write_text("")
     return run_dir
@@ -130,7 +146,7 @@ def best_checkpoint(log_text: str) -> tuple[str, float]:
     return best
 
 
-def translate(models: list[str], src: Path, out: Path, gpu: int | None, extra: list[str] = (), cwd: Path = ROOT) -> None:
+def translate(models: list[str], src: Path, out: Path, gpu: int | None, extra: list[str] = (), cwd: Path | None = None) -> None:
     """Beam 5 (Peters et al. §4); several models: an ensemble averaging probabilities (-avg_raw_probs)."""
     gpu_args = ["-gpu", str(gpu)] if gpu is not None else []
     ens = ["-avg_raw_probs"] if len(models) > 1 else []
@@ -145,7 +161,7 @@ def read_lines(path: Path) -> list[str]:
 
 def score(e: E.Experiment, pred: Path, data: Path = None) -> dict:
     """Test-set scores of a prediction file (SIGMORPHON: averaged over languages; MT: both BLEUs)."""
-    data = data or ROOT / E.DATA / e.corpus
+    data = data or WORK / E.DATA / e.corpus
     hyp = read_lines(pred)
     if e.task == "sigmorphon":
         per = sigmorphon.score_multilingual(read_lines(data / "src-test.txt"), hyp, read_lines(data / "tgt-test.txt"))
@@ -165,14 +181,14 @@ def score(e: E.Experiment, pred: Path, data: Path = None) -> dict:
 
 
 def test_source(e: E.Experiment) -> Path:
-    d = ROOT / E.DATA / e.corpus
+    d = WORK / E.DATA / e.corpus
     return d / ("src-test.txt" if e.task == "sigmorphon" else f"test.bpe.{e.src}")
 
 
 def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
     best = []
     for seed in seeds:
-        run_dir = ROOT / e.run_dir / f"seed{seed}"
+        run_dir = WORK / e.run_dir / f"seed{seed}"
         if not (run_dir / "train.log").exists():
             print(f"skip {run_dir}: not trained", file=sys.stderr)
             continue
@@ -183,7 +199,7 @@ def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
         translate([ckpt], test_source(e), run_dir / "pred.test.txt", gpu)
         result = {"checkpoint": ckpt, "dev_accuracy": dev_acc, **score(e, run_dir / "pred.test.txt")}
         (run_dir / "scores.json").write_text(json.dumps(result, indent=1) + "\n")
-    ens = ROOT / e.run_dir / "ensemble"
+    ens = WORK / e.run_dir / "ensemble"
     if E.TABLES[e.table].ensemble and len(best) > 1 and not (ens / "scores.json").exists():
         ens.mkdir(parents=True, exist_ok=True)
         translate(best, test_source(e), ens / "pred.test.txt", gpu)
@@ -192,9 +208,9 @@ def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
 
 
 # ----------------------------------------------------------------------------------------- table
-def collect(table: str, runs: Path = ROOT) -> dict[tuple[str, str], list[float]]:
+def collect(table: str, runs: Path | None = None) -> dict[tuple[str, str], list[float]]:
     """{(row, column): [metric of each seed]} from runs/<family>/<name>/seed*/scores.json."""
-    spec = E.TABLES[table]
+    spec, runs = E.TABLES[table], runs or WORK
     cells: dict[tuple[str, str], list[float]] = {}
     for e in experiments(table):
         base = runs / e.run_dir
@@ -207,7 +223,7 @@ def collect(table: str, runs: Path = ROOT) -> dict[tuple[str, str], list[float]]
     return cells
 
 
-def print_table(table: str, runs: Path = ROOT) -> str:
+def print_table(table: str, runs: Path | None = None) -> str:
     spec = E.TABLES[table]
     paper = {}
     if spec.paper[0]:
@@ -220,7 +236,7 @@ def print_table(table: str, runs: Path = ROOT) -> str:
     return text
 
 
-def plot_fig4(out: Path, runs: Path = ROOT) -> Path:
+def plot_fig4(out: Path, runs: Path | None = None) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -244,8 +260,9 @@ def plot_fig4(out: Path, runs: Path = ROOT) -> Path:
 
 
 # ----------------------------------------------------------------------------------------- smoke
-def smoke_data(cwd: Path = ROOT, lines: int = 400, merges: int = 300) -> None:
+def smoke_data(cwd: Path | None = None, lines: int = 400, merges: int = 300) -> None:
     """work/smoke/multi30k: the first ``lines`` Multi30k pairs of each split, BPE with ``merges`` merges."""
+    cwd = cwd or WORK
     out = cwd / "work/smoke/multi30k"
     if (out / "prepare.json").exists():
         return
@@ -264,6 +281,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--gpu", type=int, help="GPU id (default: CPU)")
     p.add_argument("--only", help="glob on experiment names, e.g. 'medium/*' or 'de-en/*'")
     p.add_argument("--sigmorphon", type=Path, help="SIGMORPHON 2018 archive or task1 folder")
+    p.add_argument("--train-args", default="", help="extra onmt_train options, e.g. '-world_size 2 -gpu_ranks 0 1'")
     p.add_argument("--out", type=Path, default=ROOT / "runs/figure4.png", help="plot output")
     a = p.parse_args(argv)
     if a.step == "smoke-data":
@@ -280,9 +298,9 @@ def main(argv: list[str] | None = None) -> None:
             prepare_data(e, a.sigmorphon)
     if a.step in ("all", "train"):
         for e in todo:
-            build_vocab(e.config, e.path)
+            build_vocab(e.config, ROOT / e.path)
             for seed in a.seeds:
-                train(e, seed, a.gpu)
+                train(e, seed, a.gpu, a.train_args.split())
     if a.step in ("all", "evaluate"):
         for e in todo:
             evaluate(e, a.seeds, a.gpu)

@@ -1,7 +1,6 @@
 """Every generated config is current, passes onmt_train's own option parsing and validation with the
 plugin's Entmax checks, and reads the files the data pipeline writes."""
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -31,7 +30,7 @@ def test_every_table_cell_has_one_experiment():
 
 @pytest.fixture(scope="module")
 def train_parser():
-    onmt = pytest.importorskip("onmt")  # noqa: F841
+    pytest.importorskip("onmt")
     try:
         import onmt_entmax.onmt as plugin
 

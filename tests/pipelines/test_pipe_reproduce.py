@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from pipeline_helpers import ROOT, load_script
+from pipeline_helpers import load_script
 
 rep = load_script("scripts/reproduce/reproduce.py")
 E = rep.E

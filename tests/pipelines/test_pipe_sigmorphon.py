@@ -1,7 +1,6 @@
 """SIGMORPHON 2018 preprocessing: the multilingual files of Peters et al. and the bundled sample."""
 import filecmp
 import re
-from pathlib import Path
 
 from pipeline_helpers import ROOT, SHARED, load_script, needs_shared
 
