@@ -161,3 +161,23 @@ def test_report_hook_starts_fresh_runs_at_step_0_and_continues_resumed_ones(tmp_
     fresh.gpu_rank = 0
     report(fresh, 5, 20, 1.0, None)
     assert [r[0] for r in read_alpha_csv(base + "_alphas.csv")] == [0, 0, 5, 5]
+
+
+def test_reading_a_checkpoint_leaves_the_global_allowlist_alone(tmp_path):
+    import argparse
+
+    from onmt_entmax.analysis.alphas import load_checkpoint
+
+    path = str(tmp_path / "c.pt")
+    torch.save({"opt": argparse.Namespace(x=1), "model": {}}, path)
+    before = list(torch.serialization.get_safe_globals())
+    assert load_checkpoint(path)["opt"].x == 1
+    assert list(torch.serialization.get_safe_globals()) == before
+    torch.serialization.add_safe_globals([argparse.Namespace])  # as the plugin does when it activates
+    try:
+        load_checkpoint(path)
+        assert argparse.Namespace in torch.serialization.get_safe_globals()
+    finally:
+        if argparse.Namespace not in before:
+            torch.serialization.clear_safe_globals()
+            torch.serialization.add_safe_globals(before)
