@@ -61,17 +61,18 @@ class CertificateTracker:
         alive sentences, -inf where the probability is zero; ``slots`` of them are kept.
         """
         scores = candidate_scores.detach()
-        n_finite = torch.isfinite(scores).sum(-1)
-        k = min(slots + 1, scores.size(-1))
-        top = torch.topk(scores.float(), k, dim=-1).values
+        n_finite = torch.isfinite(scores).sum(-1).tolist()  # one device sync per step, not per row
+        pruned_best = [NEG_INF] * len(n_finite)
+        if slots < scores.size(-1) and max(n_finite, default=0) > slots:
+            pruned_best = torch.topk(scores.float(), slots + 1, dim=-1).values[:, slots].tolist()
         for row, b in enumerate(sentence_ids):
             cert = self.sentences[int(b)]
-            n = int(n_finite[row])
+            n = n_finite[row]
             cert.steps += 1
             cert.max_support = max(cert.max_support, n)
             if n > slots:
                 cert.pruned_steps += 1
-                cert.best_pruned = max(cert.best_pruned, float(top[row, slots]))
+                cert.best_pruned = max(cert.best_pruned, pruned_best[row])
 
     def observe_stop(self, sentence_id: int, live_scores: Iterable[float], truncated: int = 0) -> None:
         """The search stopped for a sentence; ``live_scores`` are the unfinished hypotheses left."""
