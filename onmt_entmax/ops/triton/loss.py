@@ -22,6 +22,7 @@ import triton.language as tl
 
 from . import _solver as S
 from ._config import launch_config
+from ._launch import launch
 
 _KINDS = {"sparsemax": 0, "entmax15": 1, "entmax_bisect": 2, "alpha_relu": 3}
 _NSTAT = 5  # m, tau, norm, n_finite, dL/dalpha
@@ -206,11 +207,11 @@ def fy_loss_rows(z: torch.Tensor, target: torch.Tensor, kind: str, alpha=1.5, ta
         return loss, stats, a_rows
     cfg = launch_config(n_cols, z.element_size(), config, mode=mode)
     grid = (triton.cdiv(n_rows, cfg["BR"]),)
-    _fy_fwd_kernel[grid](z, target, loss, stats, a_rows if a_rows is not None else z, n_rows,
-                         n_cols, z.stride(0), ignore_index, float(eps), float(tau), tol,
-                         MODE=mode, SMOOTH=eps > 0, MAX_ITER=max_iter if mode != 1 else 32,
-                         BR=cfg["BR"], BC=cfg["BC"], SINGLE=cfg["SINGLE"],
-                         num_warps=cfg["num_warps"])
+    launch(_fy_fwd_kernel, grid, (z, target, loss, stats, a_rows if a_rows is not None else z,
+                                  n_rows, n_cols, z.stride(0), ignore_index, float(eps),
+                                  float(tau), tol),
+           {"MODE": mode, "SMOOTH": eps > 0, "MAX_ITER": max_iter if mode != 1 else 32,
+            "BR": cfg["BR"], "BC": cfg["BC"], "SINGLE": cfg["SINGLE"]}, cfg["num_warps"])
     return loss, stats, a_rows
 
 
@@ -224,9 +225,9 @@ def fy_grad_rows(z, target, g_rows, stats, a_rows, kind: str, ignore_index: int,
     bc = min(triton.next_power_of_2(n_cols), bwd_block)
     br = max(1, bwd_block // bc)
     grid = (triton.cdiv(n_rows, br), triton.cdiv(n_cols, bc))
-    _fy_bwd_kernel[grid](z, target, g_rows, stats, a_rows if a_rows is not None else z, dz, n_rows,
-                         n_cols, z.stride(0), ignore_index, float(eps), MODE=_KINDS[kind],
-                         SMOOTH=eps > 0, BR=br, BC=bc, num_warps=4)
+    launch(_fy_bwd_kernel, grid, (z, target, g_rows, stats, a_rows if a_rows is not None else z,
+                                  dz, n_rows, n_cols, z.stride(0), ignore_index, float(eps)),
+           {"MODE": _KINDS[kind], "SMOOTH": eps > 0, "BR": br, "BC": bc}, 4)
     return dz
 
 

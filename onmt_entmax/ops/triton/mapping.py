@@ -14,6 +14,7 @@ import triton.language as tl
 
 from . import _solver as S
 from ._config import launch_config
+from ._launch import launch
 
 _MODES = {"sparsemax": 0, "entmax15": 1, "bisect": 2}
 
@@ -168,6 +169,8 @@ def _bwd_kernel(P, G, DZ, ALPHA, DALPHA, n_rows, n_cols, stride_p, stride_g,
 
 def _as_rows(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, tuple]:
     """Move `dim` last and flatten the rest: (n_rows, n_cols), plus what undoes it."""
+    if dim == x.dim() - 1 and x.is_contiguous():  # the common case: views only
+        return x.view(-1, x.shape[-1]), x.shape
     xt = x.movedim(dim, -1)
     shape = xt.shape
     return xt.reshape(-1, shape[-1]).contiguous(), shape
@@ -198,9 +201,10 @@ def forward_rows(z2: torch.Tensor, mode: str, alpha_rows: torch.Tensor | None = 
     cfg = launch_config(n_cols, z2.element_size(), config, mode=m)
     max_iter = n_iter if n_iter is not None else (64 if m == 2 else 32)
     grid = (triton.cdiv(n_rows, cfg["BR"]),)
-    _fwd_kernel[grid](z2, p, alpha_rows if alpha_rows is not None else z2, iters, n_rows, n_cols,
-                      z2.stride(0), tol, MODE=m, MAX_ITER=max_iter, BR=cfg["BR"], BC=cfg["BC"],
-                      SINGLE=cfg["SINGLE"], num_warps=cfg["num_warps"])
+    launch(_fwd_kernel, grid, (z2, p, alpha_rows if alpha_rows is not None else z2, iters, n_rows,
+                               n_cols, z2.stride(0), tol),
+           {"MODE": m, "MAX_ITER": max_iter, "BR": cfg["BR"], "BC": cfg["BC"],
+            "SINGLE": cfg["SINGLE"]}, cfg["num_warps"])
     return p
 
 
@@ -216,10 +220,11 @@ def backward_rows(p2: torch.Tensor, g2: torch.Tensor, mode: str,
     cfg = launch_config(n_cols, max(p2.element_size(), g2.element_size()), config, mode=m,
                         backward=True)
     grid = (triton.cdiv(n_rows, cfg["BR"]),)
-    _bwd_kernel[grid](p2, g2, dz, alpha_rows if alpha_rows is not None else p2,
-                      dalpha if dalpha is not None else p2, n_rows, n_cols, p2.stride(0),
-                      g2.stride(0), MODE=m, BR=cfg["BR"], BC=cfg["BC"], SINGLE=cfg["SINGLE"],
-                      num_warps=cfg["num_warps"])
+    launch(_bwd_kernel, grid, (p2, g2, dz, alpha_rows if alpha_rows is not None else p2,
+                               dalpha if dalpha is not None else p2, n_rows, n_cols, p2.stride(0),
+                               g2.stride(0)),
+           {"MODE": m, "BR": cfg["BR"], "BC": cfg["BC"], "SINGLE": cfg["SINGLE"]},
+           cfg["num_warps"])
     return dz, dalpha
 
 
@@ -235,14 +240,16 @@ class _SparseMap(torch.autograd.Function):
         ctx.alpha_is_tensor = torch.is_tensor(alpha)
         ctx.alpha_shape = alpha.shape if torch.is_tensor(alpha) else None
         ctx.alpha_dtype = alpha.dtype if torch.is_tensor(alpha) else None
-        return p2.reshape(shape).movedim(-1, dim)
+        p = p2.view(shape)
+        return p if dim == z.dim() - 1 else p.movedim(-1, dim)
 
     @staticmethod
     def backward(ctx, g):
         p2, a_rows = ctx.saved_tensors
         g2, _ = _as_rows(g, ctx.dim)
         dz2, da_rows = backward_rows(p2, g2, ctx.mode, a_rows if ctx.mode == "bisect" else None)
-        dz = dz2.reshape(ctx.shape).movedim(-1, ctx.dim)
+        dz = dz2.view(ctx.shape)
+        dz = dz if ctx.dim == len(ctx.zshape) - 1 else dz.movedim(-1, ctx.dim)
         dalpha = None
         if ctx.alpha_is_tensor and ctx.needs_input_grad[1]:
             shape = list(ctx.zshape)

@@ -1,0 +1,60 @@
+"""Low-overhead launches of the Triton kernels.
+
+Triton's JIT dispatch (binding, specialisation, cache key, launcher) costs tens of microseconds
+of host time per call, more than the GPU time of an attention-sized kernel (see
+docs/kernels.md, `bench_kernels.py --overhead`). The first call for a given specialisation goes
+through the JIT (which compiles and returns the compiled kernel); later calls with the same
+specialisation (dtypes, 16-byte pointer alignment, int values 1 / multiple of 16 / 32-bit, the
+constexprs and warps) launch that compiled kernel directly.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+try:
+    from triton import knobs
+    from triton.runtime import driver
+    _FAST = os.environ.get("TRITON_INTERPRET", "0") != "1"
+except ImportError:  # other Triton versions: always the JIT path
+    _FAST = False
+
+_CACHE: dict = {}
+
+
+def _spec(a):
+    """The properties Triton specialises a runtime argument on."""
+    if isinstance(a, torch.Tensor):
+        return (a.dtype, a.data_ptr() % 16 == 0)
+    if isinstance(a, bool):
+        return ("b", a)
+    if isinstance(a, int):
+        return ("i", a == 1, a % 16 == 0, -2**31 <= a < 2**31)
+    if a is None:
+        return None
+    return type(a)
+
+
+def launch(fn, grid: tuple, args: tuple, constexprs: dict, num_warps: int) -> None:
+    """fn[grid](*args, **constexprs, num_warps=num_warps); `args` are the runtime parameters in
+    signature order (the first one a CUDA tensor), `constexprs` the remaining parameters."""
+    if not _FAST:
+        fn[grid](*args, **constexprs, num_warps=num_warps)
+        return
+    dev = args[0].device.index
+    key = (fn, dev, num_warps, tuple(constexprs.items()), tuple(_spec(a) for a in args))
+    kernel = _CACHE.get(key)
+    if kernel is None:
+        kernel = fn[grid](*args, **constexprs, num_warps=num_warps)
+        names = fn.arg_names[len(args):]
+        if sorted(names) == sorted(constexprs) and kernel is not None:
+            _CACHE[key] = (kernel, tuple(constexprs[n] for n in names))
+        return
+    kernel, consts = kernel
+    stream = driver.active.get_current_stream(dev)
+    g = tuple(grid) + (1, 1)
+    full = args + consts
+    kernel.run(g[0], g[1], g[2], stream, kernel.function, kernel.packed_metadata,
+               kernel.launch_metadata(grid, stream, *full), knobs.runtime.launch_enter_hook,
+               knobs.runtime.launch_exit_hook, *full)
