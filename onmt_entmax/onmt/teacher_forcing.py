@@ -121,12 +121,14 @@ def batches(vocabs, src_lines: Sequence[str], tgt_lines: Sequence[str], batch_si
         yield src_t.to(device), tgt_t.to(device), torch.tensor([len(s) for s in src], device=device), tgt_pad
 
 
-def _read(path: str) -> list[str]:
+def _read(path: str, allow_empty: bool = False) -> list[str]:
+    """Lines of a tokenized file. An empty target line is an empty translation (one step: </s>);
+    an empty source line is refused (nothing to attend to)."""
     with open(path, encoding="utf-8") as f:
         lines = [line.rstrip("\n") for line in f]
     empty = [i + 1 for i, line in enumerate(lines) if not line.split()]
-    if empty:
-        raise ValueError(f"{path}: empty line(s) {empty[:5]}: every sentence needs a token")
+    if empty and not allow_empty:
+        raise ValueError(f"{path}: empty line(s) {empty[:5]}: every source sentence needs a token")
     return lines
 
 
@@ -135,7 +137,7 @@ def run(model: nn.Module, vocabs, src_path: str, tgt_path: str, on_batch: Callab
     """Teacher-force every sentence pair; call ``on_batch`` per batch. Returns the number of sentences."""
     if batch_size < 1:
         raise ValueError(f"-batch_size must be >= 1, got {batch_size}")
-    src_lines, tgt_lines = _read(src_path), _read(tgt_path)
+    src_lines, tgt_lines = _read(src_path), _read(tgt_path, allow_empty=True)
     device = next(model.parameters()).device
     ctx = capture_attention(model) if attention else _null_capture()
     with ctx as store, torch.no_grad():

@@ -87,3 +87,22 @@ def test_command_alpha_relu_against_entmax(tiny, tmp_path):
     assert 0 < ent["zero_share_mean"] < 1 and 0 <= relu["zero_share_mean"] < 1
     _nontrivial_png(str(tmp_path / "output_sums.png"))
     _nontrivial_png(str(tmp_path / "zero_shares.png"))
+
+
+def test_empty_translations_count_one_step_and_bad_files_are_refused(tiny, tmp_path):
+    from onmt_entmax.onmt.teacher_forcing import load_model, run
+
+    model, vocabs = load_model(tiny["dense"])
+    src = [line for line in open(tiny["src"])][:3]
+    (tmp_path / "s.txt").write_text("".join(src))
+    (tmp_path / "t.txt").write_text("\nv1 v2\n\n")  # two empty hypotheses: only </s> is predicted
+    st = StepStats()
+    run(model, vocabs, str(tmp_path / "s.txt"), str(tmp_path / "t.txt"), lambda fb: st.add(fb.log_probs, fb.tgt_mask),
+        attention=False)
+    assert st.sums.numel() == 1 + 3 + 1
+    (tmp_path / "short.txt").write_text("v1\n")
+    with pytest.raises(ValueError, match="-tgt has 1"):
+        run(model, vocabs, str(tmp_path / "s.txt"), str(tmp_path / "short.txt"), lambda fb: None)
+    (tmp_path / "e.txt").write_text("w1\n\nw2\n")
+    with pytest.raises(ValueError, match="empty line"):
+        run(model, vocabs, str(tmp_path / "e.txt"), str(tmp_path / "t.txt"), lambda fb: None)
