@@ -286,6 +286,20 @@ class Table:
     ensemble: bool = False  # columns ending in "-ens" are ensembles of the seeds
 
 
+@dataclass(frozen=True)
+class Analysis:
+    """A table computed by decoding the *validation* set of another table's runs with the decoding
+    analyses of onmt_translate (docs/decoding.md), one value per seed from its ``analysis.json``."""
+    title: str
+    paper: tuple[str, str]
+    source: str  # the table whose runs are analysed
+    flags: tuple[str, ...]  # onmt_translate analysis options
+    columns: dict  # our column -> (summary key, scale)
+    keep: str = ".*"  # regular expression the source experiments' names must match
+    layout: str = "row"  # "row": rows = source rows, columns = `columns`; "best": rows = columns' keys,
+    # columns = the source's columns, only the sparse-output run with the best validation accuracy
+
+
 _T1_ROWS = tuple(f"out{alpha_tag(o)}-attn{alpha_tag(a)}" for o in (1.0, 1.5, 2.0) for a in (1.0, 1.5, 2.0))
 TABLES = {
     "peters2019-table1": Table("Peters et al. 2019, Table 1: SIGMORPHON 2018 test accuracy, averaged over languages",
@@ -303,4 +317,24 @@ TABLES = {
                               tuple(CORREIA_ATTENTION), tuple(CORREIA), "sacrebleu"),
     "tezekbayev-table1": Table("Tezekbayev et al., Table 1: detokenized SacreBLEU", ("tezekbayev", "1"),
                                tuple(TEZEKBAYEV_OUTPUTS), ("iwslt14 de-en", "wmt14 en-de", "wmt13 en-ru"), "sacrebleu"),
+}
+
+
+ANALYSES = {
+    # Table 3: nonzeros on the DE->EN validation set, the Table 2 models
+    "peters2019-table3": Analysis("Peters et al. 2019, Table 3: nonzeros per target token, DE→EN validation",
+                                  ("peters2019", "3"), "peters2019-table2", ("-sparsity_stats",),
+                                  {"attended": ("mean_attended", 1.0), "target words": ("mean_output_support", 1.0)},
+                                  keep=r"de-en/.*"),
+    # §4.1: share of validation samples with one nonzero-probability sequence / a certified beam,
+    # for the best (validation) sparse-output configuration of Table 1
+    "peters2019-sec4.1": Analysis("Peters et al. 2019, §4.1: % of validation samples, best Table 1 configuration",
+                                  ("peters2019", "4.1"), "peters2019-table1",
+                                  ("-certificate", "-enumerate_support", "-enumerate_cap", "100"),
+                                  {"single sequence": ("single_sequence_rate", 100.0), "certified": ("certified_rate", 100.0)},
+                                  keep=r".*/out(1\.5|2)-attn.*", layout="best"),
+    # Tezekbayev et al. Table 2: empty string more probable than the beam hypothesis (development set)
+    "tezekbayev-table2": Analysis("Tezekbayev et al., Table 2: % of validation sentences where the empty output wins",
+                                  ("tezekbayev", "2"), "tezekbayev-table1", ("-empty_check",),
+                                  {"%": ("empty_wins_rate", 100.0)}, layout="by-column"),
 }

@@ -11,10 +11,13 @@ Steps (each skips work already done, so an interrupted reproduction resumes):
   evaluate  best checkpoint = highest "Validation accuracy" in train.log (Peters et al.: best validation
             accuracy), onmt_translate -beam_size 5 on the test set, scores.json; SIGMORPHON also
             decodes the ensemble of the seeds (-avg_raw_probs: averaged probabilities) into ensemble/
+  analyze   for peters2019-table3, peters2019-sec4.1, tezekbayev-table2: decode the validation set of
+            the source table's runs with onmt_translate's analyses (sparsity, certificates, empty output)
   table     markdown: mean ± std over seeds (ours) beside the paper
   plot      Figure 4: validation accuracy against alpha (PNG)
 Tables: peters2019-table1, peters2019-table2, peters2019-fig4-attention, peters2019-fig4-output,
-correia2019-bleu, tezekbayev-table1.
+correia2019-bleu, tezekbayev-table1, multi30k-rnn; analyses: peters2019-table3, peters2019-sec4.1,
+tezekbayev-table2.
 """
 from __future__ import annotations
 
@@ -180,9 +183,69 @@ def score(e: E.Experiment, pred: Path, data: Path = None) -> dict:
     return out
 
 
-def test_source(e: E.Experiment) -> Path:
+def test_source(e: E.Experiment, split: str = "test") -> Path:
     d = WORK / E.DATA / e.corpus
-    return d / ("src-test.txt" if e.task == "sigmorphon" else f"test.bpe.{e.src}")
+    return d / (f"src-{split}.txt" if e.task == "sigmorphon" else f"{split}.bpe.{e.src}")
+
+
+def analysis_runs(name: str) -> list[E.Experiment]:
+    a = E.ANALYSES[name]
+    return [e for e in experiments(a.source) if re.fullmatch(a.keep, e.name)]
+
+
+def analyze(name: str, seeds: list[int], gpu: int | None) -> None:
+    """Decode the validation set of each run with the analysis options; summary -> analysis-<name>.json."""
+    from onmt_entmax.analysis.report import read_jsonl, summarize
+
+    a = E.ANALYSES[name]
+    for e in analysis_runs(name):
+        for seed in seeds:
+            run_dir = WORK / e.run_dir / f"seed{seed}"
+            out = run_dir / f"analysis-{name}.json"
+            if out.exists() or not (run_dir / "train.log").exists():
+                continue
+            ckpt, _ = best_checkpoint((run_dir / "train.log").read_text(encoding="utf-8"))
+            report = run_dir / f"analysis-{name}.jsonl"
+            translate([ckpt], test_source(e, "dev"), run_dir / f"pred.dev.{name}.txt", gpu,
+                      [*a.flags, "-entmax_report", report])
+            out.write_text(json.dumps(summarize(read_jsonl(str(report))), indent=1) + "\n")
+
+
+def collect_analysis(name: str, runs: Path | None = None) -> dict[tuple[str, str], list[float]]:
+    """{(row, column): [value of each seed]} of an analysis table (layouts: see experiments.Analysis)."""
+    a, runs = E.ANALYSES[name], runs or WORK
+    cells: dict[tuple[str, str], list[float]] = {}
+    groups: dict[str, list[E.Experiment]] = {}
+    for e in analysis_runs(name):
+        groups.setdefault(e.column, []).append(e)
+    for column, group in groups.items():
+        if a.layout == "best":  # the run with the best mean validation accuracy of its column
+            def dev(e):
+                vals = [json.loads(p.read_text())["dev_accuracy"] for p in (runs / e.run_dir).glob("seed*/scores.json")]
+                return sum(vals) / len(vals) if vals else float("-inf")
+            group = [max(group, key=dev)]
+        for e in group:
+            for path in sorted((runs / e.run_dir).glob(f"seed*/analysis-{name}.json")):
+                summary = json.loads(path.read_text())
+                for col, (key, scale) in a.columns.items():
+                    if summary.get(key) is None:
+                        continue
+                    cell = {"row": (e.row, col), "best": (col, e.column), "by-column": (e.row, e.column)}[a.layout]
+                    cells.setdefault(cell, []).append(scale * summary[key])
+    return cells
+
+
+def print_analysis(name: str, runs: Path | None = None) -> str:
+    a = E.ANALYSES[name]
+    paper = {(k[2], k[3]): v for k, v in tables.load_paper_numbers().items() if k[:2] == a.paper}
+    src = E.TABLES[a.source]
+    if a.layout == "row":
+        rows, cols = src.rows, tuple(a.columns)
+    elif a.layout == "best":
+        rows, cols = tuple(a.columns), tuple(dict.fromkeys(e.column for e in analysis_runs(name)))
+    else:
+        rows, cols = src.rows, src.columns
+    return f"### {a.title}\n\n" + tables.markdown_table(rows, cols, collect_analysis(name, runs), paper)
 
 
 def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
@@ -275,8 +338,8 @@ def smoke_data(cwd: Path | None = None, lines: int = 400, merges: int = 300) -> 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=["all", "data", "train", "evaluate", "table", "plot", "smoke-data"])
-    p.add_argument("table", nargs="?", help="one of: " + ", ".join(E.TABLES))
+    p.add_argument("step", choices=["all", "data", "train", "evaluate", "analyze", "table", "plot", "smoke-data"])
+    p.add_argument("table", nargs="?", help="one of: " + ", ".join([*E.TABLES, *E.ANALYSES]))
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--gpu", type=int, help="GPU id (default: CPU)")
     p.add_argument("--only", help="glob on experiment names, e.g. 'medium/*' or 'de-en/*'")
@@ -291,7 +354,13 @@ def main(argv: list[str] | None = None) -> None:
         print(plot_fig4(a.out))
         return
     if a.table is None:
-        p.error(f"{a.step} needs a table: " + ", ".join(E.TABLES))
+        p.error(f"{a.step} needs a table: " + ", ".join([*E.TABLES, *E.ANALYSES]))
+    if a.table in E.ANALYSES:  # tables computed from another table's runs (train/evaluate that one first)
+        if a.step in ("all", "analyze"):
+            analyze(a.table, a.seeds, a.gpu)
+        if a.step in ("all", "analyze", "table"):
+            print(print_analysis(a.table))
+        return
     todo = experiments(a.table, a.only)
     if a.step in ("all", "data"):
         for e in todo:

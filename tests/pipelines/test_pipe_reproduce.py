@@ -87,3 +87,31 @@ def test_figure4_plot_is_written(tmp_path):
 def test_unknown_table_is_named():
     with pytest.raises(SystemExit, match="unknown table 'table9'"):
         rep.experiments("table9")
+
+
+def _analysis(tmp_path, e, name, seed, summary, dev=None):
+    d = tmp_path / e.run_dir / f"seed{seed}"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / f"analysis-{name}.json").write_text(json.dumps(summary))
+    if dev is not None:
+        (d / "scores.json").write_text(json.dumps({"dev_accuracy": dev, "accuracy": dev}))
+
+
+def test_table3_reads_sparsity_of_the_de_en_runs_only(tmp_path):
+    for e in rep.analysis_runs("peters2019-table3"):
+        assert e.column == "de-en"
+        _analysis(tmp_path, e, "peters2019-table3", 1, {"mean_attended": 5.0, "mean_output_support": 16.0})
+        _analysis(tmp_path, e, "peters2019-table3", 2, {"mean_attended": 6.0, "mean_output_support": 18.0})
+    text = rep.print_analysis("peters2019-table3", runs=tmp_path)
+    assert "| entmax15 | 5.50 ± 0.71 (n=2) | 5.55 | 17.00 ± 1.41 (n=2) | 16.13 |" in text
+
+
+def test_certificates_come_from_the_best_validated_sparse_configuration(tmp_path):
+    runs = {e.name: e for e in rep.analysis_runs("peters2019-sec4.1")}
+    assert "medium/out1-attn1" not in runs  # a softmax output has no certificate
+    _analysis(tmp_path, runs["medium/out1.5-attn1.5"], "peters2019-sec4.1", 1,
+              {"single_sequence_rate": 0.5, "certified_rate": 0.6}, dev=80.0)
+    _analysis(tmp_path, runs["medium/out2-attn1"], "peters2019-sec4.1", 1,
+              {"single_sequence_rate": 0.7, "certified_rate": 0.8}, dev=82.0)
+    cells = rep.collect_analysis("peters2019-sec4.1", runs=tmp_path)
+    assert cells == {("single sequence", "medium"): [70.0], ("certified", "medium"): [80.0]}

@@ -76,3 +76,9 @@ def test_driver_trains_two_seeds_evaluates_and_ensembles(tmp_path, monkeypatch):
     ens = json.loads((runs / "ensemble/scores.json").read_text())
     assert len(ens["checkpoints"]) == 2 and 0 <= ens["accuracy"] <= 100
     assert len((runs / "ensemble/pred.test.txt").read_text(encoding="utf-8").splitlines()) == 100
+    # §4.1 analysis of the same runs: certificates and support enumeration on the validation set
+    monkeypatch.setattr(rep, "analysis_runs", lambda name: [e])
+    rep.analyze("peters2019-sec4.1", [1], None)
+    summary = json.loads((runs / "seed1/analysis-peters2019-sec4.1.json").read_text())
+    assert summary["sentences"] == 100 and 0.0 <= summary["certified_rate"] <= 1.0
+    assert summary["enumerated"] + summary["enumeration_failed"] == 100
