@@ -1,19 +1,19 @@
 """Training-side hooks: the Fenchel-Young criterion, ``generator_tau: auto`` and sparsity statistics."""
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import torch
 from torch import Tensor, nn
 
+from onmt.utils.logging import logger
+
 from onmt_entmax import ops
 from onmt_entmax.modules import EntmaxGenerator, TransformationLoss
 
 from .model import learned_alphas
 
-logger = logging.getLogger("onmt_entmax")
 
 
 @dataclass

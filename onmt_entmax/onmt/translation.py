@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import argparse
 import contextvars
-import logging
 from typing import Callable
+
+from onmt.utils.logging import logger
 
 from onmt_entmax.modules import EntmaxGenerator
 from onmt_entmax.registry import transformation_class
@@ -19,7 +20,6 @@ from .model import generator_log_probs
 from .options import translate_option_names
 from .validation import EntmaxOptionError, validate_entmax_opts
 
-logger = logging.getLogger("onmt_entmax")
 
 _GENERATOR = contextvars.ContextVar("onmt_entmax_generator", default=None)
 _OVERRIDES = contextvars.ContextVar("onmt_entmax_overrides", default=None)
