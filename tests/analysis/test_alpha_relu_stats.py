@@ -106,3 +106,26 @@ def test_empty_translations_count_one_step_and_bad_files_are_refused(tiny, tmp_p
     (tmp_path / "e.txt").write_text("w1\n\nw2\n")
     with pytest.raises(ValueError, match="empty line"):
         run(model, vocabs, str(tmp_path / "e.txt"), str(tmp_path / "t.txt"), lambda fb: None)
+
+
+def test_teacher_forcing_own_translations_gives_the_decoding_steps(tiny, tmp_path):
+    """Forcing the model's own beam output reproduces onmt_translate -sparsity_stats over those steps."""
+    import re
+
+    from tiny_transformers import finish, start_module
+
+    from onmt_entmax.onmt.teacher_forcing import load_model, run
+
+    hyp = str(tmp_path / "hyp.txt")
+    proc = start_module(tiny["dir"], "onmt.bin.translate", "-model", tiny["learned"], "-src", tiny["src"],
+                        "-output", hyp, "-beam_size", "4", "-sparsity_stats")
+    log = finish(proc, "onmt_translate")
+    m = re.search(r"probability sum: mean ([0-9.]+), std ([0-9.]+) over (\d+) target tokens", log)
+    assert m, log[-2000:]
+    model, vocabs = load_model(tiny["learned"])
+    st = StepStats()
+    run(model, vocabs, tiny["src"], hyp, lambda fb: st.add(fb.log_probs, fb.tgt_mask), attention=False)
+    s = st.summary()
+    assert s["steps"] == int(m.group(3))
+    assert s["sum_mean"] == pytest.approx(float(m.group(1)), abs=2e-4)
+    assert s["sum_std"] == pytest.approx(float(m.group(2)), abs=2e-4)
