@@ -296,8 +296,9 @@ class Analysis:
     flags: tuple[str, ...]  # onmt_translate analysis options
     columns: dict  # our column -> (summary key, scale)
     keep: str = ".*"  # regular expression the source experiments' names must match
-    layout: str = "row"  # "row": rows = source rows, columns = `columns`; "best": rows = columns' keys,
-    # columns = the source's columns, only the sparse-output run with the best validation accuracy
+    layout: str = "row"  # "row": rows = source rows, columns = `columns`; "transpose": rows = `columns`,
+    # columns = the source's columns; "best": as transpose, only the run with the best validation accuracy
+    # of each column; "by-column": rows = source rows, columns = source columns (one value per run)
 
 
 _T1_ROWS = tuple(f"out{alpha_tag(o)}-attn{alpha_tag(a)}" for o in (1.0, 1.5, 2.0) for a in (1.0, 1.5, 2.0))
@@ -337,4 +338,9 @@ ANALYSES = {
     "tezekbayev-table2": Analysis("Tezekbayev et al., Table 2: % of validation sentences where the empty output wins",
                                   ("tezekbayev", "2"), "tezekbayev-table1", ("-empty_check",),
                                   {"%": ("empty_wins_rate", 100.0)}, layout="by-column"),
+    # Tezekbayev et al. Table 3: tau chosen on the first batch of the untrained model (generator_tau auto),
+    # read from the training log (no decoding: empty flags)
+    "tezekbayev-table3": Analysis("Tezekbayev et al., Table 3: tau of 1.5-ReLU from the untrained model",
+                                  ("tezekbayev", "3"), "tezekbayev-table1", (),
+                                  {"tau (untrained model)": ("tau", 1.0)}, keep=r".*/relu15", layout="transpose"),
 }

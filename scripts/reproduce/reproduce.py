@@ -12,12 +12,13 @@ Steps (each skips work already done, so an interrupted reproduction resumes):
             accuracy), onmt_translate -beam_size 5 on the test set, scores.json; SIGMORPHON also
             decodes the ensemble of the seeds (-avg_raw_probs: averaged probabilities) into ensemble/
   analyze   for peters2019-table3, peters2019-sec4.1, tezekbayev-table2: decode the validation set of
-            the source table's runs with onmt_translate's analyses (sparsity, certificates, empty output)
+            the source table's runs with onmt_translate's analyses (sparsity, certificates, empty output);
+            tezekbayev-table3: the tau that generator_tau auto chose, from the training logs
   table     markdown: mean ± std over seeds (ours) beside the paper
   plot      Figure 4: validation accuracy against alpha (PNG)
 Tables: peters2019-table1, peters2019-table2, peters2019-fig4-attention, peters2019-fig4-output,
 correia2019-bleu, tezekbayev-table1, multi30k-rnn; analyses: peters2019-table3, peters2019-sec4.1,
-tezekbayev-table2.
+tezekbayev-table2, tezekbayev-table3.
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ SHARED = ROOT.parent / "shared" / "data"
 WORK = ROOT  # where work/data, work/downloads and runs/ live (config paths are relative to it)
 _VALID = re.compile(r"Validation accuracy: ([0-9.eE+-]+|nan)")
 _SAVED = re.compile(r"Saving checkpoint (\S+_step_\d+\.pt)")
+_TAU = re.compile(r"generator_tau auto: tau = ([0-9.eE+-]+)")  # logged by onmt_entmax.onmt.training
 
 
 def run(cmd: list[str], cwd: Path | None = None, log: Path | None = None) -> None:
@@ -204,7 +206,12 @@ def analyze(name: str, seeds: list[int], gpu: int | None) -> None:
             out = run_dir / f"analysis-{name}.json"
             if out.exists() or not (run_dir / "train.log").exists():
                 continue
-            ckpt, _ = best_checkpoint((run_dir / "train.log").read_text(encoding="utf-8"))
+            log = (run_dir / "train.log").read_text(encoding="utf-8")
+            if not a.flags:  # read from the training log
+                taus = _TAU.findall(log)
+                out.write_text(json.dumps({"tau": float(taus[-1])} if taus else {}) + "\n")
+                continue
+            ckpt, _ = best_checkpoint(log)
             report = run_dir / f"analysis-{name}.jsonl"
             translate([ckpt], test_source(e, "dev"), run_dir / f"pred.dev.{name}.txt", gpu,
                       [*a.flags, "-entmax_report", report])
@@ -230,7 +237,8 @@ def collect_analysis(name: str, runs: Path | None = None) -> dict[tuple[str, str
                 for col, (key, scale) in a.columns.items():
                     if summary.get(key) is None:
                         continue
-                    cell = {"row": (e.row, col), "best": (col, e.column), "by-column": (e.row, e.column)}[a.layout]
+                    cell = {"row": (e.row, col), "best": (col, e.column), "transpose": (col, e.column),
+                            "by-column": (e.row, e.column)}[a.layout]
                     cells.setdefault(cell, []).append(scale * summary[key])
     return cells
 
@@ -241,7 +249,7 @@ def print_analysis(name: str, runs: Path | None = None) -> str:
     src = E.TABLES[a.source]
     if a.layout == "row":
         rows, cols = src.rows, tuple(a.columns)
-    elif a.layout == "best":
+    elif a.layout in ("best", "transpose"):
         rows, cols = tuple(a.columns), tuple(dict.fromkeys(e.column for e in analysis_runs(name)))
     else:
         rows, cols = src.rows, src.columns

@@ -95,3 +95,84 @@ def test_missing_bpe_split_is_named(tmp_path):
     _write(tmp_path, "test", {"de": ["a"], "en": ["b"]})
     with pytest.raises(FileNotFoundError, match="train.de"):
         prep.prepare("multi30k", tmp_path, tmp_path / "out")
+
+
+def _tgz(path, files: dict):
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in files.items():
+            data = data.encode() if isinstance(data, str) else data
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def _bytes_of_tgz(files: dict) -> bytes:
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        _tgz(Path(d) / "x.tgz", files)
+        return (Path(d) / "x.tgz").read_bytes()
+
+
+def test_iwslt17_training_release_layout(tmp_path):
+    """The WIT3 multilingual release: a .tgz inside the .tgz, tags files and XML dev sets."""
+    inner = _bytes_of_tgz({
+        "DeEnItNlRo-DeEnItNlRo/train.tags.de-en.de": "<url>u</url>\nHallo Welt.\n<talkid>1</talkid>\nDanke.\n",
+        "DeEnItNlRo-DeEnItNlRo/train.tags.de-en.en": "<url>u</url>\nHello world.\n<talkid>1</talkid>\nThanks.\n",
+        "DeEnItNlRo-DeEnItNlRo/IWSLT17.TED.dev2010.de-en.de.xml": '<seg id="1"> Ja . </seg>',
+        "DeEnItNlRo-DeEnItNlRo/IWSLT17.TED.dev2010.de-en.en.xml": '<seg id="1"> Yes . </seg>',
+    })
+    dl = tmp_path / "dl"
+    dl.mkdir()
+    _tgz(dl / "2017-01-trnmted.tgz", {"2017-01-trnmted/texts/DeEnItNlRo/DeEnItNlRo/DeEnItNlRo-DeEnItNlRo.tgz": inner})
+    tests = T / "iwslt17-de-en"
+    if not tests.exists():
+        pytest.skip("needs the IWSLT'17 test archives in ../shared/data")
+    extract.extract_iwslt17(dl, tmp_path / "out", tests)
+    assert (tmp_path / "out/train.en").read_text() == "Hello world.\nThanks.\n"
+    assert (tmp_path / "out/dev.de").read_text() == "Ja .\n"
+
+
+def test_wmt_training_archives_are_paired_by_name(tmp_path):
+    import zipfile
+
+    dl = tmp_path / "dl"
+    dl.mkdir()
+    _tgz(dl / "training-parallel-nc-v8.tgz", {
+        "training/news-commentary-v8.ru-en.ru": "привет\nмир\n", "training/news-commentary-v8.ru-en.en": "hello\nworld\n",
+        "training/news-commentary-v8.de-en.de": "hallo\n", "training/news-commentary-v8.de-en.en": "hello\n",
+    })
+    _tgz(dl / "wiki-headlines.tgz", {"wiki/ru-en/guessed-names.ru-en": "Москва ||| Moscow\nbad line\n"})
+    with zipfile.ZipFile(dl / "extra.zip", "w") as z:  # OPUS moses zips hold X.<a>-<b>.<lang> files
+        z.writestr("SETIMES.en-ru.en", "one\n")
+        z.writestr("SETIMES.en-ru.ru", "один\n")
+    tests = tmp_path / "tests"
+    _write(tests, "newstest2012", {"en": ["a"], "ru": ["б"]})
+    _write(tests, "newstest2013", {"en": ["c"], "ru": ["д"]})
+    extract.EXTRACTORS["wmt13-en-ru"](dl, tmp_path / "out", tests)
+    en = (tmp_path / "out/train.en").read_text(encoding="utf-8").splitlines()
+    ru = (tmp_path / "out/train.ru").read_text(encoding="utf-8").splitlines()
+    assert sorted(zip(en, ru)) == sorted([("hello", "привет"), ("world", "мир"), ("Moscow", "Москва"), ("one", "один")])
+    assert (tmp_path / "out/test.ru").read_text(encoding="utf-8") == "д\n"
+
+
+def test_kftt_release_layout(tmp_path):
+    files = {}
+    for split, stem in (("train", "train.cln"), ("dev", "dev"), ("test", "test")):
+        for lang, tok, orig in (("en", "It is .", "It is."), ("ja", "そう だ 。", "そうだ。")):
+            n = 10 if split == "train" else 1  # enough repeated pairs for BPE merges
+            files[f"kftt-data-1.0/data/tok/kyoto-{stem}.{lang}"] = (tok + "\n") * n
+            files[f"kftt-data-1.0/data/orig/kyoto-{stem}.{lang}"] = (orig + "\n") * n
+    (tmp_path / "dl").mkdir()
+    _tgz(tmp_path / "dl/kftt-data-1.0.tar.gz", files)
+    extract.extract_kftt(tmp_path / "dl", tmp_path / "out")
+    assert (tmp_path / "out/train.ja").read_text(encoding="utf-8") == "そう だ 。\n" * 10
+    assert (tmp_path / "out/test.orig.ja").read_text(encoding="utf-8") == "そうだ。\n"
+    summary = prep.prepare("kftt-ja-en", tmp_path / "out", tmp_path / "prep", merges=5)
+    assert (tmp_path / "prep/test.raw.ja").read_text(encoding="utf-8") == "そうだ。\n"  # SacreBLEU's reference
+    assert (tmp_path / "prep/test.tok.ja").read_text(encoding="utf-8") == "そう だ 。\n"  # KFTT's tokens kept
+    assert summary["lines"]["train"] == 10

@@ -115,3 +115,14 @@ def test_certificates_come_from_the_best_validated_sparse_configuration(tmp_path
               {"single_sequence_rate": 0.7, "certified_rate": 0.8}, dev=82.0)
     cells = rep.collect_analysis("peters2019-sec4.1", runs=tmp_path)
     assert cells == {("single sequence", "medium"): [70.0], ("certified", "medium"): [80.0]}
+
+
+def test_tau_table_reads_the_value_generator_tau_auto_logged(tmp_path, monkeypatch):
+    monkeypatch.setattr(rep, "WORK", tmp_path)
+    for e in rep.analysis_runs("tezekbayev-table3"):
+        d = tmp_path / e.run_dir / "seed1"
+        d.mkdir(parents=True)
+        (d / "train.log").write_text("[..] generator_tau auto: tau = 0.3312 (mean 1.5-entmax threshold over 9 target positions)\n")
+    rep.analyze("tezekbayev-table3", [1], None)
+    text = rep.print_analysis("tezekbayev-table3")
+    assert "| tau (untrained model) | 0.33 (n=1) | 0.33 | 0.33 (n=1) | 0.17 | 0.33 (n=1) | 0.14 |" in text
