@@ -9,11 +9,25 @@ from __future__ import annotations
 from .model import generator_log_probs, learned_alphas, transformation_of
 
 
-def activate() -> list[str]:
-    """Apply all patches to OpenNMT-py (idempotent); returns the names of the applied patches."""
-    from .patches import apply_patches
+_activating = False
 
-    return apply_patches()
+
+def activate() -> list[str]:
+    """Apply all patches to OpenNMT-py (idempotent); returns the names of the applied patches.
+
+    Re-entrant calls (a patch target importing ``onmt`` for the first time fires the import hook)
+    return at once: the outer call finishes the job.
+    """
+    global _activating
+    if _activating:
+        return []
+    _activating = True
+    try:
+        from .patches import apply_patches
+
+        return apply_patches()
+    finally:
+        _activating = False
 
 
 def is_active() -> bool:

@@ -15,7 +15,13 @@ import sys
 import time
 from typing import Callable
 
-from onmt.utils.logging import logger
+def _logger():
+    """OpenNMT-py's logger, imported late: importing this module must not import ``onmt`` (the
+    import hook would then activate the plugin while this module is half-initialised)."""
+    from onmt.utils.logging import logger
+
+    return logger
+
 
 
 def is_sparse_loss(stats) -> bool:
@@ -51,7 +57,7 @@ def wrap_update(upstream: Callable) -> Callable:
 
 def _log_alphas(stats) -> None:
     for layer, alphas in sorted(getattr(stats, "entmax_alpha", {}).items()):
-        logger.info("learned alpha %s: %s", layer, " ".join(f"{a:.3f}" for a in alphas))
+        _logger().info("learned alpha %s: %s", layer, " ".join(f"{a:.3f}" for a in alphas))
 
 
 def wrap_output(upstream: Callable) -> Callable:
@@ -76,7 +82,7 @@ def wrap_output(upstream: Callable) -> Callable:
                       f"{self.n_src_words / (t + 1e-5):3.0f}/{self.n_words / (t + 1e-5):3.0f} tok/s",
                       f"{time.time() - start:6.0f} sec"]
             parts += [f"{k}: {round(v, 2)}" for k, v in self.computed_metrics.items()]
-            logger.info("; ".join(parts))
+            _logger().info("; ".join(parts))
         _log_alphas(self)
         sys.stdout.flush()
 

@@ -7,12 +7,18 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor, nn
 
-from onmt.utils.logging import logger
-
 from onmt_entmax import ops
 from onmt_entmax.modules import EntmaxGenerator, TransformationLoss
 
 from .model import learned_alphas
+
+
+def _logger():
+    """OpenNMT-py's logger, imported late: importing this module must not import ``onmt`` (the
+    import hook would then activate the plugin while this module is half-initialised)."""
+    from onmt.utils.logging import logger
+
+    return logger
 
 
 
@@ -64,7 +70,7 @@ def resolve_auto_tau(compute, batch: dict, output: Tensor) -> float:
             torch.distributed.all_reduce(stats)
     tau = float(stats[0] / stats[1].clamp(min=1))
     gen.set_tau(tau)
-    logger.info("generator_tau auto: tau = %.6g (mean 1.5-entmax threshold over %d target positions)",
+    _logger().info("generator_tau auto: tau = %.6g (mean 1.5-entmax threshold over %d target positions)",
                 tau, int(stats[1]))
     return tau
 

@@ -11,14 +11,20 @@ import argparse
 import contextvars
 from typing import Callable
 
-from onmt.utils.logging import logger
-
 from onmt_entmax.modules import EntmaxGenerator
 from onmt_entmax.registry import transformation_class
 
 from .model import generator_log_probs
 from .options import translate_option_names
 from .validation import EntmaxOptionError, validate_entmax_opts
+
+def _logger():
+    """OpenNMT-py's logger, imported late: importing this module must not import ``onmt`` (the
+    import hook would then activate the plugin while this module is half-initialised)."""
+    from onmt.utils.logging import logger
+
+    return logger
+
 
 
 _GENERATOR = contextvars.ContextVar("onmt_entmax_generator", default=None)
@@ -71,7 +77,7 @@ def apply_overrides(model_opt, overrides: dict):
     merged = argparse.Namespace(**{**vars(model_opt), **changed})
     validate_entmax_opts(merged)
     for k, v in changed.items():
-        logger.warning("onmt_translate overrides the model's %s=%r with %r", k, getattr(model_opt, k, None), v)
+        _logger().warning("onmt_translate overrides the model's %s=%r with %r", k, getattr(model_opt, k, None), v)
     return merged
 
 

@@ -20,6 +20,13 @@ def test_fresh_interpreter_is_patched_on_import_onmt_and_can_opt_out(tmp_path):
     assert off.stdout.split() == ["False", "False"], off.stderr[-2000:]
 
 
+def test_importing_the_patch_list_before_onmt_is_safe(tmp_path):
+    """Regression: a module of the patch chain importing onmt at import time re-entered activate()."""
+    code = "import onmt_entmax.onmt.patches as p, onmt, onmt_entmax.onmt as o; print(o.is_active(), len(p.applied()) > 0)"
+    proc = run_console([sys.executable, "-c", code], cwd=tmp_path)
+    assert proc.stdout.split() == ["True", "True"], proc.stderr[-2000:]
+
+
 def test_start_up_imports_nothing_heavy(tmp_path):
     proc = run_console([sys.executable, "-c", "import sys; print('torch' in sys.modules, 'onmt' in sys.modules)"],
                        cwd=tmp_path)
