@@ -28,6 +28,11 @@ def remove_bpe(line: str, marker: str = "@@") -> str:
     return re.sub(rf"({re.escape(marker)} )|({re.escape(marker)} ?$)", "", line.rstrip("\n"))
 
 
+def remove_sentencepiece(line: str) -> str:
+    """Undo SentencePiece segmentation: pieces joined, ``▁`` (U+2581) marks a word start."""
+    return "".join(line.split()).replace("\u2581", " ").strip()
+
+
 def _check(hyps: Sequence[str], refs: Sequence[str]) -> None:
     if len(hyps) != len(refs):
         raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")

@@ -11,7 +11,8 @@ together) or separate per language, with the recipe's number of merges.
 
 Writes ``OUT/{split}.tok.{lang}`` (tokenized, the references of tokenized BLEU), ``OUT/{split}.bpe.{lang}``
 (model input/output), ``OUT/bpe.codes[.lang]``, and ``OUT/{split}.raw.{lang}`` (untouched copies,
-the references of SacreBLEU).
+the references of SacreBLEU). ``--subword sentencepiece`` segments the same tokenized text with a
+SentencePiece BPE model (``OUT/bpe.codes.spm[.lang].model``) instead of subword-nmt.
 """
 from __future__ import annotations
 
@@ -131,9 +132,33 @@ def apply_bpe(codes: Path, src: Path, dst: Path) -> None:
             out.write(bpe.process_line(line))
 
 
+def learn_sentencepiece(texts: list[Path], prefix: Path, vocab_size: int, lang: str = "") -> None:
+    """SentencePiece BPE model ``prefix.model`` on the concatenation of ``texts`` (already tokenized)."""
+    import sentencepiece as spm
+
+    spm.SentencePieceTrainer.train(
+        input=",".join(map(str, texts)), model_prefix=str(prefix), vocab_size=vocab_size, model_type="bpe",
+        character_coverage=0.9995 if lang in ("ja", "zh") else 1.0, input_sentence_size=2_000_000,
+        shuffle_input_sentence=True, minloglevel=2)
+
+
+def apply_sentencepiece(model: Path, src: Path, dst: Path) -> None:
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(model))
+    with open(src, encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as out:
+        for line in f:
+            out.write(" ".join(sp.encode(line.rstrip("\n"), out_type=str)) + "\n")
+
+
 def prepare(corpus: str, raw: Path, out: Path, jobs: int = 1, bpe_split: str = "train",
-            merges: int | None = None, max_lines: int | None = None) -> dict:
-    """Run the recipe of ``corpus`` on ``raw/{split}.{lang}``; returns a summary (also in OUT/prepare.json)."""
+            merges: int | None = None, max_lines: int | None = None, subword: str = "subword-nmt") -> dict:
+    """Run the recipe of ``corpus`` on ``raw/{split}.{lang}``; returns a summary (also in OUT/prepare.json).
+
+    ``subword``: "subword-nmt" (the papers' BPE, ``merges`` merge operations) or "sentencepiece"
+    (SentencePiece BPE with a vocabulary of ``merges`` pieces, on the same tokenized text)."""
+    if subword not in ("subword-nmt", "sentencepiece"):
+        raise ValueError(f"--subword must be subword-nmt or sentencepiece, got {subword!r}")
     if corpus not in RECIPES:
         raise KeyError(f"unknown corpus {corpus!r}; known: {', '.join(sorted(RECIPES))}")
     recipe = RECIPES[corpus]
@@ -161,17 +186,21 @@ def prepare(corpus: str, raw: Path, out: Path, jobs: int = 1, bpe_split: str = "
             (out / f"{split}.tok.{lang}").write_text("".join(x + "\n" for x in side[lang]), encoding="utf-8")
         summary["lines"][split] = len(side[l1])
     n = merges or recipe.merges
+    learn, apply, suffix = ((learn_bpe, apply_bpe, "") if subword == "subword-nmt" else
+                            (lambda t, c, k, j: learn_sentencepiece(t, c, k, c.name.rsplit(".", 1)[-1]),
+                             lambda c, a, b: apply_sentencepiece(c.with_suffix(c.suffix + ".model"), a, b), ".spm"))
     if recipe.joint:
-        learn_bpe([out / f"{bpe_split}.tok.{l1}", out / f"{bpe_split}.tok.{l2}"], out / "bpe.codes", n, jobs)
-        codes = {l1: out / "bpe.codes", l2: out / "bpe.codes"}
+        codes = {l1: out / f"bpe.codes{suffix}", l2: out / f"bpe.codes{suffix}"}
+        learn([out / f"{bpe_split}.tok.{l1}", out / f"{bpe_split}.tok.{l2}"], codes[l1], n, jobs)
     else:
-        codes = {lang: out / f"bpe.codes.{lang}" for lang in (l1, l2)}
+        codes = {lang: out / f"bpe.codes{suffix}.{lang}" for lang in (l1, l2)}
         for lang in (l1, l2):
-            learn_bpe([out / f"{bpe_split}.tok.{lang}"], codes[lang], n, jobs)
+            learn([out / f"{bpe_split}.tok.{lang}"], codes[lang], n, jobs)
     for split in splits:
         for lang in (l1, l2):
-            apply_bpe(codes[lang], out / f"{split}.tok.{lang}", out / f"{split}.bpe.{lang}")
+            apply(codes[lang], out / f"{split}.tok.{lang}", out / f"{split}.bpe.{lang}")
     summary["merges"] = n
+    summary["subword"] = subword
     (out / "prepare.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     return summary
 
@@ -185,8 +214,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--bpe-split", default="train", help="split to learn BPE on (dev only for smoke tests)")
     p.add_argument("--merges", type=int, help="override the recipe's number of BPE merges (smoke tests)")
     p.add_argument("--max-lines", type=int, help="keep the first N lines of every split (smoke tests)")
+    p.add_argument("--subword", default="subword-nmt", choices=["subword-nmt", "sentencepiece"],
+                   help="subword-nmt BPE (the papers) or SentencePiece BPE (vocabulary size = --merges)")
     a = p.parse_args(argv)
-    print(json.dumps(prepare(a.corpus, a.raw, a.out, a.jobs, a.bpe_split, a.merges, a.max_lines), indent=1))
+    print(json.dumps(prepare(a.corpus, a.raw, a.out, a.jobs, a.bpe_split, a.merges, a.max_lines, a.subword), indent=1))
 
 
 if __name__ == "__main__":

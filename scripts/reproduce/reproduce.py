@@ -172,8 +172,10 @@ def score(e: E.Experiment, pred: Path, data: Path = None) -> dict:
         per = sigmorphon.score_multilingual(read_lines(data / "src-test.txt"), hyp, read_lines(data / "tgt-test.txt"))
         return {"accuracy": per["average"]["accuracy"], "levenshtein": per["average"]["levenshtein"],
                 "per_language": per}
-    lower = json.loads((data / "prepare.json").read_text())["recipe"]["lowercase"]
-    tok_hyp = [bleu.remove_bpe(h) for h in hyp]
+    prepared = json.loads((data / "prepare.json").read_text())
+    lower = prepared["recipe"]["lowercase"]
+    undo = bleu.remove_sentencepiece if prepared.get("subword") == "sentencepiece" else bleu.remove_bpe
+    tok_hyp = [undo(h) for h in hyp]
     raw_ref = read_lines(data / f"test.raw.{e.tgt}")
     if lower:
         raw_ref = [r.lower() for r in raw_ref]

@@ -176,3 +176,20 @@ def test_kftt_release_layout(tmp_path):
     assert (tmp_path / "prep/test.raw.ja").read_text(encoding="utf-8") == "そうだ。\n"  # SacreBLEU's reference
     assert (tmp_path / "prep/test.tok.ja").read_text(encoding="utf-8") == "そう だ 。\n"  # KFTT's tokens kept
     assert summary["lines"]["train"] == 10
+
+
+@needs_shared("multi30k")
+def test_sentencepiece_option_segments_the_same_tokens(tmp_path):
+    pytest.importorskip("sentencepiece")
+    from onmt_entmax.evaluation.bleu import remove_sentencepiece
+
+    extract.extract_multi30k(SHARED / "multi30k", tmp_path / "raw")
+    summary = prep.prepare("multi30k", tmp_path / "raw", tmp_path / "out", max_lines=300, merges=300,
+                           subword="sentencepiece")
+    assert summary["subword"] == "sentencepiece" and (tmp_path / "out/bpe.codes.spm.model").exists()
+    for split in ("train", "test"):
+        pieces = (tmp_path / f"out/{split}.bpe.en").read_text(encoding="utf-8").splitlines()
+        tok = (tmp_path / f"out/{split}.tok.en").read_text(encoding="utf-8").splitlines()
+        assert [remove_sentencepiece(p) for p in pieces] == tok
+    with pytest.raises(ValueError, match="--subword"):
+        prep.prepare("multi30k", tmp_path / "raw", tmp_path / "o2", subword="wordpiece")
