@@ -111,3 +111,39 @@ def test_command_compares_models(tiny, tmp_path):
         assert len(layers) == 6  # 3 kinds x 2 layers
         assert all(0 <= r["js"] <= math.log(4) for r in layers)
     _nontrivial_png(str(tmp_path / "head_diversity.png"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_capture_matches_cpu_and_needs_the_explicit_path(tiny):
+    """On CUDA, OpenNMT-py's default scaled-dot-flash runs SDPA and never the normalizer; the capture
+    switches to scaled-dot, and the per-layer JS and per-step sums equal the CPU ones."""
+    from onmt.modules.multi_headed_attn import MultiHeadedAttention
+
+    from onmt_entmax.analysis.alpha_relu_stats import StepStats
+    from onmt_entmax.onmt.teacher_forcing import load_model, run
+
+    for ckpt in (tiny["learned"], tiny["dense"]):
+        out = []
+        for gpu in (-1, 0):
+            model, vocabs = load_model(ckpt, gpu)
+            hd, st = HeadDiversity(), StepStats()
+
+            def add(fb, hd=hd, st=st):
+                for s, a in fb.attn.items():
+                    hd.add(s, a, fb.query_mask(s))
+                st.add(fb.log_probs, fb.tgt_mask)
+
+            run(model, vocabs, tiny["src"], tiny["tgt"], add, batch_size=16)
+            out.append((hd.result(), st.summary()["sum_mean"]))
+        (cpu_js, cpu_sum), (gpu_js, gpu_sum) = out
+        assert set(gpu_js) == set(cpu_js) and len(cpu_js) == 6
+        assert all(gpu_js[s] == pytest.approx(cpu_js[s], abs=1e-5) for s in cpu_js)
+        assert gpu_sum == pytest.approx(cpu_sum, abs=1e-5)
+    model, vocabs = load_model(tiny["dense"], 0)
+    called = set()
+    for name, m in model.named_modules():
+        if isinstance(m, MultiHeadedAttention):
+            m.self_attn_type = "scaled-dot-flash"
+            m.softmax.register_forward_hook(lambda mod, i, o, name=name: called.add(name))
+    run(model, vocabs, tiny["src"], tiny["tgt"], lambda fb: None, attention=False)
+    assert not any("decoder" in n for n in called)  # why capture_attention forces scaled-dot
