@@ -235,7 +235,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.checkpoint:
         if not os.path.exists(args.checkpoint):
             build_parser().error(f"-checkpoint: no such file {args.checkpoint}")
-        alphas = checkpoint_alphas(args.checkpoint)
+        try:
+            alphas = checkpoint_alphas(args.checkpoint)
+        except ValueError as err:
+            build_parser().error(f"-checkpoint: {err}")
         written.append(plot_alphas_per_layer(alphas, os.path.join(args.out_dir, "alphas_per_layer.png"), args.title))
         for (kind, layer), heads in alphas.items():
             print(f"{kind:8s} layer {layer + 1}: " + " ".join(f"{a:.3f}" for a in heads))

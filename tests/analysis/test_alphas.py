@@ -181,3 +181,11 @@ def test_reading_a_checkpoint_leaves_the_global_allowlist_alone(tmp_path):
         if argparse.Namespace not in before:
             torch.serialization.clear_safe_globals()
             torch.serialization.add_safe_globals(before)
+
+
+def test_command_with_csv_only_and_a_clear_error_without_alphas(tiny, tmp_path, capsys):
+    assert main(["-csv", tiny["csv"], "-out_dir", str(tmp_path)]) == 0
+    _nontrivial_png(str(tmp_path / "alpha_trajectories.png"))
+    with pytest.raises(SystemExit):
+        main(["-checkpoint", tiny["dense"], "-out_dir", str(tmp_path)])
+    assert "learn_alpha" in capsys.readouterr().err
