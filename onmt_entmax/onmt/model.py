@@ -102,10 +102,18 @@ def reset_learnable_alphas(model: nn.Module) -> None:
 
 def learned_alphas(model: nn.Module) -> dict[str, list[float]]:
     """{attention module name: [alpha per head]} for every attention with learnable alpha."""
-    out = {}
+    names, alphas = [], []
     for name, module in model.named_modules():
         if isinstance(module, AttentionNormalizer) and module.alpha is not None:
-            out[name.removesuffix(".softmax")] = [round(a, 4) for a in module.current_alpha().tolist()]
+            names.append(name.removesuffix(".softmax"))
+            alphas.append(module.current_alpha())
+    if not alphas:
+        return {}
+    flat = torch.cat(alphas).tolist()  # one device sync per call, not one per layer
+    out, start = {}, 0
+    for name, a in zip(names, alphas):
+        out[name] = [round(x, 4) for x in flat[start:start + a.numel()]]
+        start += a.numel()
     return out
 
 
