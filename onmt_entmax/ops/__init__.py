@@ -15,9 +15,11 @@ from .losses import (
     sparsemax_loss,
 )
 from .sparsemax import sparsemax
+from .tau_estimate import tau_first_batch, tau_formula
 
 __all__ = [
     "sparsemax", "entmax15", "entmax_bisect", "entmax", "alpha_relu", "entmax_threshold", "softmax_safe",
     "SparsemaxLoss", "Entmax15Loss", "EntmaxBisectLoss", "AlphaReLULoss",
     "sparsemax_loss", "entmax15_loss", "entmax_bisect_loss", "alpha_relu_loss", "fy_loss",
+    "tau_formula", "tau_first_batch",
 ]
