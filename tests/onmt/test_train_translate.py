@@ -84,3 +84,50 @@ def test_translate_time_override_and_its_limits(toy):
     with pytest.raises(ValueError, match="alpha_relu"):
         translate(ckpt, toy / "src-test.txt", toy / "p.txt", "-generator_function", "alpha_relu",
                   "-generator_tau", "0.1")
+
+
+def _load(toy, step):
+    from onmt.bin.translate import _get_parser
+    from onmt.model_builder import load_test_model
+
+    opt = _get_parser().parse_args(["-model", str(toy / f"run/model_step_{step}.pt"), "-src", "x"])
+    return load_test_model(opt)[1]
+
+
+def test_per_kind_attention_and_the_sdpa_switch(toy):
+    """Sparse attention modules leave OpenNMT-py's SDPA (softmax) fast path; softmax ones keep it."""
+    from onmt.modules.multi_headed_attn import MultiHeadedAttention
+
+    model = dict(ARCHS["transformer"]("entmax15"), generator_function="sparsemax",
+                 dec_attention_function="entmax_bisect", dec_attention_alpha=1.25, context_attention_function="softmax")
+    config = yaml_config(toy, model, steps=2)
+    build_vocab(config)
+    train(config)
+    loaded = _load(toy, 2)  # onmt_translate asks for scaled-dot-flash by default; the plugin overrides it
+    seen = {}
+    for m in loaded.modules():
+        if isinstance(m, MultiHeadedAttention):
+            norm = m.softmax
+            kind = getattr(norm, "kind", "context")
+            seen[kind] = (norm.transformation.describe() if isinstance(norm, AttentionNormalizer) else "softmax",
+                          m.self_attn_type)
+    assert seen["enc"] == ("entmax15", "scaled-dot")
+    assert seen["dec"] == ("entmax_bisect(alpha=1.25)", "scaled-dot")
+    assert seen["context"] == ("softmax", "scaled-dot-flash")
+
+
+def test_tensorboard_has_fy_loss_sparsity_and_alpha_per_head_and_no_perplexity(toy):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    model = dict(ARCHS["transformer"]("entmax_bisect"), generator_function="entmax15")
+    config = yaml_config(toy, model, steps=2, extra=f"tensorboard: true\ntensorboard_log_dir: {toy}/tb\n")
+    build_vocab(config)
+    train(config, "-report_every", "1")
+    (run,) = (toy / "tb").iterdir()
+    acc = EventAccumulator(str(run))
+    acc.Reload()
+    tags = acc.Tags()["scalars"]
+    assert {"train/fy_loss", "train/out_nnz", "train/attn_nnz", "valid/fy_loss"} <= set(tags)
+    assert not any(t.endswith("/ppl") or t.endswith("/xent") for t in tags)
+    alpha_tags = [t for t in tags if t.startswith("train/alpha/")]
+    assert len(alpha_tags) == 3 * 2  # enc self, dec self, context x 2 heads
