@@ -11,7 +11,7 @@ def pytest_collection_modifyitems(config, items):
 
     if "slow" in (config.getoption("-m") or ""):
         return
-    skip = pytest.mark.skip(reason="slow (15-60 s each on 2 CPU cores): run with -m slow")
+    skip = pytest.mark.skip(reason="slow (40-150 s each on 2 busy CPU cores): run with -m slow")
     for item in items:
         if "slow" in item.keywords and "pipelines" in str(item.fspath):
             item.add_marker(skip)
