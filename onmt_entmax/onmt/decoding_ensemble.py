@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 
-import torch
 
 from onmt_entmax.decoding import average_probs, check_same_vocab
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextvars
 import functools
 import math
-from typing import Optional
 
 import torch
 
@@ -80,60 +79,87 @@ def _text(translator, ids) -> str:
     return " ".join(_tokens(translator, trim_eos(ids, translator._tgt_eos_idx)))
 
 
-def _sentence_record(translator, cfg, run, batch, b, results, beam_rec, max_length):
+def _certificate_fields(cert, cfg, scores) -> dict:
+    """Peters et al.'s criterion; ``optimal`` only where summed log-probs bound completions."""
+    optimal = None
+    if cfg.plain_scores and not cfg.unnormalised:
+        optimal = cert.optimal(scores[0]) if scores else cert.exhaustive
+    return {"certified": cert.exhaustive, "pruned_steps": cert.pruned_steps, "max_candidates": cert.max_support,
+            "optimal": optimal}
+
+
+def _best_hypothesis_fields(translator, cfg, run, sc, batch, b, best):
+    """Sparsity statistics, empty-string check and heatmap payload, from one forced pass over ``best``."""
     eos = translator._tgt_eos_idx
+    tokens = best or [eos]
+    lp, attn = sc.sequence(tokens, with_attn=True)
+    rec: dict = {}
+    if cfg.sparsity_stats:
+        rec.update(run.stats.add(lp, attn))
+    if cfg.empty_check:  # log p(EOS | BOS, x) against log p(beam hypothesis | x), no length penalty
+        beam_lp = float(lp.gather(1, torch.tensor(tokens).view(-1, 1)).sum()) if best else NEG_INF
+        empty_lp = float(sc([()])[0, eos])
+        rec.update(empty_log_prob=empty_lp, beam_log_prob=beam_lp, empty_wins=empty_beats_beam(empty_lp, beam_lp))
+    heat = None
+    if cfg.attn_heatmap and attn is not None:
+        src_voc = translator.vocabs["src"].ids_to_tokens
+        src_ids = batch["src"][b, : int(batch["srclen"][b]), 0].tolist()
+        heat = (attn.cpu(), [src_voc[i] for i in src_ids], _tokens(translator, tokens))
+    return rec, heat
+
+
+def _forced_fields(translator, cfg, sc, batch, b) -> dict:
+    """Forced decoding of the reference: the support at each step (Figure 2)."""
+    gold = [t for t in batch["tgt"][b, 1:, 0].tolist() if t != translator._tgt_pad_idx]
+    if not gold:
+        return {}
+    lp, _ = sc.sequence(gold, with_attn=False)
+    steps = support_sets(lp, gold, translator._tgt_vocab.ids_to_tokens, max_support=cfg.forced_max_support)
+    gold_lp = sum(math.log(s.gold_prob) if s.gold_prob > 0 else NEG_INF for s in steps)
+    return {"forced": [s.to_dict() for s in steps], "gold_log_prob": float(gold_lp)}
+
+
+def _enumeration_field(translator, cfg, sc, max_length) -> dict:
+    try:
+        sup = enumerate_support(sc, eos=translator._tgt_eos_idx, max_length=max_length, cap=cfg.enumerate_cap)
+    except SupportTooLarge as err:
+        return {"error": str(err)}
+    return {"size": len(sup), "mass": sup.mass,
+            "sequences": [{"text": _text(translator, list(t)), "prob": math.exp(s)} for t, s in sup.sequences]}
+
+
+def _exact_field(translator, cfg, sc, max_length, best) -> dict:
+    eos = translator._tgt_eos_idx
+    try:
+        found = exact_search(sc, eos=eos, max_length=max_length, max_expansions=cfg.exact_max_expansions)
+    except ValueError as err:  # SupportTooLarge, or unnormalised scores
+        return {"error": str(err)}
+    tokens, score = found[0] if found else ((), NEG_INF)
+    return {"text": _text(translator, list(tokens)), "score": score, "agrees": list(tokens) == trim_eos(best, eos)}
+
+
+def _sentence_record(translator, cfg, run, batch, b, results, beam_rec, max_length):
+    """Everything reported about sentence b of the batch once its beam search is over."""
     preds = [p.tolist() for p in results["predictions"][b]]
     scores = [float(s) for s in results["scores"][b]]
     rec: dict = {"n_best": translator.n_best, "n_hyps": len(preds),
                  "hypotheses": [{"text": _text(translator, p), "score": s} for p, s in zip(preds, scores)]}
-    cert = beam_rec.tracker[b] if beam_rec is not None and beam_rec.tracker is not None else None
-    if cert is not None:
-        rec["certified"] = cert.exhaustive
-        rec["pruned_steps"] = cert.pruned_steps
-        rec["max_candidates"] = cert.max_support
-        rec["optimal"] = (cert.optimal(scores[0]) if preds else cert.exhaustive) \
-            if cfg.plain_scores and not cfg.unnormalised else None
-    heat = None
+    if beam_rec is not None and beam_rec.tracker is not None:
+        rec.update(_certificate_fields(beam_rec.tracker[b], cfg, scores))
     if not cfg.needs_scorer:
-        return rec, heat
+        return rec, None
     sc = SentenceScorer(translator, batch, b)
     best = preds[0] if preds else []
+    heat = None
     if cfg.sparsity_stats or cfg.empty_check or cfg.attn_heatmap:
-        lp, attn = sc.sequence(best or [eos], with_attn=True)
-        if cfg.sparsity_stats:
-            rec.update(run.stats.add(lp, attn))
-        if cfg.empty_check:
-            beam_lp = float(lp.gather(1, torch.tensor(best or [eos]).view(-1, 1)).sum()) if best else NEG_INF
-            empty_lp = float(sc([()])[0, eos])
-            rec["empty_log_prob"], rec["beam_log_prob"] = empty_lp, beam_lp
-            rec["empty_wins"] = empty_beats_beam(empty_lp, beam_lp)
-        if cfg.attn_heatmap and attn is not None:
-            src_voc = translator.vocabs["src"].ids_to_tokens
-            src_ids = batch["src"][b, : int(batch["srclen"][b]), 0].tolist()
-            heat = (attn.cpu(), [src_voc[i] for i in src_ids], _tokens(translator, best or [eos]))
+        fields, heat = _best_hypothesis_fields(translator, cfg, run, sc, batch, b, best)
+        rec.update(fields)
     if cfg.forced_support and "tgt" in batch:
-        gold = [t for t in batch["tgt"][b, 1:, 0].tolist() if t != translator._tgt_pad_idx]
-        if gold:
-            lp, _ = sc.sequence(gold, with_attn=False)
-            steps = support_sets(lp, gold, translator._tgt_vocab.ids_to_tokens, max_support=cfg.forced_max_support)
-            rec["forced"] = [s.to_dict() for s in steps]
-            rec["gold_log_prob"] = float(sum(math.log(s.gold_prob) if s.gold_prob > 0 else NEG_INF for s in steps))
+        rec.update(_forced_fields(translator, cfg, sc, batch, b))
     if cfg.enumerate_support:
-        try:
-            sup = enumerate_support(sc, eos=eos, max_length=max_length, cap=cfg.enumerate_cap)
-            rec["support"] = {"size": len(sup), "mass": sup.mass,
-                              "sequences": [{"text": _text(translator, list(t)), "prob": math.exp(s)}
-                                            for t, s in sup.sequences]}
-        except SupportTooLarge as err:
-            rec["support"] = {"error": str(err)}
+        rec["support"] = _enumeration_field(translator, cfg, sc, max_length)
     if cfg.exact_search:
-        try:
-            (tokens, score), = exact_search(sc, eos=eos, max_length=max_length,
-                                            max_expansions=cfg.exact_max_expansions)[:1] or [((), NEG_INF)]
-            rec["exact"] = {"text": _text(translator, list(tokens)), "score": score,
-                            "agrees": list(tokens) == trim_eos(best, eos)}
-        except ValueError as err:  # SupportTooLarge, or unnormalised scores
-            rec["exact"] = {"error": str(err)}
+        rec["exact"] = _exact_field(translator, cfg, sc, max_length, best)
     return rec, heat
 
 

@@ -1,5 +1,4 @@
 """Raw-probability ensembles, -inf masks and certificate bookkeeping."""
-import math
 
 import pytest
 import torch
