@@ -38,8 +38,9 @@ def _onmt_entmax_install():
                 try:
                     import onmt_entmax.onmt
                     onmt_entmax.onmt.activate()
-                except Exception as err:  # keep stock OpenNMT-py usable, but say why
-                    sys.stderr.write("onmt-entmax: activation failed: %r\n" % (err,))
+                except Exception as err:  # fail loudly: a silently stock run would ignore the user's options
+                    sys.stderr.write("onmt-entmax: activation failed (ONMT_ENTMAX_DISABLE=1 runs stock "
+                                     "OpenNMT-py): %r\n" % (err,))
                     raise
 
             spec.loader.exec_module = exec_module
