@@ -126,3 +126,10 @@ def test_tau_table_reads_the_value_generator_tau_auto_logged(tmp_path, monkeypat
     rep.analyze("tezekbayev-table3", [1], None)
     text = rep.print_analysis("tezekbayev-table3")
     assert "| tau (untrained model) | 0.33 (n=1) | 0.33 | 0.33 (n=1) | 0.17 | 0.33 (n=1) | 0.14 |" in text
+
+
+def test_figure4_reads_validation_accuracy_from_training_logs(tmp_path):
+    e = next(x for x in E.all_experiments() if x.table == "peters2019-fig4-output" and x.row == "1.33")
+    (tmp_path / e.run_dir / "seed1").mkdir(parents=True)
+    (tmp_path / e.run_dir / "seed1/train.log").write_text(LOG)
+    assert rep.collect("peters2019-fig4-output", runs=tmp_path) == {("1.33", "dev accuracy"): [70.25]}
