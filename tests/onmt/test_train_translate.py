@@ -131,3 +131,17 @@ def test_tensorboard_has_fy_loss_sparsity_and_alpha_per_head_and_no_perplexity(t
     assert not any(t.endswith("/ppl") or t.endswith("/xent") for t in tags)
     alpha_tags = [t for t in tags if t.startswith("train/alpha/")]
     assert len(alpha_tags) == 3 * 2  # enc self, dec self, context x 2 heads
+
+
+def test_alpha_relu_model_without_a_resolved_tau_is_refused_at_translation(toy):
+    model = dict(ARCHS["rnn"]("entmax15"), generator_function="alpha_relu", generator_tau="auto")
+    config = yaml_config(toy, model, steps=1)
+    build_vocab(config)
+    train(config)
+    ckpt = torch.load(toy / "run/model_step_1.pt")
+    ckpt["generator"]["tau"].fill_(float("nan"))  # as if saved before the first batch
+    torch.save(ckpt, toy / "run/broken.pt")
+    with pytest.raises(ValueError, match="generator_tau"):
+        translate(toy / "run/broken.pt", toy / "src-test.txt", toy / "p.txt")
+    out = translate(toy / "run/broken.pt", toy / "src-test.txt", toy / "p.txt", "-generator_tau", "0.3")
+    assert len(out) == 20
