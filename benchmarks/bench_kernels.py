@@ -148,12 +148,52 @@ def attention_variants(b, h, q, k, dtype):
     return res
 
 
+def cpu_overhead(n_iter=200):
+    """Host time per call (us) with the GPU kept idle-fast on tiny inputs, and a cProfile
+    of the 1.5-entmax attention forward+backward: where the Python launch cost goes."""
+    import cProfile
+    import pstats
+    import time
+    from onmt_entmax.ops import triton as K
+    from onmt_entmax.ops.triton import mapping as KM
+    z = torch.randn(4, 8, 50, device="cuda").requires_grad_()
+    g = torch.randn(4, 8, 50, device="cuda")
+    z2 = z.detach().reshape(-1, 50)
+    cases = {"softmax fwd+bwd": lambda: torch.softmax(z, -1).backward(g),
+             "ops.entmax15 fwd+bwd": lambda: ops.entmax15(z, -1).backward(g),
+             "K.entmax15 fwd+bwd": lambda: K.entmax15(z, -1).backward(g),
+             "ops.entmax15 fwd (no grad)": lambda: ops.entmax15(z2, -1),
+             "KM.forward_rows": lambda: KM.forward_rows(z2, "entmax15")}
+    out = {}
+    for name, fn in cases.items():
+        for _ in range(20):
+            fn()
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        for _ in range(n_iter):
+            fn()
+        torch.cuda.synchronize()
+        out[name] = (time.perf_counter() - t) / n_iter * 1e6
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n_iter):
+        ops.entmax15(z, -1).backward(g)
+    torch.cuda.synchronize()
+    prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(22)
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats, no PyPI baseline")
     ap.add_argument("--variants", action="store_true", help="launch-configuration sweep")
     ap.add_argument("--json", help="write all numbers here")
+    ap.add_argument("--overhead", action="store_true", help="host launch cost only")
     args = ap.parse_args(argv)
+    if args.overhead:
+        print({k: round(v, 1) for k, v in cpu_overhead().items()})
+        return
     assert torch.cuda.is_available(), "needs a CUDA GPU"
     assert _dispatch.kernel("entmax15", torch.zeros(2, 2, device="cuda")) is not None, \
         "the Triton kernels are not dispatched (Triton missing or ONMT_ENTMAX_NO_TRITON set?)"

@@ -63,6 +63,18 @@ def test_mapping_forward_matches_float64_reference(mode, n_cols, scale):
         assert torch.equal(p == 0, ref == 0)
 
 
+@pytest.mark.parametrize("alpha", [1.01, 1.7, 2.5, 3.0])
+@pytest.mark.parametrize("n_cols", [50, LONG])
+def test_any_alpha_including_above_two(alpha, n_cols):
+    """alpha > 2 makes the threshold equation non-convex: those rows bisect; all alphas match."""
+    gen = torch.Generator().manual_seed(zlib.crc32(f"{alpha}{n_cols}".encode()))
+    z = _masked_logits(8, n_cols, 1.0, gen).float()
+    ref = ops.entmax_bisect(z.double(), alpha, -1, n_iter=200)
+    p = KM.forward_rows(z.to(DEV), "bisect", torch.full((8,), alpha, device=DEV)).cpu()
+    torch.testing.assert_close(p.double(), ref, atol=2e-6, rtol=1e-4)
+    assert (p[[0, 1, 3]].double().sum(-1) - 1).abs().max() <= 1e-6
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("op", ["sparsemax", "entmax15"])
 def test_half_inputs_computed_in_float32(op, dtype):

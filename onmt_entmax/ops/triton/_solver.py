@@ -65,8 +65,11 @@ def _stats(x, tau, beta, MODE: tl.constexpr):
 
 
 @triton.jit
-def _update(tau, done, out_tau, out_norm, k, a, b, mn, beta, tol, MODE: tl.constexpr):
-    """One Newton-on-the-norm step; rows whose certificate holds are frozen (done)."""
+def _update(tau, done, out_tau, out_norm, lo, hi, k, a, b, mn, beta, tol, MODE: tl.constexpr):
+    """One Newton-on-the-norm step; rows whose certificate holds are frozen (done).
+    [lo, hi] brackets the root (sum p >= 1 at lo, < 1 at hi); for alpha > 2 (beta < 1) the norm
+    is not convex: those rows bisect the bracket instead (and a Newton step that would leave the
+    bracket is replaced by its midpoint)."""
     kk = tl.maximum(k, 1.0)
     bb = tl.maximum(b, 1e-30)
     if MODE == 0:
@@ -94,9 +97,18 @@ def _update(tau, done, out_tau, out_norm, k, a, b, mn, beta, tol, MODE: tl.const
         new_norm = tl.where(exact, 1.0, a)
     out_tau = tl.where(live, new_tau, out_tau)
     out_norm = tl.where(live, new_norm, out_norm)
-    tau = tl.where(live & (exact == 0), tau + s_n, tau)
+    cand = tau + s_n
+    if MODE == 2:
+        above = a < 1.0
+        lo = tl.where(live & (above == 0), tl.maximum(lo, tau), lo)
+        hi = tl.where(live & above, tl.minimum(hi, tau), hi)
+        inside = (cand >= lo) & (cand <= hi) & (beta >= 1.0)  # False for NaN too
+        cand = tl.where(inside, cand, 0.5 * (lo + hi))
+        # bisection (alpha > 2) stops when the bracket no longer shrinks in float32
+        exact = exact | ((hi - lo) <= 1.2e-7 * tl.abs(tau))
+    tau = tl.where(live & (exact == 0), cand, tau)
     done = tl.where(live & exact, 1, done)
-    return tau, done, out_tau, out_norm
+    return tau, done, out_tau, out_norm, lo, hi
 
 
 @triton.jit
@@ -104,6 +116,8 @@ def solve_tile(x, beta, row_ok, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr)
     """Thresholds for a tile held in registers. x: [BR, BC] shifted-scaled scores
     (max 0 on valid rows, -inf for padding); returns (tau, norm, iterations)."""
     tau = tl.full(beta.shape, -1.0, tl.float32)
+    lo = tau
+    hi = tl.zeros(beta.shape, tl.float32)
     out_tau = tau
     out_norm = tl.full(beta.shape, 1.0, tl.float32)
     done = tl.where(row_ok, 0, 1)
@@ -111,8 +125,8 @@ def solve_tile(x, beta, row_ok, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr)
     go = tl.sum(1 - done, 0) > 0
     while go:
         k, a, b, mn = _stats(x, tau, beta, MODE)
-        tau, done, out_tau, out_norm = _update(tau, done, out_tau, out_norm, k, a, b, mn,
-                                               beta, tol, MODE)
+        tau, done, out_tau, out_norm, lo, hi = _update(tau, done, out_tau, out_norm, lo, hi,
+                                                       k, a, b, mn, beta, tol, MODE)
         it += 1
         go = (tl.sum(1 - done, 0) > 0) & (it < MAX_ITER)
     return out_tau, out_norm, it
@@ -153,6 +167,8 @@ def solve_stream(Z, rows, rmask, n_cols, stride, m, a1, beta, row_ok, tol,
     """Same iteration as solve_tile, each pass streaming the row in chunks of BC
     (re-reads hit L2: the rows in flight are a few MB)."""
     tau = tl.full([BR], -1.0, tl.float32)
+    lo = tau
+    hi = tl.zeros([BR], tl.float32)
     out_tau = tau
     out_norm = tl.full([BR], 1.0, tl.float32)
     done = tl.where(row_ok, 0, 1)
@@ -179,8 +195,8 @@ def solve_stream(Z, rows, rmask, n_cols, stride, m, a1, beta, row_ok, tol,
         else:
             b = tl.sum(b2, 1)
         mn = tl.min(mn2, 1)
-        tau, done, out_tau, out_norm = _update(tau, done, out_tau, out_norm, k, a, b, mn,
-                                               beta, tol, MODE)
+        tau, done, out_tau, out_norm, lo, hi = _update(tau, done, out_tau, out_norm, lo, hi,
+                                                       k, a, b, mn, beta, tol, MODE)
         it += 1
         go = (tl.sum(1 - done, 0) > 0) & (it < MAX_ITER)
     return out_tau, out_norm, it
