@@ -189,3 +189,29 @@ def test_loss_peak_memory_not_above_cross_entropy(dtype):
     ce = peak(torch.nn.functional.cross_entropy)
     for op in (ops.entmax15_loss, ops.sparsemax_loss):
         assert peak(op) <= ce
+
+
+def test_public_ops_on_cuda_match_reference_any_dim_and_shape():
+    """The public API on CUDA (kernel path) equals the CPU float64 reference: dim 0, (N, C, d)
+    losses, tensor alpha along a middle dim, fp16 loss."""
+    if DEV != "cuda":
+        pytest.skip("dispatch happens on CUDA tensors only")
+    gen = torch.Generator().manual_seed(5)
+    z = torch.randn(30, 4, 7, generator=gen) * 2
+    for op in (ops.sparsemax, ops.entmax15):
+        torch.testing.assert_close(op(z.cuda(), 0).cpu().double(), op(z.double(), 0),
+                                   atol=2e-6, rtol=1e-4)
+    alpha = torch.tensor([1.1, 1.5, 1.9, 2.0]).reshape(1, 4, 1)
+    torch.testing.assert_close(ops.entmax_bisect(z.cuda(), alpha.cuda(), 0).cpu().double(),
+                               ops.entmax_bisect(z.double(), alpha.double(), 0, n_iter=80),
+                               atol=5e-6, rtol=1e-4)
+    logits = torch.randn(6, 40, 5, generator=gen) * 3
+    y = torch.randint(0, 40, (6, 5), generator=gen)
+    y[0, 0] = -100
+    for fn in (ops.entmax15_loss, ops.sparsemax_loss):
+        for red in ("mean", "none"):
+            got = fn(logits.cuda(), y.cuda(), reduction=red, label_smoothing=0.1).cpu().double()
+            ref = fn(logits.double(), y, reduction=red, label_smoothing=0.1)
+            torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+    half = fn(logits.cuda().half(), y.cuda(), reduction="sum")
+    assert half.dtype == torch.float16 and torch.isfinite(half)

@@ -38,11 +38,12 @@ def _spec(a):
 
 def launch(fn, grid: tuple, args: tuple, constexprs: dict, num_warps: int) -> None:
     """fn[grid](*args, **constexprs, num_warps=num_warps); `args` are the runtime parameters in
-    signature order (the first one a CUDA tensor), `constexprs` the remaining parameters."""
+    signature order, `constexprs` the remaining parameters. Like Triton, launches on the current
+    CUDA device's current stream."""
     if not _FAST:
         fn[grid](*args, **constexprs, num_warps=num_warps)
         return
-    dev = args[0].device.index
+    dev = driver.active.get_current_device()  # as Triton's own launcher does
     key = (fn, dev, num_warps, tuple(constexprs.items()), tuple(_spec(a) for a in args))
     kernel = _CACHE.get(key)
     if kernel is None:
