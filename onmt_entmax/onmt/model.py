@@ -5,7 +5,7 @@ checkpoint is loaded, so learnable alphas and the alpha-ReLU threshold load like
 """
 from __future__ import annotations
 
-from typing import Iterator, Optional, Union
+from typing import Iterator, Optional
 
 import torch
 from torch import Tensor, nn

@@ -15,6 +15,8 @@ import sys
 import time
 from typing import Callable
 
+from .training import current_alphas
+
 def _logger():
     """OpenNMT-py's logger, imported late: importing this module must not import ``onmt`` (the
     import hook would then activate the plugin while this module is half-initialised)."""
@@ -48,15 +50,14 @@ def wrap_update(upstream: Callable) -> Callable:
             mine = self.__dict__.setdefault("entmax_sums", {})
             for key, value in theirs.items():
                 mine[key] = mine.get(key, 0) + value
-        for attr in ("entmax_loss_name", "entmax_alpha"):
-            if getattr(stat, attr, None) is not None:
-                setattr(self, attr, getattr(stat, attr))
+        if getattr(stat, "entmax_loss_name", None) is not None:
+            self.entmax_loss_name = stat.entmax_loss_name
 
     return update
 
 
-def _log_alphas(stats) -> None:
-    for layer, alphas in sorted(getattr(stats, "entmax_alpha", {}).items()):
+def _log_alphas() -> None:
+    for layer, alphas in sorted(current_alphas().items()):
         _logger().info("learned alpha %s: %s", layer, " ".join(f"{a:.3f}" for a in alphas))
 
 
@@ -83,7 +84,7 @@ def wrap_output(upstream: Callable) -> Callable:
                       f"{time.time() - start:6.0f} sec"]
             parts += [f"{k}: {round(v, 2)}" for k, v in self.computed_metrics.items()]
             _logger().info("; ".join(parts))
-        _log_alphas(self)
+        _log_alphas()
         sys.stdout.flush()
 
     return output
@@ -105,7 +106,7 @@ def wrap_log_tensorboard(upstream: Callable) -> Callable:
                 writer.add_scalar(prefix + "/patience", patience, step)
         for k, v in metrics(self).items():
             writer.add_scalar(prefix + "/" + k.replace(" ", "_"), v, step)
-        for layer, alphas in getattr(self, "entmax_alpha", {}).items():
+        for layer, alphas in current_alphas().items():
             for head, a in enumerate(alphas):
                 writer.add_scalar(f"{prefix}/alpha/{layer}/head{head}", a, step)
 

@@ -1,7 +1,8 @@
 """Training-side hooks: the Fenchel-Young criterion, ``generator_tau: auto`` and sparsity statistics."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import torch
@@ -27,7 +28,17 @@ class StatsContext:
     """What ``LossCompute`` needs beyond upstream state to report sparsity (attached as ``_entmax``)."""
 
     attn_time_first: bool = False  # InputFeedRNNDecoder stacks attention (T, B, S)
-    alphas: Callable[[], dict] = field(default=lambda: {})
+
+
+# Learned alphas are read from the model at report time only (no per-step device sync), and not
+# carried in Statistics: OpenNMT-py gathers those across GPUs in a 4096-byte buffer. Every rank
+# holds the same parameters, so the reporting rank's model is the one to read.
+_alpha_source: Callable[[], dict] = dict
+
+
+def current_alphas() -> dict:
+    """{attention layer: [alpha per head]} of the model being trained in this process."""
+    return _alpha_source()
 
 
 def criterion_for(generator: EntmaxGenerator, ignore_index: int, label_smoothing: float) -> nn.Module:
@@ -45,9 +56,10 @@ def wrap_from_opts(upstream: Callable) -> Callable:
         gen = getattr(model, "generator", None)
         if isinstance(gen, EntmaxGenerator) and not getattr(opt, "copy_attn", False):
             compute.criterion = criterion_for(gen, compute.criterion.ignore_index, float(opt.label_smoothing))
+        global _alpha_source
         decoder = getattr(model, "decoder", None)
-        compute._entmax = StatsContext(attn_time_first=type(decoder).__name__ == "InputFeedRNNDecoder",
-                                       alphas=lambda: learned_alphas(model))
+        compute._entmax = StatsContext(attn_time_first=type(decoder).__name__ == "InputFeedRNNDecoder")
+        _alpha_source = functools.partial(learned_alphas, model)
         return compute
 
     return from_opts
@@ -87,7 +99,7 @@ def _attention_counts(attn: Tensor, keep: Tensor, time_first: bool) -> tuple[flo
 
 
 def wrap_forward(upstream: Callable) -> Callable:
-    """``LossCompute.forward``: resolve ``generator_tau: auto`` first; add attention sparsity and alphas."""
+    """``LossCompute.forward``: resolve ``generator_tau: auto`` first; count attended source tokens."""
 
     def forward(self, batch, output, attns, trunc_start=0, trunc_size=None):
         gen = self.generator
@@ -107,9 +119,6 @@ def wrap_forward(upstream: Callable) -> Callable:
                 if rows:
                     sums["attn_nnz"] = sums.get("attn_nnz", 0.0) + nnz
                     sums["attn_rows"] = sums.get("attn_rows", 0) + rows
-            alphas = ctx.alphas()
-            if alphas:
-                stats.entmax_alpha = alphas
         return loss, stats
 
     return forward

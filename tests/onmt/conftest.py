@@ -11,7 +11,6 @@ import contextlib
 import os
 import random
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
