@@ -46,6 +46,9 @@ def test_cuda_transformer_attention_rows_contain_exact_zeros(toy, calls):
                     "-beam_size", "3")
     assert len(out) == 20
     assert all(dev == "cuda" for k in ("dec", "context") for dev, _ in calls[k]) and calls["dec"] and calls["context"]
+    half = translate(toy / "run/model_step_30.pt", toy / "src-test.txt", toy / "pred16.txt", "-gpu", "0",
+                     "-beam_size", "3", "-precision", "fp16")
+    assert len(half) == 20
 
 
 @pytest.mark.parametrize("gen", ["entmax15", "entmax_bisect", "alpha_relu"])
