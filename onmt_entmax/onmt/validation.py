@@ -60,7 +60,7 @@ def validate_entmax_opts(opt) -> None:
         get_transformation(gen, alpha=alpha, tau=None if tau == "auto" else tau,
                            n_iter=bisect_iter, option="generator_function")
     except ValueError as err:
-        raise EntmaxOptionError(str(err).replace("alpha of", "generator_alpha (alpha of")) from None
+        raise EntmaxOptionError(f"generator_alpha / generator_function: {err}") from None
     if getattr(opt, "copy_attn", False) and gen != "softmax":
         raise EntmaxOptionError(
             f"copy_attn mixes the generator's probabilities with copy probabilities and supports only "
