@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 import triton
+from torch.autograd.function import once_differentiable
 import triton.language as tl
 
 from . import _solver as S
@@ -42,19 +43,27 @@ def _row_alpha(ALPHA, rows, rmask, BR: tl.constexpr, MODE: tl.constexpr):
 @triton.jit
 def _loss_elems(x, tau, norm, beta, al, MODE: tl.constexpr):
     """Elementwise terms: p (z - m), p^alpha, p^alpha log p (zero off the support)."""
-    p = S.probs(x, tau, norm, beta, MODE)
-    pos = p > 0
     zm = x * beta[:, None]  # z - m  (alpha-ReLU: z)
     if MODE == 0:
+        p = S.probs(x, tau, norm, beta, MODE)
         pa = p * p
         palp = pa  # unused (dL/dalpha is for MODE 2)
     elif MODE == 1:
+        p = S.probs(x, tau, norm, beta, MODE)
         pa = p * tl.sqrt(p)
         palp = pa
     else:
-        lp = tl.log2(tl.where(pos, p, 1.0))
-        pa = tl.where(pos, tl.exp2(al[:, None] * lp), 0.0)
-        palp = pa * lp * 0.6931471805599453
+        # two special functions per entry: with d = x - tau and N = norm,
+        # p = d^beta / N,  p^alpha = p d / N^(alpha-1)  (beta (alpha-1) = 1),  log2 p = beta log2 d - log2 N
+        d = x - tau[:, None]
+        pos_d = d > 0
+        ld = tl.log2(tl.where(pos_d, d, 1.0))
+        lnorm = tl.log2(norm)
+        p = tl.where(pos_d, tl.exp2(beta[:, None] * ld - lnorm[:, None]), 0.0)
+        c = tl.exp2(-(al - 1.0) * lnorm)
+        pa = tl.where(pos_d, p * d * c[:, None], 0.0)
+        palp = pa * (beta[:, None] * ld - lnorm[:, None]) * 0.6931471805599453
+    pos = p > 0
     return tl.where(pos, p * zm, 0.0), pa, palp
 
 
@@ -242,6 +251,7 @@ class _FYLoss(torch.autograd.Function):
         return loss
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, g):
         z, target, stats, a_rows = ctx.saved_tensors
         a_rows = a_rows if ctx.kind in ("entmax_bisect", "alpha_relu") else None

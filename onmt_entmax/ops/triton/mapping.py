@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 import triton
+from torch.autograd.function import once_differentiable
 import triton.language as tl
 
 from . import _solver as S
@@ -229,6 +230,8 @@ def backward_rows(p2: torch.Tensor, g2: torch.Tensor, mode: str,
 
 
 class _SparseMap(torch.autograd.Function):
+    """p = mapping(z) along dim; first-order gradients w.r.t. z and a tensor alpha."""
+
     @staticmethod
     def forward(ctx, z, alpha, mode, dim, n_iter):
         dim = dim % z.dim()
@@ -244,6 +247,7 @@ class _SparseMap(torch.autograd.Function):
         return p if dim == z.dim() - 1 else p.movedim(-1, dim)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, g):
         p2, a_rows = ctx.saved_tensors
         g2, _ = _as_rows(g, ctx.dim)
