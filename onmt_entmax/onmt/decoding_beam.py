@@ -100,35 +100,47 @@ def _beams_non_finished(upstream):
     """
 
     def wrapper(self, i, topk_scores_list, predictions, attention, step):
-        fin = self.is_finished_list[i]
-        scores = topk_scores_list[i]
-        for j, s in enumerate(scores):
-            if s == NEG_INF or math.isnan(s):
-                fin[j] = False
-        b = int(self._batch_offset[i])
-        live = [s for f, s in zip(fin, scores) if not f and s != NEG_INF]
-        finished_now = [j for j, f in enumerate(fin) if f]
-        truncated = sum(int(predictions[i, j, -1]) != self.eos for j in finished_now)
-        rec = getattr(self, "_entmax", None)
-        if live:
-            n_before = len(self.hypotheses[b])
-            going = upstream(self, i, topk_scores_list, predictions, attention, step)
-            if not going:
-                self._entmax_done(b, rec, live, truncated, n_before + len(finished_now))
-            return going
-        n_found = sum(h[0] != NEG_INF for h in self.hypotheses[b]) + len(finished_now)
-        saved = self.n_best, self.ratio
-        self.n_best, self.ratio = min(self.n_best, n_found), 0.0
-        fin[0] = True  # finish now; a dead slot 0 scores -inf and is cut by n_best above
+        # upstream indexes the beam-tiled src_len (B*beam,) with the sentence index i: use one row
+        # per sentence while it runs, so stored attention is cut at that sentence's own length
+        tiled = self.src_len
+        self.src_len = tiled.view(-1, self.beam_size)[:, 0]
         try:
-            going = upstream(self, i, topk_scores_list, predictions, attention, step)
+            return _store_or_stop(upstream, self, i, topk_scores_list, predictions, attention, step)
         finally:
-            self.n_best, self.ratio = saved
-        assert not going
-        self._entmax_done(b, rec, [], truncated, n_found)
-        return False
+            self.src_len = tiled
 
     return wrapper
+
+
+def _store_or_stop(upstream, self, i, topk_scores_list, predictions, attention, step):
+    fin = self.is_finished_list[i]
+    scores = topk_scores_list[i]
+    for j, s in enumerate(scores):
+        if s == NEG_INF or math.isnan(s):
+            fin[j] = False
+    b = int(self._batch_offset[i])
+    live = [s for f, s in zip(fin, scores) if not f and s != NEG_INF]
+    finished_now = [j for j, f in enumerate(fin) if f]
+    truncated = sum(int(predictions[i, j, -1]) != self.eos for j in finished_now)
+    rec = getattr(self, "_entmax", None)
+    if live:
+        n_before = len(self.hypotheses[b])
+        going = upstream(self, i, topk_scores_list, predictions, attention, step)
+        if not going:
+            self._entmax_done(b, rec, live, truncated, n_before + len(finished_now))
+        return going
+    n_found = sum(h[0] != NEG_INF for h in self.hypotheses[b]) + len(finished_now)
+    saved = self.n_best, self.ratio
+    self.n_best, self.ratio = min(self.n_best, n_found), 0.0
+    fin[0] = True  # finish now; a dead slot 0 scores -inf and is cut by n_best above
+    try:
+        going = upstream(self, i, topk_scores_list, predictions, attention, step)
+    finally:
+        self.n_best, self.ratio = saved
+    assert not going
+    self._entmax_done(b, rec, [], truncated, n_found)
+    return False
+
 
 
 def _entmax_done(self, b, rec, live, truncated, n_found):

@@ -136,3 +136,25 @@ def test_dense_models_decode_exactly_as_stock(options):
         ref, _ = run_onmt_beam(models, beam_size=3, n_best=3, max_length=8, vocab=6, certify=False, **options)
     got, _ = run_onmt_beam(models, beam_size=3, n_best=3, max_length=8, vocab=6, certify=False, **options)
     assert got == ref
+
+
+def test_stored_attention_is_cut_at_each_sentences_own_source_length():
+    # upstream indexes the beam-tiled src_len with the sentence index: sentence 1 got sentence 0's length
+    beam, lengths = 3, [2, 5]
+    scorer = onmt_bs.GNMTGlobalScorer(0.0, 0.0, "none", "none")
+    bs = onmt_bs.BeamSearch(beam, batch_size=2, pad=PAD, bos=BOS, eos=EOS, unk=UNK, start=BOS, n_best=1,
+                            global_scorer=scorer, min_length=0, max_length=10, return_attention=True,
+                            block_ngram_repeat=0, exclusion_tokens=set(), stepwise_penalty=False, ratio=0.0,
+                            ban_unk_token=False)
+    bs.initialize(torch.zeros(2, 5, 4), torch.tensor(lengths))
+    model = draw_model()
+    while not bs.done:
+        rows = bs.alive_seq.size(0)
+        lp = torch.full((rows, 100), NEG_INF)
+        for r in range(rows):
+            prefix = tuple(bs.alive_seq[r, 1:].tolist())
+            lp[r, :7] = model([prefix])[0] if all(t < 7 for t in prefix) else model([()])[0]
+        bs.advance(lp, torch.rand(rows, 1, 5))
+        if any(any(f) for f in bs.is_finished_list):
+            bs.update_finished()
+    assert [bs.attention[b][0].shape[-1] for b in range(2)] == lengths
