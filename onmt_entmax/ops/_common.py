@@ -17,18 +17,35 @@ Alpha = Union[float, Tensor]
 _HALF = (torch.float16, torch.bfloat16)
 
 
+def device_check(ok: Tensor, message: str, error: type = ValueError) -> None:
+    """Raise `error(message)` unless the one-element tensor `ok` is true.
+
+    On CPU this is an ordinary check. On CUDA it must not synchronise the host (0.15-0.6 ms per
+    call at 4096x32768, and no CUDA-graph capture): there it is an asynchronous device assertion
+    carrying the same message, as F.cross_entropy does for its targets.
+    """
+    if ok.is_cuda:
+        torch._assert_async(ok, message)
+    elif not bool(ok):
+        raise error(message)
+
+
 def check_alpha(alpha: Alpha, name: str = "alpha", strict: bool = False) -> None:
-    """Raise ValueError unless alpha >= 1 (alpha > 1 when `strict`)."""
-    bad = (lambda a: a <= 1) if strict else (lambda a: a < 1)
+    """Raise ValueError unless alpha >= 1 (alpha > 1 when `strict`); NaN is refused too."""
     bound = "> 1" if strict else ">= 1"
     if isinstance(alpha, Tensor):
         if not torch.is_floating_point(alpha):
             raise TypeError(f"{name} must be a float tensor, got dtype {alpha.dtype}")
-        if alpha.numel() and (bool(bad(alpha.detach()).any()) or bool(torch.isnan(alpha).any())):
-            raise ValueError(f"{name} must be {bound} everywhere, got min {alpha.detach().min().item():g}")
+        if alpha.numel():
+            a = alpha.detach()
+            ok = ((a > 1) if strict else (a >= 1)).all()  # False for NaN too
+            if a.is_cuda:
+                device_check(ok, f"{name} must be {bound} everywhere")
+            elif not bool(ok):
+                raise ValueError(f"{name} must be {bound} everywhere, got min {a.min().item():g}")
     else:
         a = float(alpha)
-        if a != a or bad(a):
+        if a != a or (a <= 1 if strict else a < 1):
             raise ValueError(f"{name} must be {bound}, got {alpha!r}")
 
 

@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from torch.autograd import Function
 
 from . import _dispatch
-from ._common import Alpha, check_alpha, compute_dtype, shift_by_max
+from ._common import Alpha, check_alpha, compute_dtype, device_check, shift_by_max
 from .alpha_relu import _alpha_relu, check_tau
 from ._common import Solved
 from .entmax15 import entmax15_solve
@@ -186,7 +186,10 @@ def _check_target(target: Tensor, n_classes: int, ignore_index: int) -> None:
     if target.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
         raise TypeError(f"target must be an integer (class index) tensor, got dtype {target.dtype}")
     bad = (target != ignore_index) & ((target < 0) | (target >= n_classes))
-    if bool(bad.any()):
+    if target.is_cuda:
+        device_check(~bad.any(), f"target contains a class index outside [0, {n_classes}) "
+                                 f"(and it is not ignore_index={ignore_index})")
+    elif bool(bad.any()):
         value = int(target[bad].reshape(-1)[0])
         raise ValueError(f"target contains class index {value} outside [0, {n_classes}) "
                          f"(and it is not ignore_index={ignore_index})")
