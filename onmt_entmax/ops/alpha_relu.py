@@ -21,12 +21,29 @@ def check_tau(tau: float) -> float:
     return t
 
 
+def power_(x: Tensor, e: float) -> Tensor:
+    """x^e in place for x >= 0, by multiplications and square roots for the common exponents."""
+    if e == 1:
+        return x
+    if e == 2:
+        return x.square_()
+    if e == 0.5:
+        return x.sqrt_()
+    if e == 1.5:
+        return x.mul_(x.sqrt())
+    return x.pow_(e)
+
+
 def _alpha_relu(x: Tensor, alpha: float, tau: float) -> Tensor:
-    return ((alpha - 1) * x - tau).clamp(min=0).pow(1.0 / (alpha - 1))
+    return power_(((alpha - 1) * x).sub_(tau).clamp_(min=0), 1.0 / (alpha - 1))
 
 
 def alpha_relu_slope(p: Tensor, alpha: float) -> Tensor:
     """dp/dz = p^{2-alpha} where p > 0, 0 elsewhere."""
+    if alpha == 2:
+        return (p > 0).to(p.dtype)
+    if alpha < 2:  # 0^{positive} = 0: no mask needed
+        return power_(p.clone(), 2 - alpha)
     return torch.where(p > 0, p.pow(2 - alpha), torch.zeros_like(p))
 
 

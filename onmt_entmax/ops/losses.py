@@ -33,7 +33,7 @@ from torch.autograd import Function
 
 from . import _dispatch
 from ._common import Alpha, check_alpha, compute_dtype, device_check, shift_by_max
-from .alpha_relu import _alpha_relu, check_tau
+from .alpha_relu import _alpha_relu, check_tau, power_
 from ._common import Solved
 from .entmax15 import entmax15_solve
 from .entmax_bisect import _bisect_last, _prepare, bisect_solve, default_n_iter, reduce_to_shape
@@ -135,7 +135,7 @@ class FYLossFunction(Function):
         if kind == "alpha_relu":
             al = float(a.reshape(-1)[0])
             p = _alpha_relu(z, al, tau)
-            loss = p.pow(al).sum(dim=-1, keepdim=True) / al - z.gather(-1, y) + (1 + al * tau) / (al * (al - 1))
+            loss = power_(p.clone(), al).sum(dim=-1, keepdim=True) / al - z.gather(-1, y) + (1 + al * tau) / (al * (al - 1))
             p_alpha = p
         else:
             loss, p, p_alpha = _entmax_loss(kind, z, y, a, n_iter)
