@@ -61,3 +61,18 @@ def test_fp16_amp_training(toy, gen):
     ckpt = torch.load(toy / "run/model_step_20.pt")
     assert all(torch.isfinite(v.float()).all() for v in ckpt["model"].values())
     assert all(torch.isfinite(v.float()).all() for v in ckpt["generator"].values())
+
+
+def test_fp32_learn_alpha_training_stays_finite(toy):
+    """Without AMP nothing skips a step with NaN gradients: every learned alpha must stay a number.
+
+    On 2026-11-26 this failed on an H200 with the Triton kernels (device assert "alpha must be >= 1
+    everywhere" within 20 steps, i.e. a NaN alpha) and passed with ONMT_ENTMAX_NO_TRITON=1.
+    """
+    config = yaml_config(toy, dict(MODEL, attention_function="entmax_bisect", learn_alpha=True), steps=60)
+    build_vocab(config)
+    train(config, "-gpu_ranks", "0", "-world_size", "1")
+    ckpt = torch.load(toy / "run/model_step_60.pt")
+    alphas = [v for k, v in ckpt["model"].items() if k.endswith("alpha.a")]
+    assert alphas and all(torch.isfinite(a).all() for a in alphas)
+    assert all(torch.isfinite(v.float()).all() for v in ckpt["model"].values())
