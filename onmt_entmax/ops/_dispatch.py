@@ -2,7 +2,9 @@
 
 The torch code in this package is the reference and runs everywhere. On CUDA tensors, when
 `onmt_entmax.ops.triton` imports (Triton present) and says it handles the call, the op is run
-by the kernel instead. Set ONMT_ENTMAX_NO_TRITON=1 to force the reference path.
+by the kernel instead. ONMT_ENTMAX_NO_TRITON=1 forces the reference path for every op; a
+comma-separated list of op names (e.g. `fy_loss,entmax_bisect`) only for those (read at each
+call, so it can be changed while a process runs).
 
 Contract for `onmt_entmax.ops.triton` (all callables autograd-aware, same semantics and dtype
 policy as the reference, `dim` any int):
@@ -25,10 +27,15 @@ from typing import Callable, Optional
 from torch import Tensor
 
 
+def _disabled(op: str) -> bool:
+    flag = os.environ.get("ONMT_ENTMAX_NO_TRITON", "").strip()
+    if not flag or flag == "0":
+        return False
+    return flag == "1" or op in {name.strip() for name in flag.split(",")}
+
+
 @functools.lru_cache(maxsize=1)
 def _triton() -> Optional[ModuleType]:
-    if os.environ.get("ONMT_ENTMAX_NO_TRITON"):
-        return None
     try:
         from . import triton as kernels  # noqa: WPS433 (optional dependency)
     except ImportError:
@@ -38,7 +45,7 @@ def _triton() -> Optional[ModuleType]:
 
 def kernel(op: str, z: Tensor, dim: int = -1, **kw) -> Optional[Callable]:
     """The kernel implementing `op` for this call, or None for the torch reference."""
-    if not z.is_cuda:
+    if not z.is_cuda or _disabled(op):
         return None
     kernels = _triton()
     if kernels is None or not kernels.supports(op, z, dim, **kw):

@@ -35,17 +35,19 @@ def entmax15_threshold(x: Tensor) -> Tensor:
 
 
 def entmax15_solve(x: Tensor) -> Solved:
-    """1.5-entmax of the rows of x with its candidate-restricted view (used by the loss)."""
+    """1.5-entmax of the rows of x with its candidate-restricted view (used by the loss).
+
+    p = ((x - max)/2 - tau)^2 is computed in the frame of the row max (see sparsemax_solve).
+    """
     vals, m, dead = top_candidates(x, reach=2.0)
     zc = vals - m
-    tau = entmax15_tau_sorted(zc / 2)
-    tau_z = on_support_only(tau + m / 2, dead)
-    p = (x - 2 * tau_z).clamp_(min=0).square_().mul_(0.25)
-    return Solved(p, (zc / 2 - tau).clamp(min=0).square(), zc, tau_z, m, dead)
+    tau = on_support_only(entmax15_tau_sorted(zc / 2), dead)
+    p = (x - m).sub_(2 * tau).clamp_(min=0).square_().mul_(0.25)
+    return Solved(p, (zc / 2 - tau).clamp(min=0).square(), zc, tau + m / 2, m, dead)
 
 
 def _entmax15_last(x: Tensor) -> Tensor:
-    return (x - 2 * entmax15_threshold(x)).clamp_(min=0).square_().mul_(0.25)
+    return entmax15_solve(x).p
 
 
 Entmax15Function = support_function("Entmax15Function", _entmax15_last, torch.sqrt)

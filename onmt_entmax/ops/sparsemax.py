@@ -31,16 +31,19 @@ def sparsemax_threshold(x: Tensor) -> Tensor:
 
 
 def sparsemax_solve(x: Tensor) -> Solved:
-    """Sparsemax of the rows of x with its candidate-restricted view (used by the loss)."""
+    """Sparsemax of the rows of x with its candidate-restricted view (used by the loss).
+
+    p is computed in the frame of the row max, [(x - max) - tau]_+: with x - tau_z instead, a
+    large max (a -1e18 masked row, logits of 1e4) would swamp tau in float32.
+    """
     vals, m, dead = top_candidates(x, reach=1.0)
     zc = vals - m
-    tau = sparsemax_tau_sorted(zc)
-    tau_z = on_support_only(tau + m, dead)
-    return Solved((x - tau_z).clamp_(min=0), (zc - tau).clamp(min=0), zc, tau_z, m, dead)
+    tau = on_support_only(sparsemax_tau_sorted(zc), dead)
+    return Solved((x - m).sub_(tau).clamp_(min=0), (zc - tau).clamp(min=0), zc, tau + m, m, dead)
 
 
 def _sparsemax_last(x: Tensor) -> Tensor:
-    return (x - sparsemax_threshold(x)).clamp_(min=0)
+    return sparsemax_solve(x).p
 
 
 def _on_support(p: Tensor) -> Tensor:

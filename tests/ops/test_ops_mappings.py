@@ -193,6 +193,19 @@ def test_fully_masked_row_with_learnable_alpha_has_finite_gradients():
 
 
 @pytest.mark.parametrize("name", MAPPINGS)
+@pytest.mark.parametrize("offset", [-1e18, 1e4, -3e7])
+def test_large_common_offset_changes_nothing(name, offset):
+    """A Transformer's fully masked row is all -1e18 (finite): it must be uniform, like any row
+    shifted by a constant; the solution depends on differences only."""
+    fn, _ = MAPPINGS[name]
+    for dtype in (torch.float32, torch.float64):
+        assert torch.allclose(fn(torch.full((2, 7), offset, dtype=dtype)), torch.full((2, 7), 1 / 7, dtype=dtype))
+    z = torch.randn(3, 7, dtype=torch.float64) * 2
+    if abs(offset) < 1e8:  # float64 keeps z exactly enough at this offset
+        assert torch.allclose(fn(z + offset), fn(z), atol=1e-6)
+
+
+@pytest.mark.parametrize("name", MAPPINGS)
 def test_nan_stays_in_its_row(name):
     fn, _ = MAPPINGS[name]
     z = torch.randn(3, 6)

@@ -22,7 +22,7 @@ _MAPPINGS = ("sparsemax", "entmax15", "entmax_bisect")
 
 def available(x: torch.Tensor) -> bool:
     """True when x is a tensor the kernels take: CUDA (or TRITON_INTERPRET=1), float dtype."""
-    if not HAVE_TRITON or os.environ.get("ONMT_ENTMAX_NO_TRITON"):
+    if not HAVE_TRITON or os.environ.get("ONMT_ENTMAX_NO_TRITON", "").strip() == "1":
         return False
     interp = os.environ.get("TRITON_INTERPRET", "0") == "1"
     return x.dtype in _FLOATS and (x.is_cuda or interp) and x.dim() >= 1 and x.numel() > 0
