@@ -9,7 +9,7 @@ warp, so that every reduction stays inside a warp. Defaults from the sweeps of
 from __future__ import annotations
 
 DEFAULTS = {"SINGLE_MAX": 32768, "CHUNK": 4096, "CHUNK_WARPS": 8,
-            "TILE": 128, "SHORT_WARPS": 1,          # forward, short rows
+            "TILE": 128, "SHORT_WARPS": 4,          # forward, short rows (1 warp: wrong rows, see below)
             "BWD_TILE": 512, "BWD_WARPS": 1,        # mapping backward, short rows
             "BISECT_LONG_WARPS": 32}                # alpha-entmax rows >= 16384 (pow in registers)
 
