@@ -14,13 +14,14 @@ from onmt_entmax.modules import AttentionNormalizer, EntmaxGenerator
 from onmt_entmax.modules.attention import LearnableAlpha
 from onmt_entmax.registry import Transformation, get_transformation
 
+from .options import DEFERRED_TAU
 from .validation import attention_spec
 
 
 def generator_transformation(opt) -> Transformation:
     tau = getattr(opt, "generator_tau", None)
     return get_transformation(getattr(opt, "generator_function", "softmax"), alpha=getattr(opt, "generator_alpha", None),
-                              tau=None if tau == "auto" else tau, n_iter=getattr(opt, "bisect_iter", None),
+                              tau=None if tau in DEFERRED_TAU else tau, n_iter=getattr(opt, "bisect_iter", None),
                               option="generator_function")
 
 
@@ -40,6 +41,16 @@ def install_generator(model: nn.Module, opt) -> None:
         gen.transformation = t
     else:
         model.generator = EntmaxGenerator.from_linear(gen, t)
+    if getattr(opt, "generator_tau", None) == "formula" and isinstance(model.generator, EntmaxGenerator) \
+            and model.generator.tau_pending():
+        model.generator.set_tau(formula_tau(model.generator))
+
+
+def formula_tau(generator: nn.Module) -> float:
+    """tau of Speeding Up Entmax eq. (3) for this output layer (d_model inputs, V outputs)."""
+    from onmt_entmax.ops.tau_estimate import tau_formula
+
+    return tau_formula(generator.in_features, generator.out_features, alpha=generator.transformation.alpha)
 
 
 def install_transformer_attention(model: nn.Module, opt) -> int:

@@ -23,22 +23,25 @@ ATTENTION_KINDS = {  # per-kind override prefix -> what it covers
 STOCK_OPTIONS = ("generator_function", "global_attention_function")
 
 
+DEFERRED_TAU = ("auto", "formula")  # generator_tau words resolved later (first batch / model size)
+
+
 def tau_value(text: Union[str, float, None]) -> Union[str, float, None]:
-    """``generator_tau``: a finite number or the word ``auto``."""
+    """``generator_tau``: a finite number, ``auto`` or ``formula``."""
     if text is None or isinstance(text, float):
         return text
-    if str(text).strip().lower() == "auto":
-        return "auto"
+    if str(text).strip().lower() in DEFERRED_TAU:
+        return str(text).strip().lower()
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"generator_tau must be a number or 'auto', got {text!r}") from None
+        raise ValueError(f"generator_tau must be a number, 'auto' or 'formula', got {text!r}") from None
     if not math.isfinite(value):
         raise ValueError(f"generator_tau must be finite, got {text!r}")
     return value
 
 
-tau_value.__name__ = "number or 'auto'"  # argparse names the type in its error message
+tau_value.__name__ = "number, 'auto' or 'formula'"  # argparse names the type in its error message
 
 
 def model_option_names() -> list[str]:
@@ -96,7 +99,8 @@ def add_model_options(parser) -> None:
               help="alpha of generator_function entmax_bisect / alpha_relu (>= 1; default 1.5).")
     group.add("--generator_tau", "-generator_tau", type=tau_value, default=None,
               help="alpha_relu threshold tau: a number, or 'auto' = the mean 1.5-entmax threshold of the "
-                   "untrained model's logits on the first training batch (Speeding Up Entmax). "
+                   "untrained model's logits on the first training batch, or 'formula' = the closed form of "
+                   "Speeding Up Entmax eq. (3) from d_model and the vocabulary size. "
                    "Required with alpha_relu; the resolved value is saved in the checkpoint.")
     group.add("--bisect_iter", "-bisect_iter", type=int, default=None,
               help="Bisection iterations for entmax_bisect (default: enough for the dtype's precision).")

@@ -14,7 +14,7 @@ from typing import Callable
 from onmt_entmax.modules import EntmaxGenerator
 from onmt_entmax.registry import transformation_class
 
-from .model import generator_log_probs
+from .model import formula_tau, generator_log_probs
 from .options import translate_option_names
 from .validation import EntmaxOptionError, validate_entmax_opts
 
@@ -99,7 +99,7 @@ def wrap_load_test_model(upstream: Callable) -> Callable:
         if tau == "auto":
             raise EntmaxOptionError("generator_tau: 'auto' is resolved during training; onmt_translate takes a number")
         if isinstance(gen, EntmaxGenerator) and hasattr(gen, "tau") and tau is not None:
-            gen.set_tau(tau)
+            gen.set_tau(formula_tau(gen) if tau == "formula" else tau)
         if isinstance(gen, EntmaxGenerator) and gen.tau_pending():
             raise EntmaxOptionError("generator_tau: this alpha_relu model's threshold was never resolved "
                                     "(saved before its first training batch); pass -generator_tau NUMBER")

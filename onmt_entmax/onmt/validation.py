@@ -7,7 +7,7 @@ from typing import Optional
 from onmt_entmax.modules.attention import ALPHA_MAX, ALPHA_MIN
 from onmt_entmax.registry import get_transformation, transformation_class
 
-from .options import ATTENTION_KINDS
+from .options import ATTENTION_KINDS, DEFERRED_TAU
 
 
 class EntmaxOptionError(ValueError):
@@ -52,12 +52,13 @@ def validate_entmax_opts(opt) -> None:
     if cls.uses_tau:
         if tau is None:
             raise EntmaxOptionError(
-                f"generator_function {gen} needs generator_tau: a number, or 'auto' (the mean 1.5-entmax "
-                f"threshold of the untrained model on the first training batch)")
-        if tau != "auto" and (not isinstance(tau, (int, float)) or not math.isfinite(tau)):
-            raise EntmaxOptionError(f"generator_tau must be a finite number or 'auto', got {tau!r}")
+                f"generator_function {gen} needs generator_tau: a number, 'auto' (the mean 1.5-entmax "
+                f"threshold of the untrained model on the first training batch) or 'formula' (eq. 3 of "
+                f"Speeding Up Entmax)")
+        if tau not in DEFERRED_TAU and (not isinstance(tau, (int, float)) or not math.isfinite(tau)):
+            raise EntmaxOptionError(f"generator_tau must be a finite number, 'auto' or 'formula', got {tau!r}")
     try:
-        get_transformation(gen, alpha=alpha, tau=None if tau == "auto" else tau,
+        get_transformation(gen, alpha=alpha, tau=None if tau in DEFERRED_TAU else tau,
                            n_iter=bisect_iter, option="generator_function")
     except ValueError as err:
         raise EntmaxOptionError(f"generator_alpha / generator_function: {err}") from None

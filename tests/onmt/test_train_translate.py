@@ -145,3 +145,21 @@ def test_alpha_relu_model_without_a_resolved_tau_is_refused_at_translation(toy):
         translate(toy / "run/broken.pt", toy / "src-test.txt", toy / "p.txt")
     out = translate(toy / "run/broken.pt", toy / "src-test.txt", toy / "p.txt", "-generator_tau", "0.3")
     assert len(out) == 20
+
+
+def test_generator_tau_formula_sets_the_closed_form_threshold(toy):
+    """generator_tau: formula = eq. (3) of Speeding Up Entmax for this model's d_model and vocabulary,
+    fixed when the model is built, saved, and usable as a translate-time override too."""
+    from onmt_entmax.ops.tau_estimate import tau_formula
+
+    model = dict(ARCHS["transformer"]("entmax15"), generator_function="alpha_relu", generator_alpha=1.5,
+                 generator_tau="formula")
+    config = yaml_config(toy, model, steps=2)
+    build_vocab(config)
+    train(config)
+    ckpt = torch.load(toy / "run/model_step_2.pt")
+    weight = ckpt["generator"]["weight"]
+    expected = tau_formula(weight.shape[1], weight.shape[0], alpha=1.5)
+    assert float(ckpt["generator"]["tau"][0]) == pytest.approx(expected, rel=1e-6)
+    out = translate(toy / "run/model_step_2.pt", toy / "src-test.txt", toy / "p.txt", "-generator_tau", "formula")
+    assert len(out) == 20
