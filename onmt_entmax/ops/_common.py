@@ -94,33 +94,29 @@ def top_candidates(z: Tensor, reach: float) -> tuple[Tensor, Tensor, Tensor]:
 
     For an entmax mapping written as p = [x - tau]_+^{1/(a-1)} with x = (a-1)(z - max z), the
     threshold satisfies tau >= -1 (p_max <= 1), so the support lies in {z > max z - reach} with
-    reach = 1/(a-1). A top-k (k = 64, 256, ...) is grown until its last value is out of reach in
-    every row; rows that are flat (many candidates) end in a full sort.
+    reach = 1/(a-1). A top-64 serves rows whose 64th value is already out of reach; the other
+    rows (flat ones) count their candidates and take one top-k of that size (or a full sort).
 
     Returns (sorted top-k values (R, k), row max (R, 1), dead-row mask (R, 1)); a dead row is
     entirely -inf, gets max 0 here and a zero output from the callers.
     """
     d = z.shape[-1]
-    k = min(d, 64)
-    vals = _largest(z, k)
-    k = vals.shape[-1]
+    vals = _largest(z, min(d, 64))
     lead = vals.shape[:-1]
     vals = vals.reshape(-1, vals.shape[-1])
-    rows = z.reshape(-1, d)
-    todo = torch.arange(vals.shape[0], device=z.device)
-    while k < d:
-        sub = vals[todo]
-        top = sub[:, :1]
-        short = ~((sub[:, -1:] <= top - reach) | (top == float("-inf")) | torch.isnan(top)).squeeze(-1)
-        if not bool(short.any()):
-            break
-        # only the rows with more candidates than k are searched again, with a larger k
-        todo = todo[short]
-        more = _largest(rows[todo], min(d, 4 * k))
-        k = more.shape[-1]
-        pad = torch.full((vals.shape[0], k - vals.shape[-1]), float("-inf"), dtype=vals.dtype, device=vals.device)
-        vals = torch.cat([vals, pad], dim=-1)
-        vals[todo] = more
+    if vals.shape[-1] < d:
+        top = vals[:, :1]
+        short = ~((vals[:, -1:] <= top - reach) | (top == float("-inf")) | torch.isnan(top)).squeeze(-1)
+        if bool(short.any()):
+            # rows with more than 64 candidates (flat rows): count them, then one top-k of that size
+            todo = short.nonzero().squeeze(-1)
+            rows = z.reshape(-1, d)[todo]
+            k = int((rows > top[todo] - reach).sum(dim=-1).max())
+            more = _largest(rows, k)
+            pad = torch.full((vals.shape[0], more.shape[-1] - vals.shape[-1]), float("-inf"),
+                             dtype=vals.dtype, device=vals.device)
+            vals = torch.cat([vals, pad], dim=-1)
+            vals[todo] = more
     vals = vals.reshape(lead + vals.shape[-1:])
     top = vals[..., :1]
     dead = top == float("-inf")
