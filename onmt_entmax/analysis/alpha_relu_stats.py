@@ -18,7 +18,7 @@ from typing import Mapping, Optional
 import torch
 from torch import Tensor
 
-from .alphas import _pyplot
+from .figures import pyplot, save_figure
 from .sparsity import output_support, probability_sums
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
@@ -81,7 +81,7 @@ def plot_sums(sums: Mapping[str, Tensor], path: str, title: Optional[str] = None
     """Histogram of the per-step output sum, one per model (their Fig. 7). Returns ``path``."""
     if not sums or all(v.numel() == 0 for v in sums.values()):
         raise ValueError("plot_sums: no steps to plot")
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.0, 3.4))
     for name, s in sums.items():
         if s.numel():
@@ -93,10 +93,7 @@ def plot_sums(sums: Mapping[str, Tensor], path: str, title: Optional[str] = None
     ax.legend(fontsize=8)
     if title:
         ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_zero_shares(stats: Mapping[str, "StepStats"], path: str, title: Optional[str] = None,
@@ -105,7 +102,7 @@ def plot_zero_shares(stats: Mapping[str, "StepStats"], path: str, title: Optiona
     shares = {name: st.zeros.double() / st.vocab for name, st in stats.items() if st.vocab}
     if not shares:
         raise ValueError("plot_zero_shares: no steps to plot")
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.0, 3.4))
     for name, f in shares.items():
         ax.hist(f.numpy(), bins=bins, range=(0.0, 1.0), alpha=0.6, density=True,
@@ -115,10 +112,7 @@ def plot_zero_shares(stats: Mapping[str, "StepStats"], path: str, title: Optiona
     ax.legend(fontsize=8)
     if title:
         ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def format_summary(name: str, s: dict) -> str:

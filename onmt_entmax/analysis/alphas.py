@@ -23,6 +23,8 @@ import torch
 
 from onmt_entmax.modules.attention import LearnableAlpha
 
+from .figures import pyplot, save_figure
+
 COLUMNS = ("step", "kind", "layer", "head", "alpha")
 KINDS = ("enc_self", "dec_self", "context")
 TITLES = {"enc_self": "encoder self-attention", "dec_self": "decoder self-attention",
@@ -136,22 +138,13 @@ def summary(alphas: dict[Site, list[float]], low: float = 1.25, high: float = 1.
 
 
 # --- plots -----------------------------------------------------------------------------------
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def plot_alphas_per_layer(alphas: dict[Site, list[float]], path: str, title: Optional[str] = None) -> str:
     """One panel per attention kind: every head's learned alpha (dots) at its layer, and a
     histogram of all heads of that kind below. Returns ``path``."""
     kinds = [k for k in KINDS if any(s[0] == k for s in alphas)]
     if not kinds:
         raise ValueError("plot_alphas_per_layer: no alphas to plot")
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(2, len(kinds), figsize=(3.6 * len(kinds), 5.6), squeeze=False,
                              gridspec_kw={"height_ratios": [3, 2]})
     for col, kind in enumerate(kinds):
@@ -177,10 +170,7 @@ def plot_alphas_per_layer(alphas: dict[Site, list[float]], path: str, title: Opt
             hist.set_ylabel("heads")
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_trajectories(rows: Sequence[tuple], path: str, title: Optional[str] = None) -> str:
@@ -189,7 +179,7 @@ def plot_trajectories(rows: Sequence[tuple], path: str, title: Optional[str] = N
     kinds = [k for k in KINDS if any(key[0] == k for key in traj)]
     if not kinds:
         raise ValueError("plot_trajectories: no rows to plot")
-    plt = _pyplot()
+    plt = pyplot()
     cmap = plt.get_cmap("viridis")
     layers = max(key[1] for key in traj) + 1
     fig, axes = plt.subplots(1, len(kinds), figsize=(4.2 * len(kinds), 3.6), squeeze=False, sharey=True)
@@ -209,10 +199,7 @@ def plot_trajectories(rows: Sequence[tuple], path: str, title: Optional[str] = N
         ax.legend(fontsize=7, loc="best")
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 # --- command line ----------------------------------------------------------------------------

@@ -16,7 +16,8 @@ from typing import Mapping, Optional
 import torch
 from torch import Tensor
 
-from .alphas import KINDS, TITLES, Site, _pyplot, site_order
+from .alphas import KINDS, TITLES, Site, site_order
+from .figures import pyplot, save_figure
 
 
 def shannon_entropy(p: Tensor, dim: int = -1) -> Tensor:
@@ -71,7 +72,7 @@ def plot_head_diversity(models: Mapping[str, Mapping[Site, float]], path: str, t
     kinds = [k for k in KINDS if any(s[0] == k for res in models.values() for s in res)]
     if not kinds:
         raise ValueError("plot_head_diversity: nothing to plot")
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(kinds), figsize=(3.8 * len(kinds), 3.4), squeeze=False, sharey=True)
     for col, kind in enumerate(kinds):
         ax = axes[0][col]
@@ -87,10 +88,7 @@ def plot_head_diversity(models: Mapping[str, Mapping[Site, float]], path: str, t
         ax.legend(fontsize=8)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 __all__ = ["shannon_entropy", "js_divergence", "per_query_js", "HeadDiversity", "plot_head_diversity"]

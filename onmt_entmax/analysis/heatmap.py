@@ -6,6 +6,8 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from .figures import pyplot, save_figure
+
 
 def attention_heatmap(
     attn: Tensor,
@@ -19,11 +21,9 @@ def attention_heatmap(
     Rows are target tokens, columns source tokens; exact zeros (sparse attention) are the
     cells without a frame. Returns ``path``.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
+
+    plt = pyplot()
 
     a = attn.detach().float().cpu()
     if a.dim() != 2 or a.shape != (len(tgt_tokens), len(src_tokens)):
@@ -42,10 +42,7 @@ def attention_heatmap(
     ax.set_yticklabels(list(tgt_tokens))
     if title:
         ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def outlined_cells(attn: Tensor) -> int:
