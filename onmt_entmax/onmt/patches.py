@@ -14,7 +14,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from . import building, checkpoint, options, reporting, rnn_attention, training, translation, validation
+from . import (building, checkpoint, lr_halving, options, reporting, rnn_attention, training, translation,
+               validation)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,18 @@ PATCHES: list[Patch] = [
           "onmt.translate.translator:log_softmax", translation.make_log_softmax),
     Patch("load_test_model", "translate-time overrides; refuse an alpha_relu model without tau",
           "onmt.model_builder:load_test_model", translation.wrap_load_test_model),
+    Patch("valid_lr_halving_option", "the valid_lr_halving option (Peters et al.'s learning-rate schedule)",
+          "onmt.opts:_add_train_general_opts", lr_halving.wrap_add_train_general_opts),
+    Patch("valid_lr_halving_check", "valid_lr_halving needs world_size 1 (only rank 0 validates)",
+          "onmt.utils.parse:ArgumentParser.validate_train_opts", lr_halving.wrap_validate_train_opts),
+    Patch("valid_lr_halving_flag", "the optimizer remembers whether to halve",
+          "onmt.utils.optimizers:Optimizer.from_opt", lr_halving.wrap_from_opt),
+    Patch("valid_lr_halving_save", "halvings and the last validation loss go into the checkpoint",
+          "onmt.utils.optimizers:Optimizer.state_dict", lr_halving.wrap_state_dict),
+    Patch("valid_lr_halving_load", "-train_from resumes at the halved learning rate",
+          "onmt.utils.optimizers:Optimizer.load_state_dict", lr_halving.wrap_load_state_dict),
+    Patch("valid_lr_halving", "halve the learning rate when the validation loss rises",
+          "onmt.trainer:Trainer.validate", lr_halving.wrap_validate),
     Patch("checkpoint_safe_globals", "torch >= 2.6 weights-only loading of OpenNMT-py checkpoints",
           apply=checkpoint.allow_checkpoint_globals),
     Patch("sparse_decoding", "-inf beam search, certificates, analyses, raw-prob ensembles (docs/decoding.md)", apply=lambda: importlib.import_module("onmt_entmax.onmt.decoding_translate").apply()),  # noqa: E501

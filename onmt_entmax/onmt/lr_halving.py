@@ -1,0 +1,91 @@
+"""``valid_lr_halving``: halve the learning rate whenever the validation loss rises.
+
+Peters et al. (2019) train with Adam at 1e-3 "halved whenever the loss increases on the validation
+set"; OpenNMT-py 3.5.1 only has step-based decays. The halving count and the last validation loss
+per target token live in the optimizer's state dict, so ``-train_from`` resumes at the halved rate.
+"""
+from __future__ import annotations
+
+import logging
+
+from .options import _entmax_group
+
+STATE_KEYS = ("entmax_lr_halvings", "entmax_last_valid_loss")
+
+
+def _logger() -> logging.Logger:
+    return logging.getLogger("onmt")
+
+
+def wrap_add_train_general_opts(upstream):
+    def _add_train_general_opts(parser):
+        upstream(parser)
+        _entmax_group(parser).add(
+            "--valid_lr_halving", "-valid_lr_halving", action="store_true",
+            help="Halve the learning rate whenever the validation loss per target token rises above the "
+                 "previous validation's (Peters et al. 2019); kept across -train_from. One GPU only.")
+
+    return _add_train_general_opts
+
+
+def wrap_validate_train_opts(upstream):
+    def validate_train_opts(cls, opt):
+        upstream(cls, opt)
+        if getattr(opt, "valid_lr_halving", False) and getattr(opt, "world_size", 1) > 1:
+            raise ValueError("valid_lr_halving: only rank 0 validates, so the ranks' learning rates would "
+                             "diverge; use it with world_size 1")
+
+    return validate_train_opts
+
+
+def wrap_from_opt(upstream):
+    """``Optimizer.from_opt``: remember whether to halve (the halvings come with the state dict)."""
+
+    def from_opt(cls, model, opt, checkpoint=None):
+        optim = upstream(cls, model, opt, checkpoint)
+        optim._entmax_halving = bool(getattr(opt, "valid_lr_halving", False))
+        return optim
+
+    return from_opt
+
+
+def wrap_state_dict(upstream):
+    def state_dict(self):
+        state = upstream(self)
+        state["entmax_lr_halvings"] = getattr(self, "_entmax_halvings", 0)
+        state["entmax_last_valid_loss"] = getattr(self, "_entmax_last_valid", None)
+        return state
+
+    return state_dict
+
+
+def wrap_load_state_dict(upstream):
+    def load_state_dict(self, state_dict):
+        upstream(self, state_dict)
+        halvings = int(state_dict.get("entmax_lr_halvings", 0) or 0)
+        self._learning_rate *= 0.5 ** (halvings - getattr(self, "_entmax_halvings", 0))
+        self._entmax_halvings = halvings
+        self._entmax_last_valid = state_dict.get("entmax_last_valid_loss")
+
+    return load_state_dict
+
+
+def wrap_validate(upstream):
+    """``Trainer.validate``: compare the validation loss per target token with the previous one."""
+
+    def validate(self, valid_iter, moving_average=None):
+        stats = upstream(self, valid_iter, moving_average)
+        optim = self.optim
+        if not getattr(optim, "_entmax_halving", False) or not stats.n_words:
+            return stats
+        loss = stats.loss / stats.n_words
+        last = getattr(optim, "_entmax_last_valid", None)
+        if last is not None and loss > last:
+            optim._learning_rate *= 0.5
+            optim._entmax_halvings = getattr(optim, "_entmax_halvings", 0) + 1
+            _logger().info("valid_lr_halving: validation loss %.4f > %.4f, learning rate halved to %g",
+                           loss, last, optim._learning_rate)
+        optim._entmax_last_valid = loss
+        return stats
+
+    return validate
