@@ -53,7 +53,7 @@ def site_order(site: Site) -> tuple:
 # --- reading ---------------------------------------------------------------------------------
 def load_checkpoint(path: str) -> dict:
     """An OpenNMT-py checkpoint, weights-only: its options are an ``argparse.Namespace``, the one
-    class allowlisted (never ``weights_only=False``, which would let the file run code)."""
+    class allowlisted (never with weights-only loading turned off, which would let the file run code)."""
     if argparse.Namespace in torch.serialization.get_safe_globals():  # the plugin allowlisted it for good
         return torch.load(path, map_location="cpu", weights_only=True)
     # the context removes it again on exit (even an allowlisting made before), hence the test above

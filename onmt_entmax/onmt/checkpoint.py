@@ -2,7 +2,7 @@
 
 OpenNMT-py 3.5.1 stores its options as an ``argparse.Namespace``, which the weights-only
 unpickler refuses. We allowlist exactly the classes OpenNMT-py checkpoints (stock and ours)
-contain instead of passing ``weights_only=False``, which would let a checkpoint run code.
+contain instead of turning weights-only loading off, which would let a checkpoint run code.
 """
 from __future__ import annotations
 

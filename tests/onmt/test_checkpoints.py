@@ -1,4 +1,4 @@
-"""Checkpoints under torch >= 2.6 without weights_only=False: stock 3.5.1 ones, ours, averaged ones."""
+"""Checkpoints under torch >= 2.6 with weights-only loading left on: stock 3.5.1 ones, ours, averaged ones."""
 import torch
 
 from conftest import build_vocab, run_console, train, translate, yaml_config
