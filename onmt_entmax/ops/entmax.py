@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-import torch
 from torch import Tensor
 
 from ._common import Alpha, check_alpha, compute_dtype

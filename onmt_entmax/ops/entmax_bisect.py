@@ -72,17 +72,16 @@ def bisect_solve(z: Tensor, a: Tensor, n_iter: int) -> Solved:
     reach = float(1.0 / am1.min())
     vals, m, dead = top_candidates(z, reach)
     zc = vals - m
-    am1c = am1
-    xc = zc * am1c
-    tau = _bisect_tau(xc, am1c, n_iter)
-    inv = 1.0 / am1c
+    xc = zc * am1
+    tau = _bisect_tau(xc, am1, n_iter)
+    inv = 1.0 / am1
     pc = (xc - tau).clamp(min=0).pow(inv)
     total = pc.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(z.dtype).tiny)
     pc = pc / total
-    tau_z = on_support_only(tau + am1c * m, dead)
+    tau = on_support_only(tau, dead)
     # the same arithmetic as on the candidates, so that p sums to 1 as pc does
-    p = (z - m).mul_(am1c).sub_(on_support_only(tau, dead)).clamp_(min=0).pow_(inv).div_(total)
-    return Solved(p, pc, zc, tau_z, m, dead)
+    p = (z - m).mul_(am1).sub_(tau).clamp_(min=0).pow_(inv).div_(total)
+    return Solved(p, pc, zc, tau + am1 * m, m, dead)
 
 
 def _bisect_last(x: Tensor, a: Tensor, n_iter: int) -> tuple[Tensor, Tensor]:
@@ -99,10 +98,10 @@ def _bisect_last(x: Tensor, a: Tensor, n_iter: int) -> tuple[Tensor, Tensor]:
                                                             solved.tau)
 
 
-def alpha_gradient(p: Tensor, g: Tensor, a: Tensor) -> Tensor:
-    """g . dp/dalpha per row (keepdim), Correia et al. 2019 (see the module docstring)."""
+def alpha_gradient(p: Tensor, g: Tensor, a: Tensor, u: Tensor) -> Tensor:
+    """g . dp/dalpha per row (keepdim), Correia et al. 2019 (see the module docstring);
+    u = p^{2-alpha} on the support, shared with the input gradient."""
     am1 = (a - 1).clamp(min=1e-6)
-    u = torch.where(p > 0, p.pow(2 - a), torch.zeros_like(p))
     su = u.sum(dim=-1, keepdim=True)
     skew = u / torch.where(su > 0, su, torch.ones_like(su))
     s = torch.where(p > 0, p * torch.log(p.clamp(min=torch.finfo(p.dtype).tiny)), torch.zeros_like(p))
@@ -139,7 +138,7 @@ class EntmaxBisectFunction(Function):
         dx = support_backward(p, g, u)
         da = None
         if ctx.needs_input_grad[1]:
-            da = reduce_to_shape(alpha_gradient(p, g, a), ctx.alpha_shape)
+            da = reduce_to_shape(alpha_gradient(p, g, a, u), ctx.alpha_shape)
         return dx, da, None
 
 
