@@ -25,10 +25,14 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
+import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -45,6 +49,7 @@ SHARED = ROOT.parent / "shared" / "data"
 WORK = ROOT  # where work/data, work/downloads and runs/ live (config paths are relative to it)
 _VALID = re.compile(r"Validation accuracy: ([0-9.eE+-]+|nan)")
 _SAVED = re.compile(r"Saving checkpoint (\S+_step_\d+\.pt)")
+TRANSLATE_BATCH = 64  # sentences per onmt_translate batch (--translate-batch: larger on a GPU)
 _TAU = re.compile(r"generator_tau auto: tau = ([0-9.eE+-]+)")  # logged by onmt_entmax.onmt.training
 
 
@@ -115,20 +120,96 @@ def build_vocab(cfg: dict, config: Path | str, cwd: Path | None = None) -> None:
 
 
 # ------------------------------------------------------------------------------------- train/eval
-def train(e: E.Experiment, seed: int, gpu: int | None, extra: list[str] = ()) -> Path:
-    """onmt_train -config <e> -seed <seed> into runs/.../seed<seed>/ (skipped if it finished before)."""
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest complete ``model_step_N.pt`` of a run. torch.save writes a zip archive whose
+    directory comes last, so a file cut short by a time limit is not a zip file: it is removed."""
+    for path in sorted(run_dir.glob("model_step_*.pt"), key=lambda p: int(p.stem.rsplit("_", 1)[1]), reverse=True):
+        if zipfile.is_zipfile(path):
+            return path
+        print(f"removing incomplete checkpoint {path}", file=sys.stderr)
+        path.unlink()
+    return None
+
+
+def train_command(e: E.Experiment, seed: int, gpu: int | None, extra: list[str] = ()) -> list[str]:
+    """onmt_train for one seed; resumed with -train_from from the newest checkpoint if a piece ran before."""
     run_dir = WORK / e.run_dir / f"seed{seed}"
-    if (run_dir / "train.done").exists():
-        return run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
     gpu_args = ["-world_size", "1", "-gpu_ranks", str(gpu)] if gpu is not None else []
-    gpu_args += list(extra)
+    cmd = ["onmt_train", "-config", ROOT / e.path, "-seed", str(seed), "-save_model", run_dir / "model",
+           *gpu_args, *extra]
+    if (ckpt := latest_checkpoint(run_dir)) is not None:
+        cmd += ["-train_from", ckpt]
+    return [str(c) for c in cmd]
+
+
+def _start_piece(e: E.Experiment, seed: int, gpu: int | None, extra: list[str]) -> subprocess.Popen:
+    run_dir = WORK / e.run_dir / f"seed{seed}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cmd = train_command(e, seed, gpu, extra)
     # the console output, not -log_file: with num_workers 0 OpenNMT-py 3.5.1's data iterator calls
-    # init_logger() in the main process and drops the file handler after the model summary
-    run(["onmt_train", "-config", ROOT / e.path, "-seed", str(seed), "-save_model", run_dir / "model", *gpu_args],
-        log=run_dir / "train.log")
-    (run_dir / "train.done").write_text("")
-    return run_dir
+    # init_logger() in the main process and drops the file handler after the model summary.
+    # Appended: one log over all the pieces of a resumed run, read by best_checkpoint().
+    log = open(run_dir / "train.log", "a", encoding="utf-8")
+    log.write(f"[reproduce] {time.strftime('%Y-%m-%d %H:%M:%S')} piece: {' '.join(cmd)}\n")
+    log.flush()
+    print("+", " ".join(cmd), ">>", run_dir / "train.log", flush=True)
+    # own process group, so that a time limit stops the data-loader workers too
+    proc = subprocess.Popen(cmd, cwd=WORK, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc.run_dir, proc.log = run_dir, log
+    return proc
+
+
+def _stop(proc: subprocess.Popen, grace: float = 60.0) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(grace)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def train_all(runs: list[tuple[E.Experiment, int]], gpu: int | None, extra: list[str] = (), jobs: int = 1,
+              max_minutes: float | None = None) -> list[Path]:
+    """Train (experiment, seed) pairs, ``jobs`` at a time on the same device (small models leave a GPU
+    mostly idle). With ``max_minutes`` the runs still going at the limit are stopped, and the same
+    command later resumes each from its newest checkpoint: a long reproduction in pieces of minutes.
+    Returns the run folders not yet finished (empty when all are done)."""
+    deadline = None if max_minutes is None else time.monotonic() + 60.0 * max_minutes
+    todo = [(e, s) for e, s in runs if not (WORK / e.run_dir / f"seed{s}" / "train.done").exists()]
+    running: list[subprocess.Popen] = []
+    failed: list[str] = []
+    unfinished: list[Path] = []
+    while todo or running:
+        while todo and len(running) < jobs and (deadline is None or time.monotonic() < deadline):
+            running.append(_start_piece(*todo.pop(0), gpu, list(extra)))
+        for proc in [p for p in running if p.poll() is not None]:
+            running.remove(proc)
+            proc.log.close()
+            if proc.returncode == 0:
+                (proc.run_dir / "train.done").write_text("")
+            else:
+                failed.append(f"{proc.run_dir} (exit {proc.returncode}; see its train.log)")
+        if deadline is not None and time.monotonic() >= deadline:
+            for proc in running:
+                _stop(proc)
+                proc.log.close()
+            unfinished = [p.run_dir for p in running] + [WORK / e.run_dir / f"seed{s}" for e, s in todo]
+            print(f"time limit of {max_minutes:g} min: {len(unfinished)} run(s) stopped or not started; "
+                  "the same command resumes them from their newest checkpoints", flush=True)
+            break
+        time.sleep(1.0)
+    if failed:
+        raise SystemExit("training failed: " + "; ".join(failed))
+    return unfinished
+
+
+def train(e: E.Experiment, seed: int, gpu: int | None, extra: list[str] = ()) -> Path:
+    """onmt_train -config <e> -seed <seed> into runs/.../seed<seed>/ (skipped if it finished before,
+    resumed from its newest checkpoint if a piece of it ran before)."""
+    train_all([(e, seed)], gpu, extra)
+    return WORK / e.run_dir / f"seed{seed}"
 
 
 def best_checkpoint(log_text: str) -> tuple[str, float]:
@@ -156,7 +237,7 @@ def translate(models: list[str], src: Path, out: Path, gpu: int | None, extra: l
     gpu_args = ["-gpu", str(gpu)] if gpu is not None else []
     ens = ["-avg_raw_probs"] if len(models) > 1 else []
     run(["onmt_translate", "-model", *models, "-src", src, "-output", out, "-beam_size", "5",
-         "-batch_size", "64", "-max_length", "250", *ens, *gpu_args, *extra], cwd=cwd,
+         "-batch_size", str(TRANSLATE_BATCH), "-max_length", "250", *ens, *gpu_args, *extra], cwd=cwd,
         log=Path(out).with_suffix(".log"))
 
 
@@ -197,12 +278,26 @@ def analysis_runs(name: str) -> list[E.Experiment]:
     return [e for e in experiments(a.source) if re.fullmatch(a.keep, e.name)]
 
 
-def analyze(name: str, seeds: list[int], gpu: int | None) -> None:
-    """Decode the validation set of each run with the analysis options; summary -> analysis-<name>.json."""
+def spread_sample(src: Path, n: int, out: Path) -> Path:
+    """Every k-th line of ``src``, at most ``n`` lines (the multilingual SIGMORPHON dev set is ordered
+    by language: a spread sample keeps every language in proportion); ``src`` itself if it is short."""
+    lines = read_lines(src)
+    if len(lines) <= n:
+        return src
+    k = -(-len(lines) // n)
+    out.write_text("".join(line + "\n" for line in lines[::k]), encoding="utf-8")
+    return out
+
+
+def analyze(name: str, seeds: list[int], gpu: int | None, only: str | None = None, jobs: int = 1,
+            max_lines: int | None = None) -> None:
+    """Decode the validation set (or a spread sample of ``max_lines``) of each run with the analysis
+    options; summary -> analysis-<name>.json."""
     from onmt_entmax.analysis.report import read_jsonl, summarize
 
     a = E.ANALYSES[name]
-    for e in analysis_runs(name):
+
+    def one(e: E.Experiment) -> None:
         for seed in seeds:
             run_dir = WORK / e.run_dir / f"seed{seed}"
             out = run_dir / f"analysis-{name}.json"
@@ -215,9 +310,26 @@ def analyze(name: str, seeds: list[int], gpu: int | None) -> None:
                 continue
             ckpt, _ = best_checkpoint(log)
             report = run_dir / f"analysis-{name}.jsonl"
-            translate([ckpt], test_source(e, "dev"), run_dir / f"pred.dev.{name}.txt", gpu,
-                      [*a.flags, "-entmax_report", report])
+            src = test_source(e, "dev")
+            if max_lines:
+                src = spread_sample(src, max_lines, run_dir / f"dev.sample{max_lines}.txt")
+            translate([ckpt], src, run_dir / f"pred.dev.{name}.txt", gpu, [*a.flags, "-entmax_report", report])
             out.write_text(json.dumps(summarize(read_jsonl(str(report))), indent=1) + "\n")
+
+    _parallel(one, [e for e in analysis_runs(name) if not only or fnmatch.fnmatch(e.name, only)], jobs)
+
+
+def _parallel(fn, items: list, jobs: int) -> None:
+    """fn over items, ``jobs`` at a time (each call mostly waits on an onmt_translate process)."""
+    if jobs <= 1:
+        for item in items:
+            fn(item)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(jobs) as pool:
+        for _ in pool.map(fn, items):  # re-raises the first failure
+            pass
 
 
 def collect_analysis(name: str, runs: Path | None = None) -> dict[tuple[str, str], list[float]]:
@@ -269,8 +381,12 @@ def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
         best.append(ckpt)
         if (run_dir / "scores.json").exists():
             continue
+        t0 = time.perf_counter()
         translate([ckpt], test_source(e), run_dir / "pred.test.txt", gpu)
-        result = {"checkpoint": ckpt, "dev_accuracy": dev_acc, **score(e, run_dir / "pred.test.txt")}
+        seconds = time.perf_counter() - t0
+        result = {"checkpoint": ckpt, "step": int(Path(ckpt).stem.rsplit("_", 1)[1]), "dev_accuracy": dev_acc,
+                  "finished": (run_dir / "train.done").exists(), "translate_seconds": round(seconds, 1),
+                  **score(e, run_dir / "pred.test.txt")}
         (run_dir / "scores.json").write_text(json.dumps(result, indent=1) + "\n")
     ens = WORK / e.run_dir / "ensemble"
     if E.TABLES[e.table].ensemble and len(best) > 1 and not (ens / "scores.json").exists():
@@ -359,7 +475,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--sigmorphon", type=Path, help="SIGMORPHON 2018 archive or task1 folder")
     p.add_argument("--train-args", default="", help="extra onmt_train options, e.g. '-world_size 2 -gpu_ranks 0 1'")
     p.add_argument("--out", type=Path, default=ROOT / "runs/figure4.png", help="plot output")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="training / decoding processes at a time on the same device (small models: several a GPU)")
+    p.add_argument("--max-minutes", type=float, default=None,
+                   help="stop training after this many minutes; the same command resumes every run from its "
+                        "newest checkpoint (-train_from)")
+    p.add_argument("--analysis-lines", type=int, default=None,
+                   help="analyses decode every k-th validation line, at most this many (default: all)")
+    p.add_argument("--translate-batch", type=int, default=64, help="onmt_translate -batch_size (sentences)")
     a = p.parse_args(argv)
+    global TRANSLATE_BATCH
+    TRANSLATE_BATCH = a.translate_batch
     if a.step == "smoke-data":
         smoke_data()
         return
@@ -370,7 +496,7 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"{a.step} needs a table: " + ", ".join([*E.TABLES, *E.ANALYSES]))
     if a.table in E.ANALYSES:  # tables computed from another table's runs (train/evaluate that one first)
         if a.step in ("all", "analyze"):
-            analyze(a.table, a.seeds, a.gpu)
+            analyze(a.table, a.seeds, a.gpu, a.only, a.jobs, a.analysis_lines)
         if a.step in ("all", "analyze", "table"):
             print(print_analysis(a.table))
         return
@@ -381,11 +507,12 @@ def main(argv: list[str] | None = None) -> None:
     if a.step in ("all", "train"):
         for e in todo:
             build_vocab(e.config, ROOT / e.path)
-            for seed in a.seeds:
-                train(e, seed, a.gpu, a.train_args.split())
+        unfinished = train_all([(e, seed) for e in todo for seed in a.seeds], a.gpu, a.train_args.split(),
+                               jobs=a.jobs, max_minutes=a.max_minutes)
+        if unfinished and a.step == "all":
+            print("evaluating the newest validated checkpoints of the unfinished runs too", flush=True)
     if a.step in ("all", "evaluate"):
-        for e in todo:
-            evaluate(e, a.seeds, a.gpu)
+        _parallel(lambda e: evaluate(e, a.seeds, a.gpu), todo, a.jobs)
     if a.step in ("all", "table"):
         print(print_table(a.table))
 

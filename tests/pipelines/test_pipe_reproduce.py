@@ -133,3 +133,43 @@ def test_figure4_reads_validation_accuracy_from_training_logs(tmp_path):
     (tmp_path / e.run_dir / "seed1").mkdir(parents=True)
     (tmp_path / e.run_dir / "seed1/train.log").write_text(LOG)
     assert rep.collect("peters2019-fig4-output", runs=tmp_path) == {("1.33", "dev accuracy"): [70.25]}
+
+
+def test_newest_complete_checkpoint_is_resumed_and_a_cut_one_removed(tmp_path):
+    import zipfile
+
+    for step in (5, 10):
+        with zipfile.ZipFile(tmp_path / f"model_step_{step}.pt", "w") as z:  # torch.save's format
+            z.writestr("archive/data.pkl", b"x")
+    (tmp_path / "model_step_15.pt").write_bytes(b"PK\x03\x04 cut short by the time limit")
+    assert rep.latest_checkpoint(tmp_path) == tmp_path / "model_step_10.pt"
+    assert not (tmp_path / "model_step_15.pt").exists()
+
+
+@pytest.mark.skipif(__import__("shutil").which("onmt_train") is None, reason="needs onmt_train")
+def test_time_limited_piece_is_resumed_by_the_same_command(tmp_path, monkeypatch):
+    """--max-minutes stops a run mid-way; the next call continues it with -train_from from the
+    newest checkpoint (same log, higher steps) until it finishes."""
+    import yaml
+
+    from pipeline_helpers import ROOT
+
+    config = ROOT / "configs/smoke/peters2019-sigmorphon.yaml"
+    cfg = yaml.safe_load(config.read_text())
+    (tmp_path / "data").symlink_to(ROOT / "data")
+    monkeypatch.setattr(rep, "WORK", tmp_path)
+    e = E.Experiment("smoke", "resume", cfg, "sigsample", "src", "tgt", "peters2019-table1", "x", "medium", "sigmorphon")
+    monkeypatch.setattr(E.Experiment, "path", property(lambda self: str(config)))
+    rep.build_vocab(cfg, config)
+    often = ["-save_checkpoint_steps", "5", "-valid_steps", "5", "-keep_checkpoint", "-1"]
+    unfinished = rep.train_all([(e, 1)], None, ["-train_steps", "1000000", *often], max_minutes=0.4)
+    run_dir = tmp_path / "runs/smoke/resume/seed1"
+    assert unfinished == [run_dir] and not (run_dir / "train.done").exists()
+    first = rep.latest_checkpoint(run_dir)
+    assert first is not None
+    step = int(first.stem.rsplit("_", 1)[1])
+    assert rep.train_all([(e, 1)], None, ["-train_steps", str(step + 5), *often]) == []
+    assert (run_dir / "train.done").exists() and rep.latest_checkpoint(run_dir).name == f"model_step_{step + 5}.pt"
+    log = (run_dir / "train.log").read_text()
+    assert log.count("[reproduce]") == 2 and f"-train_from {first}" in log
+    assert rep.best_checkpoint(log)[0].endswith(".pt")
