@@ -97,7 +97,7 @@ def _best_hypothesis_fields(translator, cfg, run, sc, batch, b, best):
     if cfg.sparsity_stats:
         rec.update(run.stats.add(lp, attn))
     if cfg.empty_check:  # log p(EOS | BOS, x) against log p(beam hypothesis | x), no length penalty
-        beam_lp = float(lp.gather(1, torch.tensor(tokens).view(-1, 1)).sum()) if best else NEG_INF
+        beam_lp = float(lp.gather(1, torch.tensor(tokens, device=lp.device).view(-1, 1)).sum()) if best else NEG_INF
         empty_lp = float(sc([()])[0, eos])
         rec.update(empty_log_prob=empty_lp, beam_log_prob=beam_lp, empty_wins=empty_beats_beam(empty_lp, beam_lp))
     heat = None

@@ -278,6 +278,25 @@ def analysis_runs(name: str) -> list[E.Experiment]:
     return [e for e in experiments(a.source) if re.fullmatch(a.keep, e.name)]
 
 
+# onmt_translate refuses these for a dense (softmax) output layer: no beam is ever exhaustive there
+_SPARSE_OUTPUT_ONLY = {"-certificate": 0, "-enumerate_support": 0, "-enumerate_cap": 1}
+
+
+def analysis_flags(a: E.Analysis, e: E.Experiment) -> list[str]:
+    """The analysis options for one run, without those that need a sparse output layer if ``e``'s is softmax."""
+    if e.config.get("generator_function", "softmax") != "softmax":
+        return list(a.flags)
+    out, skip = [], 0
+    for flag in a.flags:
+        if skip:
+            skip -= 1
+        elif flag in _SPARSE_OUTPUT_ONLY:
+            skip = _SPARSE_OUTPUT_ONLY[flag]
+        else:
+            out.append(flag)
+    return out
+
+
 def spread_sample(src: Path, n: int, out: Path) -> Path:
     """Every k-th line of ``src``, at most ``n`` lines (the multilingual SIGMORPHON dev set is ordered
     by language: a spread sample keeps every language in proportion); ``src`` itself if it is short."""
@@ -313,7 +332,8 @@ def analyze(name: str, seeds: list[int], gpu: int | None, only: str | None = Non
             src = test_source(e, "dev")
             if max_lines:
                 src = spread_sample(src, max_lines, run_dir / f"dev.sample{max_lines}.txt")
-            translate([ckpt], src, run_dir / f"pred.dev.{name}.txt", gpu, [*a.flags, "-entmax_report", report])
+            translate([ckpt], src, run_dir / f"pred.dev.{name}.txt", gpu,
+                      [*analysis_flags(a, e), "-entmax_report", report])
             out.write_text(json.dumps(summarize(read_jsonl(str(report))), indent=1) + "\n")
 
     _parallel(one, [e for e in analysis_runs(name) if not only or fnmatch.fnmatch(e.name, only)], jobs)
