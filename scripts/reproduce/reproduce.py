@@ -17,8 +17,8 @@ Steps (each skips work already done, so an interrupted reproduction resumes):
   table     markdown: mean ± std over seeds (ours) beside the paper
   plot      Figure 4: best validation accuracy against alpha (PNG), from the training logs
 Tables: peters2019-table1, peters2019-table2, peters2019-fig4-attention, peters2019-fig4-output,
-correia2019-bleu, tezekbayev-table1, multi30k-rnn; analyses: peters2019-table3, peters2019-sec4.1,
-tezekbayev-table2, tezekbayev-table3.
+correia2019-bleu, tezekbayev-table1, multi30k-rnn, multi30k-transformer; analyses: peters2019-table3, peters2019-sec4.1,
+tezekbayev-table2, tezekbayev-table3, multi30k-transformer-analysis.
 """
 from __future__ import annotations
 
@@ -336,7 +336,13 @@ def analyze(name: str, seeds: list[int], gpu: int | None, only: str | None = Non
                       [*analysis_flags(a, e), "-entmax_report", report])
             out.write_text(json.dumps(summarize(read_jsonl(str(report))), indent=1) + "\n")
 
-    _parallel(one, [e for e in analysis_runs(name) if not only or fnmatch.fnmatch(e.name, only)], jobs)
+    todo = [e for e in analysis_runs(name) if not only or fnmatch.fnmatch(e.name, only)]
+    if a.layout == "best":  # only the column's best validated configuration is reported: decode only it
+        columns: dict[str, list[E.Experiment]] = {}
+        for e in todo:
+            columns.setdefault(e.column, []).append(e)
+        todo = [max(group, key=mean_best_dev) for group in columns.values()]
+    _parallel(one, todo, jobs)
 
 
 def _parallel(fn, items: list, jobs: int) -> None:
@@ -352,6 +358,17 @@ def _parallel(fn, items: list, jobs: int) -> None:
             pass
 
 
+def mean_best_dev(e: E.Experiment, runs: Path | None = None) -> float:
+    """Mean over seeds of the best validation accuracy in each training log (-inf if none validated)."""
+    vals = []
+    for log in sorted(((runs or WORK) / e.run_dir).glob("seed*/train.log")):
+        try:
+            vals.append(best_checkpoint(log.read_text(encoding="utf-8"))[1])
+        except ValueError:
+            pass
+    return sum(vals) / len(vals) if vals else float("-inf")
+
+
 def collect_analysis(name: str, runs: Path | None = None) -> dict[tuple[str, str], list[float]]:
     """{(row, column): [value of each seed]} of an analysis table (layouts: see experiments.Analysis)."""
     a, runs = E.ANALYSES[name], runs or WORK
@@ -361,10 +378,7 @@ def collect_analysis(name: str, runs: Path | None = None) -> dict[tuple[str, str
         groups.setdefault(e.column, []).append(e)
     for column, group in groups.items():
         if a.layout == "best":  # the run with the best mean validation accuracy of its column
-            def dev(e):
-                vals = [json.loads(p.read_text())["dev_accuracy"] for p in (runs / e.run_dir).glob("seed*/scores.json")]
-                return sum(vals) / len(vals) if vals else float("-inf")
-            group = [max(group, key=dev)]
+            group = [max(group, key=lambda e: mean_best_dev(e, runs))]
         for e in group:
             for path in sorted((runs / e.run_dir).glob(f"seed*/analysis-{name}.json")):
                 summary = json.loads(path.read_text())
@@ -495,6 +509,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--sigmorphon", type=Path, help="SIGMORPHON 2018 archive or task1 folder")
     p.add_argument("--train-args", default="", help="extra onmt_train options, e.g. '-world_size 2 -gpu_ranks 0 1'")
     p.add_argument("--out", type=Path, default=ROOT / "runs/figure4.png", help="plot output")
+    p.add_argument("--runs", type=Path, default=None,
+                   help="table: read the runs/ tree under this folder (e.g. docs/results/2026-11-26-h200)")
     p.add_argument("--jobs", type=int, default=1,
                    help="training / decoding processes at a time on the same device (small models: several a GPU)")
     p.add_argument("--max-minutes", type=float, default=None,
@@ -518,7 +534,7 @@ def main(argv: list[str] | None = None) -> None:
         if a.step in ("all", "analyze"):
             analyze(a.table, a.seeds, a.gpu, a.only, a.jobs, a.analysis_lines)
         if a.step in ("all", "analyze", "table"):
-            print(print_analysis(a.table))
+            print(print_analysis(a.table, a.runs))
         return
     todo = experiments(a.table, a.only)
     if a.step in ("all", "data"):
@@ -534,7 +550,7 @@ def main(argv: list[str] | None = None) -> None:
     if a.step in ("all", "evaluate"):
         _parallel(lambda e: evaluate(e, a.seeds, a.gpu), todo, a.jobs)
     if a.step in ("all", "table"):
-        print(print_table(a.table))
+        print(print_table(a.table, a.runs))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """reproduce.py: best-validation checkpoint, scoring of predictions, tables and Figure 4 from finished runs."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -94,7 +95,12 @@ def _analysis(tmp_path, e, name, seed, summary, dev=None):
     d.mkdir(parents=True, exist_ok=True)
     (d / f"analysis-{name}.json").write_text(json.dumps(summary))
     if dev is not None:
-        (d / "scores.json").write_text(json.dumps({"dev_accuracy": dev, "accuracy": dev}))
+        _train_log(d, dev)
+
+
+def _train_log(run_dir, dev):
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "train.log").write_text(f"[..] Validation accuracy: {dev}\n[..] Saving checkpoint {run_dir}/model_step_5.pt\n")
 
 
 def test_table3_reads_sparsity_of_the_de_en_runs_only(tmp_path):
@@ -173,3 +179,58 @@ def test_time_limited_piece_is_resumed_by_the_same_command(tmp_path, monkeypatch
     log = (run_dir / "train.log").read_text()
     assert log.count("[reproduce]") == 2 and f"-train_from {first}" in log
     assert rep.best_checkpoint(log)[0].endswith(".pt")
+
+
+def test_best_layout_decodes_only_the_best_validated_run_of_each_column(tmp_path, monkeypatch):
+    """§4.1 reports one configuration a column: the analysis decodes that one, not all six."""
+    monkeypatch.setattr(rep, "WORK", tmp_path)
+    runs = {e.name: e for e in rep.analysis_runs("peters2019-sec4.1")}
+    for name, dev in {"medium/out1.5-attn1.5": 88.9, "medium/out1.5-attn1": 89.5, "medium/out2-attn2": 88.1}.items():
+        _train_log(tmp_path / runs[name].run_dir / "seed1", dev)
+    decoded = []
+
+    def fake_translate(models, src, out, gpu, extra=(), cwd=None):
+        decoded.append(models[0])
+        report = Path(extra[list(extra).index("-entmax_report") + 1])
+        report.write_text(json.dumps({"certified": True, "support": {"size": 1}}) + "\n")
+
+    monkeypatch.setattr(rep, "translate", fake_translate)
+    monkeypatch.setattr(rep, "test_source", lambda e, split="test": tmp_path / "dev.txt")
+    (tmp_path / "dev.txt").write_text("a\n")
+    rep.analyze("peters2019-sec4.1", [1], None)
+    assert decoded == [f"{tmp_path / runs['medium/out1.5-attn1'].run_dir}/seed1/model_step_5.pt"]
+    assert rep.collect_analysis("peters2019-sec4.1", runs=tmp_path) == {
+        ("single sequence", "medium"): [100.0], ("certified", "medium"): [100.0]}
+
+
+def test_spread_sample_keeps_every_language(tmp_path):
+    src = tmp_path / "dev.txt"
+    src.write_text("".join(f"{lang} V {i}\n" for lang in ("a", "b", "c") for i in range(100)))
+    out = rep.spread_sample(src, 30, tmp_path / "s.txt")
+    lines = out.read_text().splitlines()
+    assert len(lines) == 30 and {line.split()[0] for line in lines} == {"a", "b", "c"}
+    assert rep.spread_sample(src, 1000, tmp_path / "t.txt") == src
+
+
+def test_dense_rows_of_an_analysis_leave_out_the_sparse_only_options():
+    a = E.ANALYSES["peters2019-sec4.1"]
+    dense = next(e for e in E.all_experiments() if e.table == "peters2019-table1" and e.row == "out1-attn1.5")
+    sparse = next(e for e in E.all_experiments() if e.table == "peters2019-table1" and e.row == "out2-attn1")
+    assert rep.analysis_flags(a, sparse) == list(a.flags)
+    assert rep.analysis_flags(a, dense) == []
+
+
+def test_results_page_quotes_the_committed_gpu_runs():
+    """Every test score in docs/results/2026-11-26-h200 appears in docs/results.md as the table prints it."""
+    from pipeline_helpers import ROOT
+
+    folder = ROOT / "docs/results/2026-11-26-h200"
+    page = (ROOT / "docs/results.md").read_text(encoding="utf-8")
+    scores = sorted((folder / "runs").glob("*/*/*/seed1/scores.json"))
+    assert len(scores) == 13  # 9 SIGMORPHON medium configurations + 4 Multi30k Transformers
+    for path in scores:
+        s = json.loads(path.read_text())
+        value = s["accuracy"] if "accuracy" in s else s["sacrebleu"]
+        assert f"{value:.2f}" in page, path
+        table = "peters2019-table1" if "peters2019-sigmorphon" in path.parts else "multi30k-transformer"
+        assert f"{value:.2f} (n=1)" in rep.print_table(table, folder)
