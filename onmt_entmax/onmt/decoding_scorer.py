@@ -80,7 +80,7 @@ class SentenceScorer:
         if not tokens:
             return 0.0
         lp, _ = self.sequence(tokens, with_attn=False)
-        return float(lp.gather(1, torch.tensor(list(tokens)).view(-1, 1)).sum())
+        return float(lp.gather(1, torch.tensor(list(tokens), device=lp.device).view(-1, 1)).sum())
 
 
 def trim_eos(tokens: Sequence[int], eos: int) -> list:

@@ -272,3 +272,22 @@ def test_python_api_support_sets_suggestions_enumeration(workdir):
         (best, best_lp), = dec.exact(s)
         assert best == outputs[0][0] and math.exp(best_lp) == pytest.approx(outputs[0][1], rel=1e-4)
     assert enumerated > 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_every_analysis_runs_on_the_gpu_and_agrees_with_the_cpu(workdir, sparse_run):
+    """The analyses index the model's log-probabilities with token ids; on a GPU those live on CUDA
+    (the -empty_check of 2026-11-26 crashed there with a device mismatch). Same report as on the CPU."""
+    translate(workdir, "-model", SPARSE, "-tgt", "tgt-test.txt", "-output", "pred_gpu.txt", *SPARSE_ARGS,
+              "-entmax_report", "rep_gpu.jsonl", "-enumerate_support", "-exact_search", "-empty_check",
+              "-sparsity_stats", "-forced_support", "-gpu", 0)
+    cpu = [json.loads(line) for line in open(workdir / "rep.jsonl")]
+    gpu = [json.loads(line) for line in open(workdir / "rep_gpu.jsonl")]
+    assert len(gpu) == len(cpu) == 20
+    for c, g in zip(cpu, gpu):
+        assert [h["text"] for h in g["hypotheses"]] == [h["text"] for h in c["hypotheses"]]
+        for key in ("certified", "empty_wins", "optimal"):
+            assert g[key] == c[key], key
+        assert g["exact"]["agrees"] == c["exact"]["agrees"]
+        assert g["support"].get("size") == c["support"].get("size")
+        assert g["empty_log_prob"] == pytest.approx(c["empty_log_prob"], abs=1e-3)
