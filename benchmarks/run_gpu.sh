@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Every GPU benchmark of docs/benchmarks.md in one command, on one otherwise idle GPU; each table
+# goes to OUTDIR as markdown (+ JSON where the script writes it), with the device and versions.
+#   bash benchmarks/run_gpu.sh OUTDIR [MULTI30K_DIR]      # MULTI30K_DIR: train.{de,en}.gz
+# Kernel ratios first (a few minutes), then onmt_train tokens/s and onmt_translate sentences/s on
+# Multi30k and on a synthetic 32k vocabulary (four variants each, ~1 min a variant on an H200).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: bash benchmarks/run_gpu.sh OUTDIR [MULTI30K_DIR]}
+m30k=${2:-../shared/data/multi30k}
+mkdir -p "$out"
+python3 -c "import torch; assert torch.cuda.is_available(), 'run_gpu.sh needs a CUDA GPU'; \
+import triton; print(torch.cuda.get_device_name(), 'torch', torch.__version__, 'triton', triton.__version__)" \
+    | tee "$out/device.txt"
+git rev-parse HEAD >> "$out/device.txt" 2>/dev/null || true
+python3 benchmarks/bench_kernels.py --json "$out/kernels.json" > "$out/kernels.md"
+python3 benchmarks/bench_train.py --gpu --data multi30k --multi30k-dir "$m30k" --workdir "$out/train-multi30k" \
+    --json "$out/train-multi30k.json" > "$out/train-multi30k.md"
+python3 benchmarks/bench_translate.py --workdir "$out/train-multi30k" --gpu --beam 5 --lines 1000 \
+    > "$out/translate-multi30k.md"
+python3 benchmarks/bench_train.py --gpu --data synthetic --vocab 32000 --workdir "$out/train-32k" \
+    --json "$out/train-32k.json" > "$out/train-32k.md"
+python3 benchmarks/bench_translate.py --workdir "$out/train-32k" --gpu --beam 5 --lines 1000 \
+    > "$out/translate-32k.md"
+tail -n +1 "$out"/*.md
