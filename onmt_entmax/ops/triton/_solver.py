@@ -27,6 +27,18 @@ import triton.language as tl
 
 
 @triton.jit
+def row_alpha(ALPHA, rows, rmask, BR: tl.constexpr, MODE: tl.constexpr):
+    """alpha of each row [BR]: 2 (sparsemax), 1.5 (exact 1.5-entmax), else read from ALPHA."""
+    if MODE == 0:
+        al = tl.full([BR], 2.0, tl.float32)
+    elif MODE == 1:
+        al = tl.full([BR], 1.5, tl.float32)
+    else:
+        al = tl.load(ALPHA + rows, mask=rmask, other=2.0).to(tl.float32)
+    return al
+
+
+@triton.jit
 def _pow_pos(d, e):
     """d^e for d > 0 (e a per-row [BR, 1] or scalar exponent); 0 where d <= 0."""
     pos = d > 0

@@ -30,17 +30,6 @@ _NSTAT = 5  # m, tau, norm, n_finite, dL/dalpha
 
 
 @triton.jit
-def _row_alpha(ALPHA, rows, rmask, BR: tl.constexpr, MODE: tl.constexpr):
-    if MODE == 0:
-        al = tl.full([BR], 2.0, tl.float32)
-    elif MODE == 1:
-        al = tl.full([BR], 1.5, tl.float32)
-    else:
-        al = tl.load(ALPHA + rows, mask=rmask, other=2.0).to(tl.float32)
-    return al
-
-
-@triton.jit
 def _loss_elems(x, tau, norm, beta, al, MODE: tl.constexpr):
     """Elementwise terms: p (z - m), p^alpha, p^alpha log p (zero off the support)."""
     zm = x * beta[:, None]  # z - m  (alpha-ReLU: z)
@@ -86,7 +75,7 @@ def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, n_rows, n_cols, stride, ignore_inde
     rmask = rows < n_rows
     y = tl.load(Y + rows, mask=rmask, other=ignore_index)
     keep = rmask & (y != ignore_index)
-    al = _row_alpha(ALPHA, rows, rmask, BR, MODE)
+    al = S.row_alpha(ALPHA, rows, rmask, BR, MODE)
     a1 = al - 1.0
     beta = 1.0 / a1
     r64 = rows.to(tl.int64)
@@ -173,7 +162,7 @@ def _fy_bwd_kernel(Z, Y, G, STATS, ALPHA, DZ, n_rows, n_cols, stride, ignore_ind
     m = tl.load(sp + 0, mask=rmask, other=0.0)
     tau = tl.load(sp + 1, mask=rmask, other=0.0)
     norm = tl.load(sp + 2, mask=rmask, other=1.0)
-    al = _row_alpha(ALPHA, rows, rmask, BR, MODE)
+    al = S.row_alpha(ALPHA, rows, rmask, BR, MODE)
     a1 = al - 1.0
     beta = 1.0 / a1
     cmask = cols[None, :] < n_cols

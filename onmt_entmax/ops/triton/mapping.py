@@ -21,23 +21,12 @@ _MODES = {"sparsemax": 0, "entmax15": 1, "bisect": 2}
 
 
 @triton.jit
-def _alpha_minus_one(ALPHA, rows, rmask, BR: tl.constexpr, MODE: tl.constexpr):
-    if MODE == 0:
-        a1 = tl.full([BR], 1.0, tl.float32)
-    elif MODE == 1:
-        a1 = tl.full([BR], 0.5, tl.float32)
-    else:
-        a1 = tl.load(ALPHA + rows, mask=rmask, other=2.0).to(tl.float32) - 1.0
-    return a1
-
-
-@triton.jit
 def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
                 MODE: tl.constexpr, MAX_ITER: tl.constexpr, BR: tl.constexpr,
                 BC: tl.constexpr, SINGLE: tl.constexpr):
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
     rmask = rows < n_rows
-    a1 = _alpha_minus_one(ALPHA, rows, rmask, BR, MODE)
+    a1 = S.row_alpha(ALPHA, rows, rmask, BR, MODE) - 1.0
     beta = 1.0 / a1
     roff = rows.to(tl.int64)[:, None] * stride
     if SINGLE:
@@ -118,7 +107,7 @@ def _bwd_kernel(P, G, DZ, ALPHA, DALPHA, n_rows, n_cols, stride_p, stride_g,
                 MODE: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr, SINGLE: tl.constexpr):
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
     rmask = rows < n_rows
-    a1 = _alpha_minus_one(ALPHA, rows, rmask, BR, MODE)
+    a1 = S.row_alpha(ALPHA, rows, rmask, BR, MODE) - 1.0
     r64 = rows.to(tl.int64)[:, None]
     if SINGLE:
         cols = tl.arange(0, BC)
