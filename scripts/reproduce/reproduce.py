@@ -25,18 +25,16 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
-import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import experiments as E  # noqa: E402
+from pieces import latest_checkpoint, run_pieces  # noqa: E402,F401 (latest_checkpoint: re-exported)
 
 ROOT = Path(__file__).resolve().parents[2]
 try:
@@ -120,89 +118,20 @@ def build_vocab(cfg: dict, config: Path | str, cwd: Path | None = None) -> None:
 
 
 # ------------------------------------------------------------------------------------- train/eval
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The newest complete ``model_step_N.pt`` of a run. torch.save writes a zip archive whose
-    directory comes last, so a file cut short by a time limit is not a zip file: it is removed."""
-    for path in sorted(run_dir.glob("model_step_*.pt"), key=lambda p: int(p.stem.rsplit("_", 1)[1]), reverse=True):
-        if zipfile.is_zipfile(path):
-            return path
-        print(f"removing incomplete checkpoint {path}", file=sys.stderr)
-        path.unlink()
-    return None
-
-
 def train_command(e: E.Experiment, seed: int, gpu: int | None, extra: list[str] = ()) -> list[str]:
-    """onmt_train for one seed; resumed with -train_from from the newest checkpoint if a piece ran before."""
+    """onmt_train for one seed (pieces.run_pieces adds -train_from when a piece ran before)."""
     run_dir = WORK / e.run_dir / f"seed{seed}"
     gpu_args = ["-world_size", "1", "-gpu_ranks", str(gpu)] if gpu is not None else []
-    cmd = ["onmt_train", "-config", ROOT / e.path, "-seed", str(seed), "-save_model", run_dir / "model",
-           *gpu_args, *extra]
-    if (ckpt := latest_checkpoint(run_dir)) is not None:
-        cmd += ["-train_from", ckpt]
-    return [str(c) for c in cmd]
-
-
-def _start_piece(e: E.Experiment, seed: int, gpu: int | None, extra: list[str]) -> subprocess.Popen:
-    run_dir = WORK / e.run_dir / f"seed{seed}"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    cmd = train_command(e, seed, gpu, extra)
-    # the console output, not -log_file: with num_workers 0 OpenNMT-py 3.5.1's data iterator calls
-    # init_logger() in the main process and drops the file handler after the model summary.
-    # Appended: one log over all the pieces of a resumed run, read by best_checkpoint().
-    log = open(run_dir / "train.log", "a", encoding="utf-8")
-    log.write(f"[reproduce] {time.strftime('%Y-%m-%d %H:%M:%S')} piece: {' '.join(cmd)}\n")
-    log.flush()
-    print("+", " ".join(cmd), ">>", run_dir / "train.log", flush=True)
-    # own process group, so that a time limit stops the data-loader workers too
-    proc = subprocess.Popen(cmd, cwd=WORK, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    proc.run_dir, proc.log = run_dir, log
-    return proc
-
-
-def _stop(proc: subprocess.Popen, grace: float = 60.0) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(grace)
-    except ProcessLookupError:
-        pass
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    return [str(c) for c in ["onmt_train", "-config", ROOT / e.path, "-seed", str(seed),
+                             "-save_model", run_dir / "model", *gpu_args, *extra]]
 
 
 def train_all(runs: list[tuple[E.Experiment, int]], gpu: int | None, extra: list[str] = (), jobs: int = 1,
               max_minutes: float | None = None) -> list[Path]:
     """Train (experiment, seed) pairs, ``jobs`` at a time on the same device (small models leave a GPU
-    mostly idle). With ``max_minutes`` the runs still going at the limit are stopped, and the same
-    command later resumes each from its newest checkpoint: a long reproduction in pieces of minutes.
-    Returns the run folders not yet finished (empty when all are done)."""
-    deadline = None if max_minutes is None else time.monotonic() + 60.0 * max_minutes
-    todo = [(e, s) for e, s in runs if not (WORK / e.run_dir / f"seed{s}" / "train.done").exists()]
-    running: list[subprocess.Popen] = []
-    failed: list[str] = []
-    unfinished: list[Path] = []
-    while todo or running:
-        while todo and len(running) < jobs and (deadline is None or time.monotonic() < deadline):
-            running.append(_start_piece(*todo.pop(0), gpu, list(extra)))
-        for proc in [p for p in running if p.poll() is not None]:
-            running.remove(proc)
-            proc.log.close()
-            if proc.returncode == 0:
-                (proc.run_dir / "train.done").write_text("")
-            else:
-                failed.append(f"{proc.run_dir} (exit {proc.returncode}; see its train.log)")
-        if deadline is not None and time.monotonic() >= deadline:
-            for proc in running:
-                _stop(proc)
-                proc.log.close()
-            unfinished = [p.run_dir for p in running] + [WORK / e.run_dir / f"seed{s}" for e, s in todo]
-            print(f"time limit of {max_minutes:g} min: {len(unfinished)} run(s) stopped or not started; "
-                  "the same command resumes them from their newest checkpoints", flush=True)
-            break
-        time.sleep(1.0)
-    if failed:
-        raise SystemExit("training failed: " + "; ".join(failed))
-    return unfinished
+    mostly idle), in pieces of at most ``max_minutes`` (see pieces.py). Returns the unfinished runs."""
+    return run_pieces([(WORK / e.run_dir / f"seed{s}", train_command(e, s, gpu, list(extra))) for e, s in runs],
+                      WORK, jobs, max_minutes)
 
 
 def train(e: E.Experiment, seed: int, gpu: int | None, extra: list[str] = ()) -> Path:

@@ -1,0 +1,93 @@
+"""Training runs in time-limited pieces, several at a time on one device.
+
+A run is a folder and an ``onmt_train`` command. Each piece appends to the folder's ``train.log``
+and resumes with ``-train_from`` the newest complete checkpoint there; a run that exits normally
+gets ``train.done`` and is never started again. A time limit stops the pieces still going, so the
+same call later continues them: a long reproduction can be cut into pieces of a few minutes.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest complete ``model_step_N.pt`` of a run. torch.save writes a zip archive whose
+    directory comes last, so a file cut short by a time limit is not a zip file: it is removed."""
+    for path in sorted(run_dir.glob("model_step_*.pt"), key=lambda p: int(p.stem.rsplit("_", 1)[1]), reverse=True):
+        if zipfile.is_zipfile(path):
+            return path
+        print(f"removing incomplete checkpoint {path}", file=sys.stderr)
+        path.unlink()
+    return None
+
+
+def resume_command(run_dir: Path, cmd: list[str]) -> list[str]:
+    """``cmd`` with ``-train_from`` the run's newest complete checkpoint, if a piece saved one."""
+    ckpt = latest_checkpoint(run_dir)
+    return [str(c) for c in cmd] + (["-train_from", str(ckpt)] if ckpt is not None else [])
+
+
+def _start(run_dir: Path, cmd: list[str], cwd: Path) -> subprocess.Popen:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cmd = resume_command(run_dir, cmd)
+    # the console output, not -log_file: with num_workers 0 OpenNMT-py 3.5.1's data iterator calls
+    # init_logger() in the main process and drops the file handler after the model summary.
+    log = open(run_dir / "train.log", "a", encoding="utf-8")
+    log.write(f"[reproduce] {time.strftime('%Y-%m-%d %H:%M:%S')} piece: {' '.join(cmd)}\n")
+    log.flush()
+    print("+", " ".join(cmd), ">>", run_dir / "train.log", flush=True)
+    # own process group, so that a time limit stops the data-loader workers too
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc.run_dir, proc.log = run_dir, log
+    return proc
+
+
+def _stop(proc: subprocess.Popen, grace: float = 60.0) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(grace)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    proc.log.close()
+
+
+def run_pieces(runs: list[tuple[Path, list[str]]], cwd: Path, jobs: int = 1,
+               max_minutes: float | None = None) -> list[Path]:
+    """Run (folder, onmt_train command) pairs, ``jobs`` at a time, each resumed from its newest
+    checkpoint; stop what is still going after ``max_minutes``. Returns the folders not finished."""
+    deadline = None if max_minutes is None else time.monotonic() + 60.0 * max_minutes
+    todo = [(d, cmd) for d, cmd in runs if not (d / "train.done").exists()]
+    running: list[subprocess.Popen] = []
+    failed: list[str] = []
+    while todo or running:
+        while todo and len(running) < jobs and (deadline is None or time.monotonic() < deadline):
+            running.append(_start(*todo.pop(0), cwd))
+        for proc in [p for p in running if p.poll() is not None]:
+            running.remove(proc)
+            proc.log.close()
+            if proc.returncode == 0:
+                (proc.run_dir / "train.done").write_text("")
+            else:
+                failed.append(f"{proc.run_dir} (exit {proc.returncode}; see its train.log)")
+        if deadline is not None and time.monotonic() >= deadline:
+            for proc in running:
+                _stop(proc)
+            unfinished = [p.run_dir for p in running] + [d for d, _ in todo]
+            print(f"time limit of {max_minutes:g} min: {len(unfinished)} run(s) stopped or not started; "
+                  "the same command resumes them from their newest checkpoints", flush=True)
+            break
+        time.sleep(1.0)
+    else:
+        unfinished = []
+    if failed:
+        raise SystemExit("training failed: " + "; ".join(failed))
+    return unfinished
