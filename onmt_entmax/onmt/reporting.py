@@ -118,8 +118,12 @@ def wrap_report_step(upstream: Callable) -> Callable:
 
     def _report_step(self, lr, patience, step, valid_stats=None, train_stats=None):
         sparse = [s for s in (train_stats, valid_stats) if s is not None and is_sparse_loss(s)]
-        if not sparse:
-            return upstream(self, lr, patience, step, valid_stats=valid_stats, train_stats=train_stats)
+        if not sparse:  # softmax output: upstream's lines, then attention sparsity (sparse attention)
+            result = upstream(self, lr, patience, step, valid_stats=valid_stats, train_stats=train_stats)
+            for what, stats in (("Train", train_stats), ("Validation", valid_stats)):
+                for k, v in (metrics(stats) if stats is not None else {}).items():
+                    self.log("%s %s: %.3f" % (what, k, v))
+            return result
         for what, stats, prefix in (("Train", train_stats, "train"), ("Validation", valid_stats, "valid")):
             if stats is None:
                 continue

@@ -1,0 +1,33 @@
+"""What the training reports say: the loss by its name, and sparsity numbers for every model that has
+them, a softmax output with sparse attention included."""
+from onmt.utils.report_manager import ReportMgr
+from onmt.utils.statistics import Statistics
+
+import conftest  # noqa: F401  (activates the plugin)
+
+
+def _stats(attn_nnz, rows, loss_name=None):
+    s = Statistics(loss=2.0, n_batchs=1, n_sents=2, n_words=10, n_correct=5)
+    s.entmax_sums = {"attn_nnz": attn_nnz, "attn_rows": rows}
+    if loss_name:
+        s.entmax_loss_name = loss_name
+    return s
+
+
+def _lines(mgr, **kw):
+    said = []
+    mgr.log = lambda fmt, *args: said.append(fmt % args if args else fmt)
+    mgr._report_step(0.001, None, 100, **kw)
+    return said
+
+
+def test_softmax_output_validation_reports_attention_sparsity():
+    said = _lines(ReportMgr(report_every=1), valid_stats=_stats(30.0, 10), train_stats=_stats(20.0, 10))
+    assert "Validation attn nnz: 3.000" in said and "Train attn nnz: 2.000" in said
+    assert any(line.startswith("Validation perplexity") for line in said)  # upstream's lines are kept
+
+
+def test_sparse_output_validation_names_the_loss_and_reports_sparsity():
+    said = _lines(ReportMgr(report_every=1), valid_stats=_stats(30.0, 10, "entmax15 FY loss"))
+    assert "Validation entmax15 FY loss: 0.2" in said and "Validation attn nnz: 3.000" in said
+    assert not any("perplexity" in line for line in said)
