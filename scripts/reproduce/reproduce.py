@@ -249,7 +249,7 @@ def analyze(name: str, seeds: list[int], gpu: int | None, only: str | None = Non
         for seed in seeds:
             run_dir = WORK / e.run_dir / f"seed{seed}"
             out = run_dir / f"analysis-{name}.json"
-            if out.exists() or not (run_dir / "train.log").exists():
+            if not (run_dir / "train.log").exists():
                 continue
             log = (run_dir / "train.log").read_text(encoding="utf-8")
             if not a.flags:  # read from the training log
@@ -257,13 +257,15 @@ def analyze(name: str, seeds: list[int], gpu: int | None, only: str | None = Non
                 out.write_text(json.dumps({"tau": float(taus[-1])} if taus else {}) + "\n")
                 continue
             ckpt, _ = best_checkpoint(log)
+            if _scored(out, ckpt, "checkpoint"):
+                continue
             report = run_dir / f"analysis-{name}.jsonl"
             src = test_source(e, "dev")
             if max_lines:
                 src = spread_sample(src, max_lines, run_dir / f"dev.sample{max_lines}.txt")
             translate([ckpt], src, run_dir / f"pred.dev.{name}.txt", gpu,
                       [*analysis_flags(a, e), "-entmax_report", report])
-            out.write_text(json.dumps(summarize(read_jsonl(str(report))), indent=1) + "\n")
+            out.write_text(json.dumps({**summarize(read_jsonl(str(report))), "checkpoint": ckpt}, indent=1) + "\n")
 
     todo = [e for e in analysis_runs(name) if not only or fnmatch.fnmatch(e.name, only)]
     if a.layout == "best":  # only the column's best validated configuration is reported: decode only it
@@ -333,6 +335,12 @@ def print_analysis(name: str, runs: Path | None = None) -> str:
     return f"### {a.title}\n\n" + tables.markdown_table(rows, cols, collect_analysis(name, runs), paper)
 
 
+def _scored(path: Path, checkpoint, key: str) -> bool:
+    """Whether ``path`` holds the scores of this checkpoint (or list): a run resumed after it was
+    evaluated has a newer best checkpoint, and is decoded again."""
+    return path.exists() and json.loads(path.read_text()).get(key) == checkpoint
+
+
 def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
     best = []
     for seed in seeds:
@@ -342,7 +350,7 @@ def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
             continue
         ckpt, dev_acc = best_checkpoint((run_dir / "train.log").read_text(encoding="utf-8"))
         best.append(ckpt)
-        if (run_dir / "scores.json").exists():
+        if _scored(run_dir / "scores.json", ckpt, "checkpoint"):
             continue
         t0 = time.perf_counter()
         translate([ckpt], test_source(e), run_dir / "pred.test.txt", gpu)
@@ -352,7 +360,7 @@ def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
                   **score(e, run_dir / "pred.test.txt")}
         (run_dir / "scores.json").write_text(json.dumps(result, indent=1) + "\n")
     ens = WORK / e.run_dir / "ensemble"
-    if E.TABLES[e.table].ensemble and len(best) > 1 and not (ens / "scores.json").exists():
+    if E.TABLES[e.table].ensemble and len(best) > 1 and not _scored(ens / "scores.json", best, "checkpoints"):
         ens.mkdir(parents=True, exist_ok=True)
         translate(best, test_source(e), ens / "pred.test.txt", gpu)
         result = {"checkpoints": best, **score(e, ens / "pred.test.txt")}

@@ -199,6 +199,8 @@ def test_best_layout_decodes_only_the_best_validated_run_of_each_column(tmp_path
     (tmp_path / "dev.txt").write_text("a\n")
     rep.analyze("peters2019-sec4.1", [1], None)
     assert decoded == [f"{tmp_path / runs['medium/out1.5-attn1'].run_dir}/seed1/model_step_5.pt"]
+    rep.analyze("peters2019-sec4.1", [1], None)  # done for this checkpoint: not decoded again
+    assert len(decoded) == 1
     assert rep.collect_analysis("peters2019-sec4.1", runs=tmp_path) == {
         ("single sequence", "medium"): [100.0], ("certified", "medium"): [100.0]}
 
@@ -234,3 +236,20 @@ def test_results_page_quotes_the_committed_gpu_runs():
         assert f"{value:.2f}" in page, path
         table = "peters2019-table1" if "peters2019-sigmorphon" in path.parts else "multi30k-transformer"
         assert f"{value:.2f} (n=1)" in rep.print_table(table, folder)
+
+
+def test_evaluation_is_redone_when_a_resumed_run_has_a_newer_best_checkpoint(tmp_path, monkeypatch):
+    monkeypatch.setattr(rep, "WORK", tmp_path)
+    e = next(x for x in E.all_experiments() if x.table == "multi30k-transformer" and x.name == "de-en/entmax15")
+    run_dir = tmp_path / e.run_dir / "seed1"
+    decoded = []
+    monkeypatch.setattr(rep, "translate", lambda models, src, out, gpu, extra=(), cwd=None: decoded.append(models[0]))
+    monkeypatch.setattr(rep, "score", lambda e, pred: {"sacrebleu": 1.0})
+    _train_log(run_dir, 50.0)
+    rep.evaluate(e, [1], None)
+    rep.evaluate(e, [1], None)  # nothing new: not decoded again
+    with open(run_dir / "train.log", "a") as log:  # a later piece validated a better checkpoint
+        log.write(f"[..] Validation accuracy: 60.0\n[..] Saving checkpoint {run_dir}/model_step_10.pt\n")
+    rep.evaluate(e, [1], None)
+    assert [Path(d).name for d in decoded] == ["model_step_5.pt", "model_step_10.pt"]
+    assert json.loads((run_dir / "scores.json").read_text())["step"] == 10
