@@ -81,19 +81,8 @@ def plot_sums(sums: Mapping[str, Tensor], path: str, title: Optional[str] = None
     """Histogram of the per-step output sum, one per model (their Fig. 7). Returns ``path``."""
     if not sums or all(v.numel() == 0 for v in sums.values()):
         raise ValueError("plot_sums: no steps to plot")
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(5.0, 3.4))
-    for name, s in sums.items():
-        if s.numel():
-            ax.hist(s.double().numpy(), bins=bins, alpha=0.6, density=True,
-                    label=f"{name} (mean {float(s.mean()):.3f})")
-    ax.axvline(1.0, color="grey", lw=0.6, ls=":")
-    ax.set_xlabel("sum of output components per decoding step")
-    ax.set_ylabel("density")
-    ax.legend(fontsize=8)
-    if title:
-        ax.set_title(title)
-    return save_figure(fig, path)
+    return _histograms({n: v.double() for n, v in sums.items() if v.numel()}, path,
+                       "sum of output components per decoding step", title, bins, mark=1.0)
 
 
 def plot_zero_shares(stats: Mapping[str, "StepStats"], path: str, title: Optional[str] = None,
@@ -102,12 +91,21 @@ def plot_zero_shares(stats: Mapping[str, "StepStats"], path: str, title: Optiona
     shares = {name: st.zeros.double() / st.vocab for name, st in stats.items() if st.vocab}
     if not shares:
         raise ValueError("plot_zero_shares: no steps to plot")
+    return _histograms(shares, path, "proportion of zero components per decoding step", title, bins,
+                       hist_range=(0.0, 1.0))
+
+
+def _histograms(series: Mapping[str, Tensor], path: str, xlabel: str, title: Optional[str], bins: int,
+                hist_range: Optional[tuple] = None, mark: Optional[float] = None) -> str:
+    """One density histogram per model on shared axes, its mean in the legend; saved to ``path``."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.0, 3.4))
-    for name, f in shares.items():
-        ax.hist(f.numpy(), bins=bins, range=(0.0, 1.0), alpha=0.6, density=True,
-                label=f"{name} (mean {float(f.mean()):.3f})")
-    ax.set_xlabel("proportion of zero components per decoding step")
+    for name, v in series.items():
+        ax.hist(v.numpy(), bins=bins, range=hist_range, alpha=0.6, density=True,
+                label=f"{name} (mean {float(v.mean()):.3f})")
+    if mark is not None:
+        ax.axvline(mark, color="grey", lw=0.6, ls=":")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("density")
     ax.legend(fontsize=8)
     if title:
