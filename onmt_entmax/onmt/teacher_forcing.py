@@ -172,22 +172,23 @@ def _common_parser(prog: str, description: str) -> argparse.ArgumentParser:
     return p
 
 
-def _names(parser, args) -> list[str]:
+def _parse_models(prog: str, doc: str, argv: Optional[Sequence[str]]):
+    """The tools' shared start: parse, check -name against -model, make -out_dir; returns the
+    arguments and a generator of (name, model, vocabs), each checkpoint loaded when reached."""
+    parser = _common_parser(prog, doc)
+    args = parser.parse_args(argv)
     names = args.name or [os.path.splitext(os.path.basename(m))[0] for m in args.model]
     if len(names) != len(args.model):
         parser.error(f"-name: {len(names)} names for {len(args.model)} models")
-    return names
+    os.makedirs(args.out_dir, exist_ok=True)
+    return args, ((name, *load_model(ckpt, args.gpu)) for name, ckpt in zip(names, args.model))
 
 
 def head_diversity_main(argv: Optional[Sequence[str]] = None) -> int:
     """``onmt-entmax-head-diversity``: mean JS between heads per layer, for each model; PNG + JSON."""
-    parser = _common_parser("onmt-entmax-head-diversity", head_diversity_main.__doc__)
-    args = parser.parse_args(argv)
-    names = _names(parser, args)
-    os.makedirs(args.out_dir, exist_ok=True)
+    args, models = _parse_models("onmt-entmax-head-diversity", head_diversity_main.__doc__, argv)
     results = {}
-    for name, ckpt in zip(names, args.model):
-        model, vocabs = load_model(ckpt, args.gpu)
+    for name, model, vocabs in models:
         acc = HeadDiversity()
 
         def add(fb: ForcedBatch, acc=acc):
@@ -210,13 +211,9 @@ def head_diversity_main(argv: Optional[Sequence[str]] = None) -> int:
 
 def alpha_relu_stats_main(argv: Optional[Sequence[str]] = None) -> int:
     """``onmt-entmax-alpha-relu-stats``: per-step output sum (self-normalization) and zeros per step."""
-    parser = _common_parser("onmt-entmax-alpha-relu-stats", alpha_relu_stats_main.__doc__)
-    args = parser.parse_args(argv)
-    names = _names(parser, args)
-    os.makedirs(args.out_dir, exist_ok=True)
+    args, models = _parse_models("onmt-entmax-alpha-relu-stats", alpha_relu_stats_main.__doc__, argv)
     stats = {}
-    for name, ckpt in zip(names, args.model):
-        model, vocabs = load_model(ckpt, args.gpu)
+    for name, model, vocabs in models:
         st = StepStats()
         run(model, vocabs, args.src, args.tgt, lambda fb, st=st: st.add(fb.log_probs, fb.tgt_mask),
             batch_size=args.batch_size, attention=False)
