@@ -234,3 +234,20 @@ def test_every_short_row_length_matches_reference(mode):
             assert torch.isfinite(p).all(), f"{mode}: non-finite output at {n_cols} columns"
             err = (p.double().cpu() - ref).abs().max().item()
             assert err < 1e-5, f"{mode}: {err:.2e} off the reference at {n_cols} columns"
+
+
+@pytest.mark.parametrize("mode", ["sparsemax", "entmax15", "bisect"])
+@pytest.mark.parametrize("scale", [3.0, 0.2])
+def test_long_rows_start_from_group_maxima(mode, scale):
+    """Long rows start the solver at the threshold of their group maxima (a lower bound): flat
+    rows (randn * 0.2), where Newton from tau = -1 needs up to 11 passes, certify within a few
+    passes over the row, and the answer is still the float64 reference."""
+    gen = torch.Generator().manual_seed(5)
+    z = (torch.randn(8, MID, generator=gen, dtype=torch.float64) * scale).float()
+    a = KM._alpha_rows(ALPHA[mode], z, -1).to(DEV) if mode == "bisect" else None
+    iters, iters_from_minus_one = (torch.zeros(8, dtype=torch.int32, device=DEV) for _ in "ab")
+    p = KM.forward_rows(z.to(DEV), mode, a, iters=iters).cpu()
+    torch.testing.assert_close(p.double(), REF[mode](z.double()), atol=2e-6, rtol=1e-4)
+    KM.forward_rows(z.to(DEV), mode, a, iters=iters_from_minus_one, config={"GROUP_MIN": 1 << 30})
+    assert iters.max().item() <= (5 if mode == "bisect" else 4), iters.tolist()
+    assert iters.sum() < iters_from_minus_one.sum(), (iters.tolist(), iters_from_minus_one.tolist())

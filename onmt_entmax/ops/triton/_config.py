@@ -2,16 +2,22 @@
 
 Rows up to SINGLE_MAX elements are held in registers (one HBM read, solver passes over
 registers); longer rows are streamed in chunks of CHUNK elements, each solver pass re-reading
-the row from L2. Short rows (attention) are packed TILE // next_pow2(n) rows per program on one
-warp, so that every reduction stays inside a warp. Defaults from the sweeps of
-`benchmarks/bench_kernels.py --variants` on an H200 (docs/kernels.md).
+the row from L2. alpha-entmax (mode 2) streams from BISECT_SINGLE_MAX: its pow terms spill
+registers when the whole row is held. Short rows (attention) are packed TILE // next_pow2(n)
+rows per program (on one warp every reduction would stay inside a warp, 2-3x faster, but Triton
+3.6 gave wrong rows there: docs/kernels.md).
+Defaults from the sweeps on an H200 (docs/kernels.md).
 """
 from __future__ import annotations
 
 DEFAULTS = {"SINGLE_MAX": 32768, "CHUNK": 4096, "CHUNK_WARPS": 8,
-            "TILE": 128, "SHORT_WARPS": 4,          # forward, short rows (1 warp: wrong rows, see below)
+            "TILE": 128, "SHORT_WARPS": 4,          # forward, short rows (one warp is 2-3x faster
+                                                    # but gave wrong rows: docs/kernels.md)
             "BWD_TILE": 512, "BWD_WARPS": 1,        # mapping backward, short rows
-            "BISECT_LONG_WARPS": 32}                # alpha-entmax rows >= 16384 (pow in registers)
+            "BISECT_SINGLE_MAX": 4096,              # alpha-entmax (float alpha): longer rows stream
+            "BISECT_LONG_WARPS": 32,                # alpha-entmax rows >= 16384 held in registers
+            "GROUP_MIN": 1024,                      # rows from this length start from group maxima
+            "GROUP_ITER": 32}                       # solver passes at most over the group maxima
 
 
 def next_pow2(n: int) -> int:
@@ -19,10 +25,15 @@ def next_pow2(n: int) -> int:
 
 
 def launch_config(n_cols: int, elem_size: int, override: dict | None = None, mode: int = 1,
-                  backward: bool = False) -> dict:
-    """{BR, BC, SINGLE, num_warps} for rows of n_cols elements (mode 2: alpha-entmax)."""
+                  backward: bool = False, soft_rows: bool = False) -> dict:
+    """{BR, BC, SINGLE, GROUPS, GROUP_ITER, num_warps} for rows of n_cols elements (mode 2: alpha-entmax).
+    GROUPS: the row held in registers starts the solver from its group maxima (_solver.py).
+    soft_rows: a per-row alpha tensor, whose alpha == 1 rows only the register path computes."""
     o = dict(DEFAULTS, **override) if override else DEFAULTS
-    if n_cols <= o["SINGLE_MAX"]:
+    single_max = o["SINGLE_MAX"]
+    if mode == 2 and not backward and not soft_rows:  # soft_rows (alpha == 1) need registers
+        single_max = min(single_max, o["BISECT_SINGLE_MAX"])
+    if n_cols <= single_max:
         bc = next_pow2(max(n_cols, 16))
         tile = o["BWD_TILE"] if backward else o["TILE"]
         br = max(1, tile // bc)
@@ -32,6 +43,8 @@ def launch_config(n_cols: int, elem_size: int, override: dict | None = None, mod
             nw = o.get("num_warps") or o["BISECT_LONG_WARPS"]
         else:  # one row per program: 8 warps hold 32768 floats (128 a thread) best on H200
             nw = o.get("num_warps") or max(1, min(8, bc // 1024))
-        return {"BR": br, "BC": bc, "SINGLE": True, "num_warps": nw}
-    return {"BR": 1, "BC": o["CHUNK"], "SINGLE": False,
+        groups = br == 1 and bc >= o["GROUP_MIN"] and not backward
+        return {"BR": br, "BC": bc, "SINGLE": True, "GROUPS": groups, "GROUP_ITER": o["GROUP_ITER"],
+                "num_warps": nw}
+    return {"BR": 1, "BC": o["CHUNK"], "SINGLE": False, "GROUPS": True, "GROUP_ITER": o["GROUP_ITER"],
             "num_warps": o.get("num_warps") or o["CHUNK_WARPS"]}

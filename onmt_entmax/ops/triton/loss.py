@@ -31,7 +31,10 @@ _NSTAT = 5  # m, tau, norm, n_finite, dL/dalpha
 
 @triton.jit
 def _loss_elems(x, tau, norm, beta, al, MODE: tl.constexpr):
-    """Elementwise terms: p (z - m), p^alpha, p^alpha log p (zero off the support)."""
+    """Elementwise terms: p (z - m), p^alpha, p^alpha log p (zero off the support).
+    alpha-entmax / alpha-ReLU: with d = [x - tau]_+ and p = d^beta / norm, alpha beta = beta + 1
+    gives p^alpha = p d norm^(1 - alpha) and log2 p = beta log2 d - log2 norm: one log2 and one
+    exp2 per entry."""
     zm = x * beta[:, None]  # z - m  (alpha-ReLU: z)
     if MODE == 0:
         p = S.probs(x, tau, norm, beta, MODE)
@@ -42,12 +45,13 @@ def _loss_elems(x, tau, norm, beta, al, MODE: tl.constexpr):
         pa = p * tl.sqrt(p)
         palp = pa
     else:
-        # (a variant sharing log2 d between p, p^alpha and log p ran 9% slower on flat rows,
-        # 4096 x 32768 on the H200, docs/kernels.md run 13; cause not analysed)
-        p = S.probs(x, tau, norm, beta, MODE)
-        lp = tl.log2(tl.where(p > 0, p, 1.0))
-        pa = tl.where(p > 0, tl.exp2(al[:, None] * lp), 0.0)
-        palp = pa * lp * 0.6931471805599453
+        d = x - tau[:, None]
+        pos = d > 0
+        lg = S.fast_log2(tl.where(pos, tl.maximum(d, S.FLT_MIN), 1.0))
+        lnorm = tl.log2(norm)[:, None]
+        p = tl.where(pos, tl.exp2(beta[:, None] * lg - lnorm), 0.0)
+        pa = p * tl.where(pos, d, 0.0) * tl.exp2((1.0 - al[:, None]) * lnorm)
+        palp = pa * (beta[:, None] * lg - lnorm) * 0.6931471805599453
     pos = p > 0
     return tl.where(pos, p * zm, 0.0), pa, palp
 
@@ -70,7 +74,8 @@ def _smooth_entropy(n, eps, al):
 @triton.jit
 def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, n_rows, n_cols, stride, ignore_index, eps, relu_tau,
                    tol, MODE: tl.constexpr, SMOOTH: tl.constexpr, MAX_ITER: tl.constexpr,
-                   BR: tl.constexpr, BC: tl.constexpr, SINGLE: tl.constexpr):
+                   BR: tl.constexpr, BC: tl.constexpr, SINGLE: tl.constexpr,
+                   GROUPS: tl.constexpr, GROUP_ITER: tl.constexpr):
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
     rmask = rows < n_rows
     y = tl.load(Y + rows, mask=rmask, other=ignore_index)
@@ -84,12 +89,20 @@ def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, n_rows, n_cols, stride, ignore_inde
         msk = keep[:, None] & (cols[None, :] < n_cols)
         z = tl.load(Z + r64[:, None] * stride + cols[None, :], mask=msk,
                     other=float("-inf")).to(tl.float32)
-        fin = z > float("-inf")
-        zsum = tl.sum(tl.where(fin, z, 0.0), 1)
-        nfin = tl.sum(fin.to(tl.float32), 1)
-        m = tl.max(z, 1)
+        if SMOOTH:  # mean of the finite logits, for the uniform part of q
+            fin = z > float("-inf")
+            zsum = tl.sum(tl.where(fin, z, 0.0), 1)
+            nfin = tl.sum(fin.to(tl.float32), 1)
+        else:
+            zsum = tl.zeros([BR], tl.float32)
+            nfin = tl.full([BR], 1.0, tl.float32)
+        if GROUPS:
+            zg = S.group_max(z, BR, BC)
+            m = tl.max(zg, 1)
+        else:
+            m = tl.max(z, 1)
     else:
-        m, zsum, nfin = S.row_max(Z, rows, keep, n_cols, stride, BR, BC)
+        m, zsum, nfin, zg = S.row_max(Z, rows, keep, n_cols, stride, BR, BC)
     row_ok = m > float("-inf")
     if MODE == 3:
         m = tl.zeros([BR], tl.float32)
@@ -97,10 +110,15 @@ def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, n_rows, n_cols, stride, ignore_inde
         norm = tl.full([BR], 1.0, tl.float32)
     else:
         m = tl.where(row_ok, m, 0.0)
+    if MODE != 3:
+        if GROUPS:
+            tau0 = S.group_start(zg, m, a1, beta, row_ok & keep, tol, MODE, GROUP_ITER)
+        else:
+            tau0 = tl.full([BR], -1.0, tl.float32)
     if SINGLE:
         x = (z - m[:, None]) * a1[:, None]
         if MODE != 3:
-            tau, norm, _it = S.solve_tile(x, beta, row_ok & keep, tol, MODE, MAX_ITER)
+            tau, norm, _it = S.solve_tile(x, beta, row_ok & keep, tol, tau0, MODE, MAX_ITER)
         e1, e2, e3 = _loss_elems(x, tau, norm, beta, al, MODE)
         pz = tl.sum(e1, 1)
         spa = tl.sum(e2, 1)
@@ -108,7 +126,7 @@ def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, n_rows, n_cols, stride, ignore_inde
     else:
         if MODE != 3:
             tau, norm, _it = S.solve_stream(Z, rows, keep, n_cols, stride, m, a1, beta,
-                                            row_ok & keep, tol, MODE, MAX_ITER, BR, BC)
+                                            row_ok & keep, tol, tau0, MODE, MAX_ITER, BR, BC)
         pz2 = tl.zeros([BR, BC], tl.float32)
         spa2 = tl.zeros([BR, BC], tl.float32)
         spalp2 = tl.zeros([BR, BC], tl.float32)
@@ -205,7 +223,9 @@ def fy_loss_rows(z: torch.Tensor, target: torch.Tensor, kind: str, alpha=1.5, ta
                                   n_rows, n_cols, z.stride(0), ignore_index, float(eps),
                                   float(tau), tol),
            {"MODE": mode, "SMOOTH": eps > 0, "MAX_ITER": max_iter if mode != 1 else 32,
-            "BR": cfg["BR"], "BC": cfg["BC"], "SINGLE": cfg["SINGLE"]}, cfg["num_warps"])
+            "BR": cfg["BR"], "BC": cfg["BC"], "SINGLE": cfg["SINGLE"],
+            "GROUPS": cfg["GROUPS"] and mode != 3, "GROUP_ITER": cfg["GROUP_ITER"]},
+           cfg["num_warps"])
     return loss, stats, a_rows
 
 

@@ -23,7 +23,8 @@ _MODES = {"sparsemax": 0, "entmax15": 1, "bisect": 2}
 @triton.jit
 def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
                 MODE: tl.constexpr, MAX_ITER: tl.constexpr, BR: tl.constexpr,
-                BC: tl.constexpr, SINGLE: tl.constexpr):
+                BC: tl.constexpr, SINGLE: tl.constexpr, GROUPS: tl.constexpr,
+                GROUP_ITER: tl.constexpr):
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
     rmask = rows < n_rows
     a1 = S.row_alpha(ALPHA, rows, rmask, BR, MODE) - 1.0
@@ -33,30 +34,39 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
         cols = tl.arange(0, BC)
         msk = rmask[:, None] & (cols[None, :] < n_cols)
         z = tl.load(Z + roff + cols[None, :], mask=msk, other=float("-inf")).to(tl.float32)
-        m = tl.max(z, 1)
-        row_ok = m > float("-inf")
-        m = tl.where(row_ok, m, 0.0)
-        x = (z - m[:, None]) * a1[:, None]
+        solve = tl.full([BR], 1, tl.int1)
         if MODE == 2:
             soft = a1 <= 0  # alpha == 1 rows: softmax
-            tau, norm, it = S.solve_tile(x, beta, row_ok & (soft == 0), tol, MODE, MAX_ITER)
-            p = S.probs(x, tau, norm, beta, MODE)
+            solve = soft == 0
+        if GROUPS:
+            zg = S.group_max(z, BR, BC)
+            m = tl.max(zg, 1)
+        else:
+            m = tl.max(z, 1)
+        row_ok = m > float("-inf")
+        m = tl.where(row_ok, m, 0.0)
+        if GROUPS:
+            tau0 = S.group_start(zg, m, a1, beta, row_ok & solve, tol, MODE, GROUP_ITER)
+        else:
+            tau0 = tl.full([BR], -1.0, tl.float32)
+        x = (z - m[:, None]) * a1[:, None]
+        tau, norm, it = S.solve_tile(x, beta, row_ok & solve, tol, tau0, MODE, MAX_ITER)
+        p = S.probs(x, tau, norm, beta, MODE)
+        if MODE == 2:
             e = tl.exp(z - m[:, None])
             p = tl.where(soft[:, None], e / tl.sum(e, 1)[:, None], p)
             p = tl.where(msk, p, 0.0)
-        else:
-            tau, norm, it = S.solve_tile(x, beta, row_ok, tol, MODE, MAX_ITER)
-            p = S.probs(x, tau, norm, beta, MODE)
         # renormalise: float32 rounding of tau alone moves sum p by up to ~2e-6
         tot = tl.sum(p, 1)
         p = p / tl.where(tot > 0, tot, 1.0)[:, None]
         tl.store(P + roff + cols[None, :], p.to(P.dtype.element_ty), mask=msk)
     else:
-        m, _s, _c = S.row_max(Z, rows, rmask, n_cols, stride, BR, BC)
+        m, _s, _c, zg = S.row_max(Z, rows, rmask, n_cols, stride, BR, BC)
         row_ok = m > float("-inf")
         m = tl.where(row_ok, m, 0.0)
+        tau0 = S.group_start(zg, m, a1, beta, row_ok, tol, MODE, GROUP_ITER)
         tau, norm, it = S.solve_stream(Z, rows, rmask, n_cols, stride, m, a1, beta, row_ok, tol,
-                                       MODE, MAX_ITER, BR, BC)
+                                       tau0, MODE, MAX_ITER, BR, BC)
         tot2 = tl.zeros([BR, BC], tl.float32)
         for c0 in range(0, n_cols, BC):
             x = S.load_scaled(Z, rows, rmask, c0 + tl.arange(0, BC), n_cols, stride, m, a1)
@@ -75,22 +85,27 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
 
 @triton.jit
 def _u_of_p(p, a1, MODE: tl.constexpr):
-    """u = p^(2 - alpha) on the support."""
+    """u = p^(2 - alpha) on the support, and log2 p there (MODE 2; 0 elsewhere)."""
     if MODE == 0:
         u = (p > 0).to(tl.float32)
+        lg = u
     elif MODE == 1:
         u = tl.sqrt(p)
+        lg = u
     else:
-        u = S._pow_pos(p, 1.0 - a1[:, None])
-    return u
+        pos = p > 0
+        lg = tl.where(pos, S.fast_log2(tl.where(pos, tl.maximum(p, S.FLT_MIN), 1.0)),
+                      0.0)
+        u = tl.where(pos, tl.exp2((1.0 - a1[:, None]) * lg), 0.0)
+    return u, lg
 
 
 @triton.jit
 def _bwd_elems(p, g, a1, MODE: tl.constexpr):
     """Elementwise terms: u, u g, g p, p log p, g p log p (the last three for MODE 2 only)."""
-    u = _u_of_p(p, a1, MODE)
+    u, lg = _u_of_p(p, a1, MODE)
     if MODE == 2:
-        plogp = tl.where(p > 0, p * tl.log(tl.where(p > 0, p, 1.0)), 0.0)
+        plogp = p * lg * 0.6931471805599453
         return u, u * g, g * p, plogp, g * plogp
     else:
         return u, u * g, u, u, u
@@ -139,7 +154,7 @@ def _bwd_kernel(P, G, DZ, ALPHA, DALPHA, n_rows, n_cols, stride_p, stride_g,
         sgplp = tl.sum(sgplp2, 1)
     q = tl.where(su > 0, sug / tl.where(su > 0, su, 1.0), 0.0)
     if SINGLE:
-        u = _u_of_p(p, a1, MODE)
+        u, _lg = _u_of_p(p, a1, MODE)
         tl.store(DZ + r64 * n_cols + cols[None, :], (u * (g - q[:, None])).to(DZ.dtype.element_ty),
                  mask=msk)
     else:
@@ -148,7 +163,7 @@ def _bwd_kernel(P, G, DZ, ALPHA, DALPHA, n_rows, n_cols, stride_p, stride_g,
             msk = rmask[:, None] & (cols[None, :] < n_cols)
             p = tl.load(P + r64 * stride_p + cols[None, :], mask=msk, other=0.0).to(tl.float32)
             g = tl.load(G + r64 * stride_g + cols[None, :], mask=msk, other=0.0).to(tl.float32)
-            u = _u_of_p(p, a1, MODE)
+            u, _lg = _u_of_p(p, a1, MODE)
             tl.store(DZ + r64 * n_cols + cols[None, :],
                      (u * (g - q[:, None])).to(DZ.dtype.element_ty), mask=msk)
     if MODE == 2:
@@ -180,21 +195,23 @@ def _alpha_rows(alpha, z: torch.Tensor, dim: int) -> torch.Tensor:
 def forward_rows(z2: torch.Tensor, mode: str, alpha_rows: torch.Tensor | None = None,
                  n_iter: int | None = None, tol: float = 1e-6, out_dtype=None,
                  config: dict | None = None, iters: torch.Tensor | None = None,
-                 out: torch.Tensor | None = None) -> torch.Tensor:
-    """p for a contiguous (n_rows, n_cols) CUDA tensor (written into `out` if given)."""
+                 out: torch.Tensor | None = None, soft_rows: bool = True) -> torch.Tensor:
+    """p for a contiguous (n_rows, n_cols) CUDA tensor (written into `out` if given).
+    soft_rows=False promises alpha_rows > 1 everywhere (a float alpha): long rows may stream."""
     n_rows, n_cols = z2.shape
     p = out if out is not None else torch.empty(z2.shape, device=z2.device,
                                                 dtype=out_dtype or z2.dtype)
     if z2.numel() == 0:
         return p
     m = _MODES[mode]
-    cfg = launch_config(n_cols, z2.element_size(), config, mode=m)
+    cfg = launch_config(n_cols, z2.element_size(), config, mode=m, soft_rows=soft_rows)
     max_iter = n_iter if n_iter is not None else (64 if m == 2 else 32)
     grid = (triton.cdiv(n_rows, cfg["BR"]),)
     launch(_fwd_kernel, grid, (z2, p, alpha_rows if alpha_rows is not None else z2, iters, n_rows,
                                n_cols, z2.stride(0), tol),
            {"MODE": m, "MAX_ITER": max_iter, "BR": cfg["BR"], "BC": cfg["BC"],
-            "SINGLE": cfg["SINGLE"]}, cfg["num_warps"])
+            "SINGLE": cfg["SINGLE"], "GROUPS": cfg["GROUPS"], "GROUP_ITER": cfg["GROUP_ITER"]},
+           cfg["num_warps"])
     return p
 
 
@@ -226,7 +243,7 @@ class _SparseMap(torch.autograd.Function):
         dim = dim % z.dim()
         z2, shape = _as_rows(z, dim)
         a_rows = _alpha_rows(alpha, z, dim) if mode == "bisect" else None
-        p2 = forward_rows(z2, mode, a_rows, n_iter)
+        p2 = forward_rows(z2, mode, a_rows, n_iter, soft_rows=torch.is_tensor(alpha))
         ctx.save_for_backward(p2, a_rows if a_rows is not None else p2.new_empty(0))
         ctx.mode, ctx.dim, ctx.shape, ctx.zshape = mode, dim, shape, z.shape
         ctx.alpha_is_tensor = torch.is_tensor(alpha)
