@@ -57,8 +57,8 @@ def multi30k_corpus(folder: Path, source_dir: Path, src_lang: str, tgt_lang: str
     for lang in (src_lang, tgt_lang):
         dest = folder / f"train.{lang}"
         with gzip.open(source_dir / f"train.{lang}.gz", "rt", encoding="utf-8") as f, dest.open("w") as g:
-            for line in f:
-                g.write(line.lower())
+            for line in f:  # str.split: any Unicode space (a token that is one breaks the vocab file)
+                g.write(" ".join(line.lower().split()) + "\n")
         out.append(dest)
     return out[0], out[1]
 
