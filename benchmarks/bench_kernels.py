@@ -118,20 +118,45 @@ def attention(b, h, q, k, dtype, quick):
     return out
 
 
+def short_row_errors(cfg: dict, mode: str, lengths=tuple(range(1, 65)) + (100, 257),
+                     device: str = "cuda") -> list:
+    """Row lengths at which the short-row forward under launch config `cfg` is off the float64
+    reference by more than 1e-5 (or not finite), 257 and 557 rows each (alpha 1.5 / 1.3 for
+    "bisect", as a per-row tensor): a launch shape is only timed next to this check."""
+    from onmt_entmax.ops.triton import mapping as KM
+    gen = torch.Generator().manual_seed(11)
+    bad = []
+    for n_cols in lengths:
+        for n_rows, scale, al in ((257, 2.0, 1.5), (557, 3.0, 1.3)):
+            z = torch.randn(n_rows, n_cols, generator=gen, dtype=torch.float64) * scale
+            alpha = torch.full((n_rows, 1), al, dtype=torch.float64)
+            ref = {"sparsemax": lambda: ops.sparsemax(z, -1), "entmax15": lambda: ops.entmax15(z, -1),
+                   "bisect": lambda: ops.entmax_bisect(z, alpha, -1, n_iter=80)}[mode]()
+            a_rows = alpha[:, 0].float().to(device) if mode == "bisect" else None
+            p = KM.forward_rows(z.float().to(device), mode, a_rows, config=cfg)
+            err = (p.double().cpu() - ref).abs().max().item()
+            if not err < 1e-5:
+                bad.append((n_cols, n_rows, err))
+    return bad
+
+
 def attention_variants(b, h, q, k, dtype):
-    """Tile / warp sweep of the mapping kernels on attention-shaped rows (kernel calls only),
-    and forward+backward replayed from a CUDA graph (GPU time without Python launch cost)."""
+    """Tile / warp sweep of the mapping kernels on attention-shaped rows (kernel calls only,
+    each forward shape next to its correctness check), and forward+backward replayed from a
+    CUDA graph (GPU time without Python launch cost)."""
     from onmt_entmax.ops.triton import mapping as KM
     z = torch.randn(b * h * q, k, device="cuda").to(dtype)
     g = torch.randn(b * h * q, k, device="cuda").to(dtype)
     a = torch.full((b * h * q,), 1.5, device="cuda")
     res = {}
-    for tile, nw in ((64, 1), (128, 1), (256, 1), (256, 2), (512, 2)):
+    for tile, nw in ((128, 1), (256, 1), (128, 2), (256, 2), (128, 4), (512, 4)):
         cfg = {"TILE": tile, "num_warps": nw}
         for mode in ("entmax15", "sparsemax", "bisect"):
             ar = a if mode == "bisect" else None
             res[f"fwd/{mode}/tile{tile}w{nw}"] = bench(
                 lambda: KM.forward_rows(z, mode, ar, config=cfg), None, 30)
+            if dtype == torch.float32:
+                res[f"wrong_rows/{mode}/tile{tile}w{nw}"] = short_row_errors(cfg, mode)
     p = KM.forward_rows(z, "entmax15")
     for tile, nw in ((256, 1), (512, 1), (1024, 1), (2048, 1), (2048, 2), (4096, 4)):
         cfg = {"BWD_TILE": tile, "num_warps": nw}
