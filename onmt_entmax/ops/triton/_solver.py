@@ -51,6 +51,13 @@ def fast_log2(x):
 
 
 @triton.jit
+def log2_pos(d):
+    """log2 d for d > 0; finite garbage (log2 of the smallest normal float) where d <= 0, for the
+    caller to mask. The clamp also keeps subnormal d off lg2.approx, which flushes them to 0."""
+    return fast_log2(tl.maximum(d, FLT_MIN))
+
+
+@triton.jit
 def row_alpha(ALPHA, rows, rmask, BR: tl.constexpr, MODE: tl.constexpr):
     """alpha of each row [BR]: 2 (sparsemax), 1.5 (exact 1.5-entmax), else read from ALPHA."""
     if MODE == 0:
@@ -64,9 +71,8 @@ def row_alpha(ALPHA, rows, rmask, BR: tl.constexpr, MODE: tl.constexpr):
 
 @triton.jit
 def _pow_pos(d, e):
-    """d^e for d > 0 (e a per-row [BR, 1] or scalar exponent); 0 where d <= 0.
-    (d is clamped to the smallest normal float: lg2.approx flushes subnormals to zero.)"""
-    return tl.where(d > 0, tl.exp2(e * fast_log2(tl.maximum(d, FLT_MIN))), 0.0)
+    """d^e for d > 0 (e a per-row [BR, 1] or scalar exponent); 0 where d <= 0."""
+    return tl.where(d > 0, tl.exp2(e * log2_pos(d)), 0.0)
 
 
 @triton.jit

@@ -47,7 +47,7 @@ def _loss_elems(x, tau, norm, beta, al, MODE: tl.constexpr):
     else:
         d = x - tau[:, None]
         pos = d > 0
-        lg = S.fast_log2(tl.where(pos, tl.maximum(d, S.FLT_MIN), 1.0))
+        lg = S.log2_pos(d)
         lnorm = tl.log2(norm)[:, None]
         p = tl.where(pos, tl.exp2(beta[:, None] * lg - lnorm), 0.0)
         pa = p * tl.where(pos, d, 0.0) * tl.exp2((1.0 - al[:, None]) * lnorm)

@@ -94,8 +94,7 @@ def _u_of_p(p, a1, MODE: tl.constexpr):
         lg = u
     else:
         pos = p > 0
-        lg = tl.where(pos, S.fast_log2(tl.where(pos, tl.maximum(p, S.FLT_MIN), 1.0)),
-                      0.0)
+        lg = tl.where(pos, S.log2_pos(p), 0.0)
         u = tl.where(pos, tl.exp2((1.0 - a1[:, None]) * lg), 0.0)
     return u, lg
 
