@@ -210,6 +210,27 @@ def group_max(z, BR: tl.constexpr, BC: tl.constexpr):
 
 
 @triton.jit
+def tile_max(z, BR: tl.constexpr, BC: tl.constexpr, GROUPS: tl.constexpr):
+    """(row maxima [BR], zg): zg the group maxima of the tile when GROUPS (for `start`), else z."""
+    if GROUPS:
+        zg = group_max(z, BR, BC)
+    else:
+        zg = z
+    return tl.max(zg, 1), zg
+
+
+@triton.jit
+def start(zg, m, a1, beta, row_ok, tol, MODE: tl.constexpr, GROUP_ITER: tl.constexpr,
+          GROUPS: tl.constexpr):
+    """The solver's first tau [BR]: `group_start` when GROUPS, else -1."""
+    if GROUPS:
+        tau0 = group_start(zg, m, a1, beta, row_ok, tol, MODE, GROUP_ITER)
+    else:
+        tau0 = tl.full(beta.shape, -1.0, tl.float32)
+    return tau0
+
+
+@triton.jit
 def group_start(zg, m, a1, beta, row_ok, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr):
     """A lower bound of each row's threshold from its group maxima zg [BR, G] (m: row max):
     the threshold of the subset T of group maxima (F_T <= F), less START_MARGIN. Every Newton

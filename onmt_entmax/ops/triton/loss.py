@@ -96,11 +96,7 @@ def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, n_rows, n_cols, stride, ignore_inde
         else:
             zsum = tl.zeros([BR], tl.float32)
             nfin = tl.full([BR], 1.0, tl.float32)
-        if GROUPS:
-            zg = S.group_max(z, BR, BC)
-            m = tl.max(zg, 1)
-        else:
-            m = tl.max(z, 1)
+        m, zg = S.tile_max(z, BR, BC, GROUPS)
     else:
         m, zsum, nfin, zg = S.row_max(Z, rows, keep, n_cols, stride, BR, BC)
     row_ok = m > float("-inf")
@@ -111,10 +107,7 @@ def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, n_rows, n_cols, stride, ignore_inde
     else:
         m = tl.where(row_ok, m, 0.0)
     if MODE != 3:
-        if GROUPS:
-            tau0 = S.group_start(zg, m, a1, beta, row_ok & keep, tol, MODE, GROUP_ITER)
-        else:
-            tau0 = tl.full([BR], -1.0, tl.float32)
+        tau0 = S.start(zg, m, a1, beta, row_ok & keep, tol, MODE, GROUP_ITER, GROUPS)
     if SINGLE:
         x = (z - m[:, None]) * a1[:, None]
         if MODE != 3:

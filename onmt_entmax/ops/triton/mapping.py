@@ -38,17 +38,10 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
         if MODE == 2:
             soft = a1 <= 0  # alpha == 1 rows: softmax
             solve = soft == 0
-        if GROUPS:
-            zg = S.group_max(z, BR, BC)
-            m = tl.max(zg, 1)
-        else:
-            m = tl.max(z, 1)
+        m, zg = S.tile_max(z, BR, BC, GROUPS)
         row_ok = m > float("-inf")
         m = tl.where(row_ok, m, 0.0)
-        if GROUPS:
-            tau0 = S.group_start(zg, m, a1, beta, row_ok & solve, tol, MODE, GROUP_ITER)
-        else:
-            tau0 = tl.full([BR], -1.0, tl.float32)
+        tau0 = S.start(zg, m, a1, beta, row_ok & solve, tol, MODE, GROUP_ITER, GROUPS)
         x = (z - m[:, None]) * a1[:, None]
         tau, norm, it = S.solve_tile(x, beta, row_ok & solve, tol, tau0, MODE, MAX_ITER)
         p = S.probs(x, tau, norm, beta, MODE)
@@ -64,7 +57,7 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
         m, _s, _c, zg = S.row_max(Z, rows, rmask, n_cols, stride, BR, BC)
         row_ok = m > float("-inf")
         m = tl.where(row_ok, m, 0.0)
-        tau0 = S.group_start(zg, m, a1, beta, row_ok, tol, MODE, GROUP_ITER)
+        tau0 = S.start(zg, m, a1, beta, row_ok, tol, MODE, GROUP_ITER, True)
         tau, norm, it = S.solve_stream(Z, rows, rmask, n_cols, stride, m, a1, beta, row_ok, tol,
                                        tau0, MODE, MAX_ITER, BR, BC)
         tot2 = tl.zeros([BR, BC], tl.float32)
