@@ -2,7 +2,7 @@
 # Every GPU benchmark of docs/benchmarks.md in one command, on one otherwise idle GPU; each table
 # goes to OUTDIR as markdown (+ JSON where the script writes it), with the device and versions.
 #   bash benchmarks/run_gpu.sh OUTDIR [MULTI30K_DIR]      # MULTI30K_DIR: train.{de,en}.gz
-# Kernel ratios first (a few minutes), then onmt_train tokens/s and onmt_translate sentences/s on
+# Kernel tests, kernel ratios (a few minutes), then onmt_train tokens/s and onmt_translate sentences/s on
 # Multi30k and on a synthetic 32k vocabulary (four variants each, ~1 min a variant on an H200).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +13,11 @@ python3 -c "import torch; assert torch.cuda.is_available(), 'run_gpu.sh needs a 
 import triton; print(torch.cuda.get_device_name(), 'torch', torch.__version__, 'triton', triton.__version__)" \
     | tee "$out/device.txt"
 git rev-parse HEAD >> "$out/device.txt" 2>/dev/null || true
-python3 benchmarks/bench_kernels.py --json "$out/kernels.json" > "$out/kernels.md"
+# speed of wrong kernels means nothing: the kernel tests first (set -e stops on a failure)
+python3 -m pytest -q -p no:cacheprovider tests/ops/test_triton_kernels.py tests/onmt/test_cuda.py \
+    2>&1 | tee "$out/tests.txt" | tail -n 3
+# VARIANTS=1: also the launch-shape sweeps (each short-row shape next to its correctness check)
+python3 benchmarks/bench_kernels.py ${VARIANTS:+--variants} --json "$out/kernels.json" > "$out/kernels.md"
 python3 benchmarks/bench_train.py --gpu --data multi30k --multi30k-dir "$m30k" --workdir "$out/train-multi30k" \
     --json "$out/train-multi30k.json" > "$out/train-multi30k.md"
 python3 benchmarks/bench_translate.py --workdir "$out/train-multi30k" --gpu --beam 5 --lines 1000 \
