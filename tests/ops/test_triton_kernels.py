@@ -257,3 +257,33 @@ def test_long_rows_start_from_group_maxima(mode, scale):
     KM.forward_rows(z.to(DEV), mode, a, iters=iters_from_minus_one, config={"GROUP_MIN": 1 << 30})
     assert iters.max().item() <= (5 if mode == "bisect" else 4), iters.tolist()
     assert iters.sum() < iters_from_minus_one.sum(), (iters.tolist(), iters_from_minus_one.tolist())
+
+
+@pytest.mark.parametrize("n_cols", [50, MID, LONG])
+def test_a_nan_logit_gives_nan_like_the_reference(n_cols):
+    """The hardware max drops NaN: without care a NaN logit would silently leave the support
+    and the row would come out finite. Like the torch reference (and torch.softmax), a row with a
+    NaN gives a NaN mapping row, a NaN loss and NaN gradients; the other rows are untouched."""
+    gen = torch.Generator().manual_seed(3)
+    z = torch.randn(4, n_cols, generator=gen, dtype=torch.float64) * 3
+    z[1, n_cols // 3] = float("nan")
+    y = torch.tensor([0, 1, 2, n_cols - 1])
+    for mode in ("sparsemax", "entmax15", "bisect"):
+        a = KM._alpha_rows(ALPHA[mode], z, -1).to(DEV) if mode == "bisect" else None
+        p = KM.forward_rows(z.float().to(DEV), mode, a).cpu()
+        assert p[1].isnan().all() and not p[[0, 2, 3]].isnan().any(), mode
+        torch.testing.assert_close(p[[0, 2, 3]].double(), REF[mode](z[[0, 2, 3]]), atol=2e-6,
+                                   rtol=1e-4)
+    for kind, alpha in (("sparsemax", 2.0), ("entmax15", 1.5), ("entmax_bisect", 1.33),
+                        ("alpha_relu", 1.5)):
+        zz = z.float().to(DEV).requires_grad_()
+        loss = K.fy_loss(zz, y.to(DEV), kind, alpha, 0.0 if kind != "alpha_relu" else -0.5)
+        loss.sum().backward()
+        ref = ref_losses.fy_loss(z, y, kind, alpha, -0.5 if kind == "alpha_relu" else 0.0,
+                                 reduction="none")
+        assert loss[1].isnan() and not loss[[0, 2, 3]].isnan().any(), kind
+        grad = zz.grad.cpu()
+        nan_grad = grad[1].isnan().sum().item()
+        assert nan_grad == (1 if kind == "alpha_relu" else n_cols), (kind, nan_grad)
+        torch.testing.assert_close(loss[[0, 2, 3]].double().cpu(), ref[[0, 2, 3]], atol=1e-4,
+                                   rtol=1e-4)

@@ -203,20 +203,28 @@ def solve_tile(x, beta, row_ok, tol, tau0, MODE: tl.constexpr, MAX_ITER: tl.cons
 
 
 @triton.jit
+def max_nan(a, b):
+    """max that returns NaN if either is NaN (the hardware max drops NaN): a row with a NaN logit
+    has a NaN maximum, and the kernels return NaN for it, as the torch reference does."""
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
 def group_max(z, BR: tl.constexpr, BC: tl.constexpr):
     """Maxima [BR, BC // GROUP] of a partition of each row into groups of GROUP entries (which
     entries share a group is left to the compiler: any partition serves the start)."""
-    return tl.max(tl.reshape(z, [BR, BC // GROUP, GROUP], can_reorder=True), 2)
+    return tl.reduce(tl.reshape(z, [BR, BC // GROUP, GROUP], can_reorder=True), 2, max_nan)
 
 
 @triton.jit
 def tile_max(z, BR: tl.constexpr, BC: tl.constexpr, GROUPS: tl.constexpr):
-    """(row maxima [BR], zg): zg the group maxima of the tile when GROUPS (for `start`), else z."""
+    """(row maxima [BR], NaN where the row has a NaN; zg): zg the group maxima of the tile when
+    GROUPS (for `start`), else z."""
     if GROUPS:
         zg = group_max(z, BR, BC)
     else:
         zg = z
-    return tl.max(zg, 1), zg
+    return tl.reduce(zg, 1, max_nan), zg
 
 
 @triton.jit
@@ -252,7 +260,8 @@ def load_scaled(Z, rows, row_ok_mask, cols, n_cols, stride, m, a1):
 
 @triton.jit
 def row_max(Z, rows, rmask, n_cols, stride, BR: tl.constexpr, BC: tl.constexpr):
-    """Row maxima (and sum / count of finite entries) streamed over column chunks, and the
+    """Row maxima (NaN where the row has a NaN; and sum / count of finite entries) streamed over
+    column chunks, and the
     [BR, BC] tile of maxima over the columns that share a position mod BC (a partition of the
     row for `group_start`). Accumulates tiles and reduces once after the loop (no reduction in
     the loop)."""
@@ -264,11 +273,11 @@ def row_max(Z, rows, rmask, n_cols, stride, BR: tl.constexpr, BC: tl.constexpr):
         msk = rmask[:, None] & (cols[None, :] < n_cols)
         z = tl.load(Z + rows.to(tl.int64)[:, None] * stride + cols[None, :], mask=msk,
                     other=float("-inf")).to(tl.float32)
-        m2 = tl.maximum(m2, z)
+        m2 = max_nan(m2, z)
         fin = z > float("-inf")
         s2 += tl.where(fin, z, 0.0)
         c2 += fin.to(tl.float32)
-    return tl.max(m2, 1), tl.sum(s2, 1), tl.sum(c2, 1), m2
+    return tl.reduce(m2, 1, max_nan), tl.sum(s2, 1), tl.sum(c2, 1), m2
 
 
 @triton.jit

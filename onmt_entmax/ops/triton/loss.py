@@ -31,7 +31,8 @@ _NSTAT = 5  # m, tau, norm, n_finite, dL/dalpha
 
 @triton.jit
 def _loss_elems(x, tau, norm, beta, al, MODE: tl.constexpr):
-    """Elementwise terms: p (z - m), p^alpha, p^alpha log p (zero off the support).
+    """Elementwise terms: p (z - m), p^alpha, p^alpha log p (zero off the support; alpha-ReLU:
+    p^alpha is NaN at a NaN logit).
     alpha-entmax / alpha-ReLU: with d = [x - tau]_+ and p = d^beta / norm, alpha beta = beta + 1
     gives p^alpha = p d norm^(1 - alpha) and log2 p = beta log2 d - log2 norm: one log2 and one
     exp2 per entry."""
@@ -52,6 +53,8 @@ def _loss_elems(x, tau, norm, beta, al, MODE: tl.constexpr):
         p = tl.where(pos, tl.exp2(beta[:, None] * lg - lnorm), 0.0)
         pa = p * tl.where(pos, d, 0.0) * tl.exp2((1.0 - al[:, None]) * lnorm)
         palp = pa * (beta[:, None] * lg - lnorm) * 0.6931471805599453
+        if MODE == 3:  # a NaN logit makes the loss NaN (alpha-ReLU is elementwise: its gradient
+            pa = tl.where(x != x, x, pa)  # is NaN at that entry only, in _fy_bwd_kernel)
     pos = p > 0
     return tl.where(pos, p * zm, 0.0), pa, palp
 
@@ -99,6 +102,9 @@ def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, n_rows, n_cols, stride, ignore_inde
         m, zg = S.tile_max(z, BR, BC, GROUPS)
     else:
         m, zsum, nfin, zg = S.row_max(Z, rows, keep, n_cols, stride, BR, BC)
+    # a NaN logit: NaN loss and a NaN gradient row, as the torch reference (alpha-ReLU, which
+    # does not use m: through its sum of p^alpha, see _loss_elems)
+    nan_row = (m != m) & (MODE != 3)
     row_ok = m > float("-inf")
     if MODE == 3:
         m = tl.zeros([BR], tl.float32)
@@ -148,6 +154,8 @@ def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, n_rows, n_cols, stride, ignore_inde
         hq, dhq = _smooth_entropy(nq, eps, al)
         loss = loss + eps * (zy - mean_z) - hq
         dal = dal - dhq
+    loss = tl.where(nan_row, float("nan"), loss)
+    norm = tl.where(nan_row, float("nan"), norm)
     tl.store(LOSS + rows, tl.where(keep, loss, 0.0), mask=rmask)
     sp = STATS + r64 * 5
     tl.store(sp + 0, m, mask=rmask)
@@ -181,6 +189,8 @@ def _fy_bwd_kernel(Z, Y, G, STATS, ALPHA, DZ, n_rows, n_cols, stride, ignore_ind
                 other=float("-inf")).to(tl.float32)
     x = (z - m[:, None]) * a1[:, None]
     p = S.probs(x, tau, norm, beta, MODE)
+    if MODE == 3:
+        p = tl.where(z != z, z, p)  # NaN logit -> NaN gradient there (the hardware max drops NaN)
     onehot = cols[None, :] == y[:, None]
     q = tl.where(onehot, 1.0 - eps, 0.0)
     if SMOOTH:

@@ -39,6 +39,7 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
             soft = a1 <= 0  # alpha == 1 rows: softmax
             solve = soft == 0
         m, zg = S.tile_max(z, BR, BC, GROUPS)
+        nan_row = m != m
         row_ok = m > float("-inf")
         m = tl.where(row_ok, m, 0.0)
         tau0 = S.start(zg, m, a1, beta, row_ok & solve, tol, MODE, GROUP_ITER, GROUPS)
@@ -52,9 +53,11 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
         # renormalise: float32 rounding of tau alone moves sum p by up to ~2e-6
         tot = tl.sum(p, 1)
         p = p / tl.where(tot > 0, tot, 1.0)[:, None]
+        p = tl.where(nan_row[:, None], float("nan"), p)
         tl.store(P + roff + cols[None, :], p.to(P.dtype.element_ty), mask=msk)
     else:
         m, _s, _c, zg = S.row_max(Z, rows, rmask, n_cols, stride, BR, BC)
+        nan_row = m != m
         row_ok = m > float("-inf")
         m = tl.where(row_ok, m, 0.0)
         tau0 = S.start(zg, m, a1, beta, row_ok, tol, MODE, GROUP_ITER, True)
@@ -66,6 +69,7 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
             tot2 += S.probs(x, tau, norm, beta, MODE)
         tot = tl.sum(tot2, 1)
         norm = norm * tl.where(tot > 0, tot, 1.0)
+        norm = tl.where(nan_row, float("nan"), norm)  # p = NaN on a row with a NaN
         for c0 in range(0, n_cols, BC):
             cols = c0 + tl.arange(0, BC)
             msk = rmask[:, None] & (cols[None, :] < n_cols)
