@@ -261,10 +261,9 @@ def load_scaled(Z, rows, row_ok_mask, cols, n_cols, stride, m, a1):
 @triton.jit
 def row_max(Z, rows, rmask, n_cols, stride, BR: tl.constexpr, BC: tl.constexpr):
     """Row maxima (NaN where the row has a NaN; and sum / count of finite entries) streamed over
-    column chunks, and the
-    [BR, BC] tile of maxima over the columns that share a position mod BC (a partition of the
-    row for `group_start`). Accumulates tiles and reduces once after the loop (no reduction in
-    the loop)."""
+    column chunks, and the [BR, BC] tile of maxima over the columns that share a position mod BC
+    (a partition of the row for `group_start`). Accumulates tiles and reduces once after the loop
+    (no reduction in the loop)."""
     m2 = tl.full([BR, BC], float("-inf"), tl.float32)
     s2 = tl.zeros([BR, BC], tl.float32)
     c2 = tl.zeros([BR, BC], tl.float32)

@@ -52,15 +52,15 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
             p = tl.where(msk, p, 0.0)
         # renormalise: float32 rounding of tau alone moves sum p by up to ~2e-6
         tot = tl.sum(p, 1)
-        p = p / tl.where(tot > 0, tot, 1.0)[:, None]
-        p = tl.where(nan_row[:, None], float("nan"), p)
+        tot = tl.where(nan_row, float("nan"), tl.where(tot > 0, tot, 1.0))  # NaN row -> p NaN
+        p = p / tot[:, None]
         tl.store(P + roff + cols[None, :], p.to(P.dtype.element_ty), mask=msk)
     else:
         m, _s, _c, zg = S.row_max(Z, rows, rmask, n_cols, stride, BR, BC)
         nan_row = m != m
         row_ok = m > float("-inf")
         m = tl.where(row_ok, m, 0.0)
-        tau0 = S.start(zg, m, a1, beta, row_ok, tol, MODE, GROUP_ITER, True)
+        tau0 = S.group_start(zg, m, a1, beta, row_ok, tol, MODE, GROUP_ITER)
         tau, norm, it = S.solve_stream(Z, rows, rmask, n_cols, stride, m, a1, beta, row_ok, tol,
                                        tau0, MODE, MAX_ITER, BR, BC)
         tot2 = tl.zeros([BR, BC], tl.float32)
