@@ -4,15 +4,14 @@ Rows up to SINGLE_MAX elements are held in registers (one HBM read, solver passe
 registers); longer rows are streamed in chunks of CHUNK elements, each solver pass re-reading
 the row from L2. alpha-entmax (mode 2) streams from BISECT_SINGLE_MAX: its pow terms spill
 registers when the whole row is held. Short rows (attention) are packed TILE // next_pow2(n)
-rows per program (on one warp every reduction would stay inside a warp, 2-3x faster, but Triton
-3.6 gave wrong rows there: docs/kernels.md).
+rows per program on one warp: every reduction stays inside the warp (shuffles, no shared
+memory), 2-3x faster than on 4 warps. (Correct only without FP contraction: _launch.py.)
 Defaults from the sweeps on an H200 (docs/kernels.md).
 """
 from __future__ import annotations
 
 DEFAULTS = {"SINGLE_MAX": 32768, "CHUNK": 4096, "CHUNK_WARPS": 8,
-            "TILE": 128, "SHORT_WARPS": 4,          # forward, short rows (one warp is 2-3x faster
-                                                    # but gave wrong rows: docs/kernels.md)
+            "TILE": 128, "SHORT_WARPS": 1,          # forward, short rows
             "BWD_TILE": 512, "BWD_WARPS": 1,        # mapping backward, short rows
             "BISECT_SINGLE_MAX": 4096,              # alpha-entmax (float alpha): longer rows stream
             "BISECT_LONG_WARPS": 32,                # alpha-entmax rows >= 16384 held in registers

@@ -6,6 +6,16 @@ docs/kernels.md, `bench_kernels.py --overhead`). The first call for a given spec
 through the JIT (which compiles and returns the compiled kernel); later calls with the same
 specialisation (dtypes, 16-byte pointer alignment, int values 1 / multiple of 16 / 32-bit, the
 constexprs and warps) launch that compiled kernel directly.
+
+Every kernel is compiled without floating-point contraction (`enable_fp_fusion=False`). A warp
+reduces a row by a butterfly of shuffles, after which every lane holds the row's sum, bit for bit
+the same, as long as each step is a plain (commutative) add: lane i computes x_i + x_j and lane j
+x_j + x_i. With contraction, LLVM fuses a lane's own product into the first step,
+fma(d_i, d_i, d_j^2) in lane i against fma(d_j, d_j, d_i^2) in lane j, and the lanes of one row
+end up with different sums. The solver's loop exit and certificate are decided from these
+replicated row values, so the lanes of a warp then disagree: they leave the loop at different
+passes, and the shuffles after it exchange with lanes that are elsewhere (rows of garbage, seen
+with one-warp tiles and rows of at most 16 entries in OpenNMT-py training: docs/kernels.md).
 """
 from __future__ import annotations
 
@@ -41,13 +51,13 @@ def launch(fn, grid: tuple, args: tuple, constexprs: dict, num_warps: int) -> No
     signature order, `constexprs` the remaining parameters. Like Triton, launches on the current
     CUDA device's current stream."""
     if not _FAST:
-        fn[grid](*args, **constexprs, num_warps=num_warps)
+        fn[grid](*args, **constexprs, num_warps=num_warps, enable_fp_fusion=False)
         return
     dev = driver.active.get_current_device()  # as Triton's own launcher does
     key = (fn, dev, num_warps, tuple(constexprs.items()), tuple(_spec(a) for a in args))
     kernel = _CACHE.get(key)
     if kernel is None:
-        kernel = fn[grid](*args, **constexprs, num_warps=num_warps)
+        kernel = fn[grid](*args, **constexprs, num_warps=num_warps, enable_fp_fusion=False)
         names = fn.arg_names[len(args):]
         if sorted(names) == sorted(constexprs) and kernel is not None:
             _CACHE[key] = (kernel, tuple(constexprs[n] for n in names))
