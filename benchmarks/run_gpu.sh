@@ -14,7 +14,8 @@ import triton; print(torch.cuda.get_device_name(), 'torch', torch.__version__, '
     | tee "$out/device.txt"
 git rev-parse HEAD >> "$out/device.txt" 2>/dev/null || true
 # speed of wrong kernels means nothing: the kernel tests first (set -e stops on a failure)
-python3 -m pytest -q -p no:cacheprovider tests/ops/test_triton_kernels.py tests/onmt/test_cuda.py \
+python3 -m pytest -q -p no:cacheprovider tests/ops/test_triton_kernels.py tests/ops/test_triton_codegen.py \
+    tests/onmt/test_cuda.py \
     2>&1 | tee "$out/tests.txt" | tail -n 3
 # VARIANTS=1: also the launch-shape sweeps (each short-row shape next to its correctness check)
 python3 benchmarks/bench_kernels.py ${VARIANTS:+--variants} --json "$out/kernels.json" > "$out/kernels.md"

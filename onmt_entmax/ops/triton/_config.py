@@ -5,7 +5,9 @@ registers); longer rows are streamed in chunks of CHUNK elements, each solver pa
 the row from L2. alpha-entmax (mode 2) streams from BISECT_SINGLE_MAX: its pow terms spill
 registers when the whole row is held. Short rows (attention) are packed TILE // next_pow2(n)
 rows per program on one warp: every reduction stays inside the warp (shuffles, no shared
-memory), 2-3x faster than on 4 warps. (Correct only without FP contraction: _launch.py.)
+memory), 2-3x faster than on 4 warps. FP_FUSION: floating-point contraction is safe only where
+every thread holds two or more entries of its row (_launch.py), i.e. one row per program of at
+least 64 entries a warp.
 Defaults from the sweeps on an H200 (docs/kernels.md).
 """
 from __future__ import annotations
@@ -25,7 +27,7 @@ def next_pow2(n: int) -> int:
 
 def launch_config(n_cols: int, elem_size: int, override: dict | None = None, mode: int = 1,
                   backward: bool = False, soft_rows: bool = False) -> dict:
-    """{BR, BC, SINGLE, GROUPS, GROUP_ITER, num_warps} for rows of n_cols elements (mode 2: alpha-entmax).
+    """{BR, BC, SINGLE, GROUPS, GROUP_ITER, FP_FUSION, num_warps} for rows of n_cols elements (mode 2: alpha-entmax).
     GROUPS: the row held in registers starts the solver from its group maxima (_solver.py).
     soft_rows: a per-row alpha tensor, whose alpha == 1 rows only the register path computes."""
     o = dict(DEFAULTS, **override) if override else DEFAULTS
@@ -44,6 +46,7 @@ def launch_config(n_cols: int, elem_size: int, override: dict | None = None, mod
             nw = o.get("num_warps") or max(1, min(8, bc // 1024))
         groups = br == 1 and bc >= o["GROUP_MIN"] and not backward
         return {"BR": br, "BC": bc, "SINGLE": True, "GROUPS": groups, "GROUP_ITER": o["GROUP_ITER"],
-                "num_warps": nw}
+                "FP_FUSION": br == 1 and bc >= 64 * nw, "num_warps": nw}
+    nw = o.get("num_warps") or o["CHUNK_WARPS"]
     return {"BR": 1, "BC": o["CHUNK"], "SINGLE": False, "GROUPS": True, "GROUP_ITER": o["GROUP_ITER"],
-            "num_warps": o.get("num_warps") or o["CHUNK_WARPS"]}
+            "FP_FUSION": o["CHUNK"] >= 64 * nw, "num_warps": nw}

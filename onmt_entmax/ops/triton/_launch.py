@@ -7,15 +7,18 @@ through the JIT (which compiles and returns the compiled kernel); later calls wi
 specialisation (dtypes, 16-byte pointer alignment, int values 1 / multiple of 16 / 32-bit, the
 constexprs and warps) launch that compiled kernel directly.
 
-Every kernel is compiled without floating-point contraction (`enable_fp_fusion=False`). A warp
-reduces a row by a butterfly of shuffles, after which every lane holds the row's sum, bit for bit
-the same, as long as each step is a plain (commutative) add: lane i computes x_i + x_j and lane j
-x_j + x_i. With contraction, LLVM fuses a lane's own product into the first step,
-fma(d_i, d_i, d_j^2) in lane i against fma(d_j, d_j, d_i^2) in lane j, and the lanes of one row
-end up with different sums. The solver's loop exit and certificate are decided from these
-replicated row values, so the lanes of a warp then disagree: they leave the loop at different
-passes, and the shuffles after it exchange with lanes that are elsewhere (rows of garbage, seen
-with one-warp tiles and rows of at most 16 entries in OpenNMT-py training: docs/kernels.md).
+Floating-point contraction (`enable_fp_fusion`) is off wherever a thread holds a single entry of
+a row it reduces. A warp reduces a row by a butterfly of shuffles, after which every lane holds the
+row's sum, bit for bit the same, as long as each step is a plain (commutative) add: lane i computes
+x_i + x_j and lane j x_j + x_i. When a lane's own term is a bare product, LLVM fuses it into the
+first step, fma(d_i, d_i, d_j^2) in lane i against fma(d_j, d_j, d_i^2) in lane j, and the lanes
+of one row end up with different sums. The solver's loop exit and certificate are decided from
+these replicated row values, so the lanes then disagree: they leave the loop at different passes,
+and the shuffles after it exchange with lanes that are elsewhere (wrong rows, seen with one-warp
+tiles and with rows of at most 16 entries in OpenNMT-py training: docs/kernels.md). A thread
+that holds two or more entries adds them first, so its term entering the butterfly is a sum and
+nothing can be fused there: long rows keep contraction (`launch_config`'s FP_FUSION), which is
+~10% of the 1.5-entmax loss time.
 """
 from __future__ import annotations
 
@@ -46,18 +49,20 @@ def _spec(a):
     return type(a)
 
 
-def launch(fn, grid: tuple, args: tuple, constexprs: dict, num_warps: int) -> None:
-    """fn[grid](*args, **constexprs, num_warps=num_warps); `args` are the runtime parameters in
-    signature order, `constexprs` the remaining parameters. Like Triton, launches on the current
-    CUDA device's current stream."""
+def launch(fn, grid: tuple, args: tuple, constexprs: dict, num_warps: int,
+           fp_fusion: bool = False) -> None:
+    """fn[grid](*args, **constexprs, num_warps=num_warps, enable_fp_fusion=fp_fusion); `args` are
+    the runtime parameters in signature order, `constexprs` the remaining parameters. Like Triton,
+    launches on the current CUDA device's current stream."""
+    opts = {"num_warps": num_warps, "enable_fp_fusion": fp_fusion}
     if not _FAST:
-        fn[grid](*args, **constexprs, num_warps=num_warps, enable_fp_fusion=False)
+        fn[grid](*args, **constexprs, **opts)
         return
     dev = driver.active.get_current_device()  # as Triton's own launcher does
-    key = (fn, dev, num_warps, tuple(constexprs.items()), tuple(_spec(a) for a in args))
+    key = (fn, dev, num_warps, fp_fusion, tuple(constexprs.items()), tuple(_spec(a) for a in args))
     kernel = _CACHE.get(key)
     if kernel is None:
-        kernel = fn[grid](*args, **constexprs, num_warps=num_warps, enable_fp_fusion=False)
+        kernel = fn[grid](*args, **constexprs, **opts)
         names = fn.arg_names[len(args):]
         if sorted(names) == sorted(constexprs) and kernel is not None:
             _CACHE[key] = (kernel, tuple(constexprs[n] for n in names))

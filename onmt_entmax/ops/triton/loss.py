@@ -228,7 +228,7 @@ def fy_loss_rows(z: torch.Tensor, target: torch.Tensor, kind: str, alpha=1.5, ta
            {"MODE": mode, "SMOOTH": eps > 0, "MAX_ITER": max_iter if mode != 1 else 32,
             "BR": cfg["BR"], "BC": cfg["BC"], "SINGLE": cfg["SINGLE"],
             "GROUPS": cfg["GROUPS"] and mode != 3, "GROUP_ITER": cfg["GROUP_ITER"]},
-           cfg["num_warps"])
+           cfg["num_warps"], cfg["FP_FUSION"])
     return loss, stats, a_rows
 
 
@@ -244,7 +244,8 @@ def fy_grad_rows(z, target, g_rows, stats, a_rows, kind: str, ignore_index: int,
     grid = (triton.cdiv(n_rows, br), triton.cdiv(n_cols, bc))
     launch(_fy_bwd_kernel, grid, (z, target, g_rows, stats, a_rows if a_rows is not None else z,
                                   dz, n_rows, n_cols, z.stride(0), ignore_index, float(eps)),
-           {"MODE": _KINDS[kind], "SMOOTH": eps > 0, "BR": br, "BC": bc}, 4)
+           {"MODE": _KINDS[kind], "SMOOTH": eps > 0, "BR": br, "BC": bc}, 4,
+           fp_fusion=True)  # elementwise: no reduction across lanes
     return dz
 
 

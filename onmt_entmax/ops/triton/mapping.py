@@ -207,7 +207,7 @@ def forward_rows(z2: torch.Tensor, mode: str, alpha_rows: torch.Tensor | None = 
                                n_cols, z2.stride(0), tol),
            {"MODE": m, "MAX_ITER": max_iter, "BR": cfg["BR"], "BC": cfg["BC"],
             "SINGLE": cfg["SINGLE"], "GROUPS": cfg["GROUPS"], "GROUP_ITER": cfg["GROUP_ITER"]},
-           cfg["num_warps"])
+           cfg["num_warps"], cfg["FP_FUSION"])
     return p
 
 
@@ -227,7 +227,7 @@ def backward_rows(p2: torch.Tensor, g2: torch.Tensor, mode: str,
                                dalpha if dalpha is not None else p2, n_rows, n_cols, p2.stride(0),
                                g2.stride(0)),
            {"MODE": m, "BR": cfg["BR"], "BC": cfg["BC"], "SINGLE": cfg["SINGLE"]},
-           cfg["num_warps"])
+           cfg["num_warps"], cfg["FP_FUSION"])
     return dz, dalpha
 
 
