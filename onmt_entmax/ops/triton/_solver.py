@@ -181,25 +181,35 @@ def _update(tau, done, out_tau, out_norm, lo, hi, k, a, b, mn, beta, tol, MODE: 
 
 
 @triton.jit
-def solve_tile(x, beta, row_ok, tol, tau0, MODE: tl.constexpr, MAX_ITER: tl.constexpr):
+def solve_tile(x, beta, row_ok, tol, tau0, MODE: tl.constexpr, MAX_ITER: tl.constexpr,
+               KEEP_P: tl.constexpr = False):
     """Thresholds for a tile held in registers. x: [BR, BC] shifted-scaled scores
     (max 0 on valid rows, -inf for padding), tau0 [BR] the start (-1, or a lower bound from
-    `group_start`); returns (tau, norm, iterations)."""
+    `group_start`); returns (tau, norm, iterations, p~). KEEP_P (MODE 2): p~ is the tile
+    [x - tau]_+^beta of each row's last pass (the A terms of its statistics), so the caller
+    needs no pow pass of its own (p = p~ / sum p~); else p~ is 0."""
     tau = tau0
     lo = tl.full(beta.shape, -1.0, tl.float32)
     hi = tl.zeros(beta.shape, tl.float32)
     out_tau = tau
     out_norm = tl.full(beta.shape, 1.0, tl.float32)
     done = tl.where(row_ok, 0, 1)
+    if KEEP_P:
+        kept = tl.zeros(x.shape, tl.float32)
+    else:
+        kept = 0.0
     it = 0
     go = tl.sum(1 - done, 0) > 0
     while go:
-        k, a, b, mn = _stats(x, tau, beta, MODE)
+        kf, a, b, mn = _stats_elems(x, tau, beta, MODE)
+        if KEEP_P:
+            kept = tl.where((done == 0)[:, None], a, kept)
+        k, a, b, mn = _reduce_stats(kf, a, b, mn, MODE)
         tau, done, out_tau, out_norm, lo, hi = _update(tau, done, out_tau, out_norm, lo, hi,
                                                        k, a, b, mn, beta, tol, MODE)
         it += 1
         go = (tl.sum(1 - done, 0) > 0) & (it < MAX_ITER)
-    return out_tau, out_norm, it
+    return out_tau, out_norm, it, kept
 
 
 @triton.jit
@@ -244,7 +254,7 @@ def group_start(zg, m, a1, beta, row_ok, tol, MODE: tl.constexpr, MAX_ITER: tl.c
     the threshold of the subset T of group maxima (F_T <= F), less START_MARGIN. Every Newton
     iterate on T is a lower bound too, so MAX_ITER may stop the solve on T early."""
     xg = (zg - m[:, None]) * a1[:, None]
-    t, _n, _it = solve_tile(xg, beta, row_ok, tol, tl.full(beta.shape, -1.0, tl.float32),
+    t, _n, _it, _p = solve_tile(xg, beta, row_ok, tol, tl.full(beta.shape, -1.0, tl.float32),
                             MODE, MAX_ITER)
     return tl.maximum(t - START_MARGIN, -1.0)
 

@@ -117,7 +117,7 @@ def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, n_rows, n_cols, stride, ignore_inde
     if SINGLE:
         x = (z - m[:, None]) * a1[:, None]
         if MODE != 3:
-            tau, norm, _it = S.solve_tile(x, beta, row_ok & keep, tol, tau0, MODE, MAX_ITER)
+            tau, norm, _it, _p = S.solve_tile(x, beta, row_ok & keep, tol, tau0, MODE, MAX_ITER)
         e1, e2, e3 = _loss_elems(x, tau, norm, beta, al, MODE)
         pz = tl.sum(e1, 1)
         spa = tl.sum(e2, 1)

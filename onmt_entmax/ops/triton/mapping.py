@@ -21,6 +21,14 @@ _MODES = {"sparsemax": 0, "entmax15": 1, "bisect": 2}
 
 
 @triton.jit
+def _softmax_rows(p, z, m, soft, msk):
+    """p with the rows flagged soft (alpha == 1) replaced by softmax(z) (m: row max)."""
+    e = tl.exp(z - m[:, None])
+    p = tl.where(soft[:, None], e / tl.sum(e, 1)[:, None], p)
+    return tl.where(msk, p, 0.0)
+
+
+@triton.jit
 def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
                 MODE: tl.constexpr, MAX_ITER: tl.constexpr, BR: tl.constexpr,
                 BC: tl.constexpr, SINGLE: tl.constexpr, GROUPS: tl.constexpr,
@@ -44,12 +52,18 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
         m = tl.where(row_ok, m, 0.0)
         tau0 = S.start(zg, m, a1, beta, row_ok & solve, tol, MODE, GROUP_ITER, GROUPS)
         x = (z - m[:, None]) * a1[:, None]
-        tau, norm, it = S.solve_tile(x, beta, row_ok & solve, tol, tau0, MODE, MAX_ITER)
-        p = S.probs(x, tau, norm, beta, MODE)
-        if MODE == 2:
-            e = tl.exp(z - m[:, None])
-            p = tl.where(soft[:, None], e / tl.sum(e, 1)[:, None], p)
-            p = tl.where(msk, p, 0.0)
+        # short alpha-entmax rows keep the pow terms of their last pass (no pow pass after)
+        tau, norm, it, kept = S.solve_tile(x, beta, row_ok & solve, tol, tau0, MODE, MAX_ITER,
+                                           MODE == 2 and BR > 1)
+        if MODE == 2 and BR > 1:
+            p = kept
+        else:
+            p = S.probs(x, tau, norm, beta, MODE)
+        if MODE == 2:  # alpha == 1 rows (learned alpha): softmax
+            if BR == 1:  # (a branch here costs long rows registers)
+                p = _softmax_rows(p, z, m, soft, msk)
+            elif tl.max(soft.to(tl.int32), 0) > 0:  # short rows: only where a row needs it
+                p = _softmax_rows(p, z, m, soft, msk)
         # renormalise: float32 rounding of tau alone moves sum p by up to ~2e-6
         tot = tl.sum(p, 1)
         tot = tl.where(nan_row, float("nan"), tl.where(tot > 0, tot, 1.0))  # NaN row -> p NaN
