@@ -25,9 +25,15 @@ def last_checkpoint(folder: Path) -> Path:
     return steps[-1]
 
 
+MAX_LENGTH = 100
+
+
 def timed_translate(model: Path, src: Path, out: Path, args: argparse.Namespace) -> float:
     cmd = ["onmt_translate", "-model", str(model), "-src", str(src), "-output", str(out),
-           "-beam_size", str(args.beam), "-batch_size", str(args.batch), "-max_length", "100"]
+           "-beam_size", str(args.beam), "-batch_size", str(args.batch),
+           "-max_length", str(args.fixed_length or MAX_LENGTH)]
+    if args.fixed_length:  # EOS forbidden before, every hypothesis cut at: N steps for every model
+        cmd += ["-min_length", str(args.fixed_length)]
     if args.gpu:
         cmd += ["-gpu", "0"]
     t0 = time.perf_counter()
@@ -46,13 +52,17 @@ def main() -> None:
     ap.add_argument("--beam", type=int, default=5)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--gpu", action="store_true")
+    ap.add_argument("--fixed-length", type=int, default=0,
+                    help="decode exactly N steps per sentence (-min_length N -max_length N): the time per "
+                         "step, whatever length each model's hypotheses would have")
     args = ap.parse_args()
     src_all = args.src or next(iter(sorted(args.workdir.glob("train.*"))))
     lines = src_all.read_text().splitlines()[: args.lines]
     src, one = args.workdir / "bench_translate.src", args.workdir / "bench_translate_one.src"
     src.write_text("\n".join(lines) + "\n")
     one.write_text(lines[0] + "\n")
-    rows, words = {}, {}
+    rows, words, at_max = {}, {}, {}
+    max_len = args.fixed_length or MAX_LENGTH
     for folder in sorted(p for p in args.workdir.iterdir() if p.is_dir()):
         model = last_checkpoint(folder)
         # the first run compiles the Triton kernels into the on-disk cache: not timed
@@ -63,17 +73,22 @@ def main() -> None:
             sys.exit(f"{folder.name}: {len(lines)} lines took {total:.2f}s, no more than one line "
                      f"({startup:.2f}s): use more --lines")
         rows[folder.name] = len(lines) / (total - startup)
-        words[folder.name] = sum(len(line.split()) for line in (folder / "bench.out").open())
+        lengths = [len(line.split()) for line in (folder / "bench.out").open()]
+        words[folder.name] = sum(lengths)
+        at_max[folder.name] = sum(n >= max_len for n in lengths)
     base = rows.get("softmax")
     device = "cpu"
     if args.gpu:
         import torch
         device = torch.cuda.get_device_name()
-    print(f"\nonmt_translate sentences/s ({device}, beam {args.beam}, batch {args.batch}, {len(lines)} lines)")
-    print("| variant | sentences/s | vs softmax | output words |")
-    print("|---|---|---|---|")
+    mode = f"every sentence {args.fixed_length} steps" if args.fixed_length else f"max_length {MAX_LENGTH}"
+    print(f"\nonmt_translate sentences/s ({device}, beam {args.beam}, batch {args.batch}, {len(lines)} lines, "
+          f"{mode})")
+    print(f"| variant | sentences/s | vs softmax | output words | lines of {max_len}+ words |")
+    print("|---|---|---|---|---|")
     for name, rate in rows.items():
-        print(f"| {name} | {rate:.1f} | {f'{rate / base:.2f}x' if base else 'n/a'} | {words[name]} |")
+        print(f"| {name} | {rate:.1f} | {f'{rate / base:.2f}x' if base else 'n/a'} | {words[name]} | "
+              f"{at_max[name]} |")
 
 
 if __name__ == "__main__":
