@@ -100,6 +100,9 @@ def test_mapping_backward_and_dim(op):
     (p * g.float().to(DEV)).sum().backward()
     torch.testing.assert_close(p.detach().cpu().double(), getattr(ops, op)(z, 1), atol=2e-6, rtol=1e-4)
     torch.testing.assert_close(zk.grad.cpu().double(), zr.grad, atol=1e-5, rtol=1e-4)
+    with torch.no_grad():  # decoding: no autograd Function, same numbers
+        assert torch.equal(getattr(K, op)(zk, 1), p.detach())
+    assert torch.equal(getattr(K, op)(zk.detach(), 1), p.detach())
 
 
 def test_per_head_alpha_forward_backward():

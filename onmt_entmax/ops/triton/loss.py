@@ -74,7 +74,7 @@ def _smooth_entropy(n, eps, al):
     return (1.0 - s_a) / h, -s_alog / h - (1.0 - s_a) * (2.0 * al - 1.0) / (h * h)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])  # n_rows only masks: one kernel for any count
 def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, n_rows, n_cols, stride, ignore_index, eps, relu_tau,
                    tol, MODE: tl.constexpr, SMOOTH: tl.constexpr, MAX_ITER: tl.constexpr,
                    BR: tl.constexpr, BC: tl.constexpr, SINGLE: tl.constexpr,
@@ -165,7 +165,7 @@ def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, n_rows, n_cols, stride, ignore_inde
     tl.store(sp + 4, dal, mask=rmask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])  # n_rows only masks: one kernel for any count
 def _fy_bwd_kernel(Z, Y, G, STATS, ALPHA, DZ, n_rows, n_cols, stride, ignore_index, eps,
                    MODE: tl.constexpr, SMOOTH: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):
     """dz = (p - q) g_row, recomputing p = [(alpha-1)(z - m) - tau]_+^beta / norm."""

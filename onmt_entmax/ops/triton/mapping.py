@@ -28,7 +28,7 @@ def _softmax_rows(p, z, m, soft, msk):
     return tl.where(msk, p, 0.0)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])  # n_rows only masks: one kernel for any count
 def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
                 MODE: tl.constexpr, MAX_ITER: tl.constexpr, BR: tl.constexpr,
                 BC: tl.constexpr, SINGLE: tl.constexpr, GROUPS: tl.constexpr,
@@ -127,7 +127,7 @@ def _bwd_sums(p, g, a1, MODE: tl.constexpr):
     return tl.sum(u, 1), tl.sum(ug, 1), tl.sum(gp, 1), tl.sum(plp, 1), tl.sum(gplp, 1)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_rows"])  # n_rows only masks: one kernel for any count
 def _bwd_kernel(P, G, DZ, ALPHA, DALPHA, n_rows, n_cols, stride_p, stride_g,
                 MODE: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr, SINGLE: tl.constexpr):
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
@@ -245,22 +245,37 @@ def backward_rows(p2: torch.Tensor, g2: torch.Tensor, mode: str,
     return dz, dalpha
 
 
+def _forward(z, alpha, mode: str, dim: int, n_iter):
+    """(p, p as rows, alpha rows, row shape) for dim in [0, z.dim())."""
+    z2, shape = _as_rows(z, dim)
+    a_rows = _alpha_rows(alpha, z, dim) if mode == "bisect" else None
+    p2 = forward_rows(z2, mode, a_rows, n_iter, soft_rows=torch.is_tensor(alpha))
+    p = p2.view(shape)
+    return (p if dim == z.dim() - 1 else p.movedim(-1, dim)), p2, a_rows, shape
+
+
+def _map(z, alpha, mode: str, dim: int, n_iter):
+    """Autograd only where a gradient is wanted: decoding (no_grad, one call per attention layer
+    and step) skips the Function's bookkeeping."""
+    wants_grad = z.requires_grad or (torch.is_tensor(alpha) and alpha.requires_grad)
+    if wants_grad and torch.is_grad_enabled():
+        return _SparseMap.apply(z, alpha, mode, dim, n_iter)
+    return _forward(z, alpha, mode, dim % z.dim(), n_iter)[0]
+
+
 class _SparseMap(torch.autograd.Function):
     """p = mapping(z) along dim; first-order gradients w.r.t. z and a tensor alpha."""
 
     @staticmethod
     def forward(ctx, z, alpha, mode, dim, n_iter):
         dim = dim % z.dim()
-        z2, shape = _as_rows(z, dim)
-        a_rows = _alpha_rows(alpha, z, dim) if mode == "bisect" else None
-        p2 = forward_rows(z2, mode, a_rows, n_iter, soft_rows=torch.is_tensor(alpha))
+        p, p2, a_rows, shape = _forward(z, alpha, mode, dim, n_iter)
         ctx.save_for_backward(p2, a_rows if a_rows is not None else p2.new_empty(0))
         ctx.mode, ctx.dim, ctx.shape, ctx.zshape = mode, dim, shape, z.shape
         ctx.alpha_is_tensor = torch.is_tensor(alpha)
         ctx.alpha_shape = alpha.shape if torch.is_tensor(alpha) else None
         ctx.alpha_dtype = alpha.dtype if torch.is_tensor(alpha) else None
-        p = p2.view(shape)
-        return p if dim == z.dim() - 1 else p.movedim(-1, dim)
+        return p
 
     @staticmethod
     @once_differentiable
@@ -282,12 +297,12 @@ class _SparseMap(torch.autograd.Function):
 
 def sparsemax(z: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """sparsemax(z) = [z - tau]_+ along dim (CUDA, Triton)."""
-    return _SparseMap.apply(z, 2.0, "sparsemax", dim, None)
+    return _map(z, 2.0, "sparsemax", dim, None)
 
 
 def entmax15(z: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """1.5-entmax(z) = [z/2 - tau]_+^2 along dim, exact (CUDA, Triton)."""
-    return _SparseMap.apply(z, 1.5, "entmax15", dim, None)
+    return _map(z, 1.5, "entmax15", dim, None)
 
 
 def entmax_bisect(z: torch.Tensor, alpha=1.5, dim: int = -1, n_iter: int | None = None
@@ -295,4 +310,4 @@ def entmax_bisect(z: torch.Tensor, alpha=1.5, dim: int = -1, n_iter: int | None 
     """alpha-entmax(z) = [(alpha-1) z - tau]_+^(1/(alpha-1)) along dim, tau by Newton to
     |sum p - 1| <= 1e-6 then renormalised; alpha a float or a tensor broadcastable to z with
     size 1 along dim (differentiable)."""
-    return _SparseMap.apply(z, alpha, "bisect", dim, n_iter)
+    return _map(z, alpha, "bisect", dim, n_iter)
