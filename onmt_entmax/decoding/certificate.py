@@ -14,7 +14,7 @@ see everything.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable
 
 import torch
@@ -44,44 +44,74 @@ class SentenceCertificate:
         return self.exhaustive or (self.truncated == 0 and best_score >= self.best_pruned)
 
 
-@dataclass
 class CertificateTracker:
-    """Collects certificates for a batch of sentences while a beam search runs."""
+    """Collects certificates for a batch of sentences while a beam search runs.
 
-    batch_size: int
-    sentences: list = field(default_factory=list)
+    The per-step statistics stay on the device of the scores (index updates, no host sync), so
+    watching a GPU beam search costs no extra sync per step; they are read back once, when a
+    certificate is first asked for after new steps (typically once per batch).
+    """
 
-    def __post_init__(self) -> None:
-        self.sentences = [SentenceCertificate() for _ in range(self.batch_size)]
+    def __init__(self, batch_size: int) -> None:
+        self.batch_size = batch_size
+        self._certs = [SentenceCertificate() for _ in range(batch_size)]
+        self._stop_best = [NEG_INF] * batch_size  # best live score abandoned at a stop
+        self._dev: dict | None = None  # steps, max_support, pruned_steps, best_pruned per sentence
+        self._stale = False
 
-    def observe_step(self, sentence_ids: Iterable[int], candidate_scores: Tensor, slots: int) -> None:
+    def observe_step(self, sentence_ids, candidate_scores: Tensor, slots: int) -> None:
         """One expansion step.
 
-        candidate_scores: (B_alive, N) scores of every (hypothesis, token) candidate of the
-        alive sentences, -inf where the probability is zero; ``slots`` of them are kept.
+        sentence_ids: the (distinct) sentences of the rows, a list or an int tensor;
+        candidate_scores: (B_alive, N) scores of every (hypothesis, token) candidate of the alive
+        sentences, -inf where the probability is zero; ``slots`` of them are kept.
         """
         scores = candidate_scores.detach()
-        n_finite = torch.isfinite(scores).sum(-1).tolist()  # one device sync per step, not per row
-        pruned_best = [NEG_INF] * len(n_finite)
-        if slots < scores.size(-1) and max(n_finite, default=0) > slots:
-            pruned_best = torch.topk(scores.float(), slots + 1, dim=-1).values[:, slots].tolist()
-        for row, b in enumerate(sentence_ids):
-            cert = self.sentences[int(b)]
-            n = n_finite[row]
-            cert.steps += 1
-            cert.max_support = max(cert.max_support, n)
-            if n > slots:
-                cert.pruned_steps += 1
-                cert.best_pruned = max(cert.best_pruned, pruned_best[row])
+        dev = scores.device
+        # OpenNMT-py keeps the sentence ids on the CPU: a non-blocking copy, no stream sync
+        ids = torch.as_tensor(sentence_ids).long().to(dev, non_blocking=True)
+        if self._dev is None:
+            zeros = torch.zeros(self.batch_size, dtype=torch.long, device=dev)
+            self._dev = {"steps": zeros, "max_support": zeros.clone(), "pruned_steps": zeros.clone(),
+                         "best_pruned": torch.full((self.batch_size,), NEG_INF, device=dev)}
+        d = self._dev
+        n_finite = torch.isfinite(scores).sum(-1)
+        pruned = n_finite > slots
+        d["steps"][ids] += 1
+        d["max_support"][ids] = torch.maximum(d["max_support"][ids], n_finite)
+        d["pruned_steps"][ids] += pruned.long()
+        if slots < scores.size(-1):  # best candidate not kept: the (slots+1)-th score
+            kth = torch.topk(scores.float(), slots + 1, dim=-1).values[:, slots]
+            kth = torch.where(pruned, kth, torch.full_like(kth, NEG_INF))
+            d["best_pruned"][ids] = torch.maximum(d["best_pruned"][ids], kth)
+        self._stale = True
 
     def observe_stop(self, sentence_id: int, live_scores: Iterable[float], truncated: int = 0) -> None:
         """The search stopped for a sentence; ``live_scores`` are the unfinished hypotheses left."""
-        cert = self.sentences[int(sentence_id)]
+        b = int(sentence_id)
         live = [float(s) for s in live_scores if s != NEG_INF]
+        cert = self._certs[b]
         cert.abandoned += len(live)
         if live:
-            cert.best_pruned = max(cert.best_pruned, max(live))
+            self._stop_best[b] = max(self._stop_best[b], max(live))
+            cert.best_pruned = max(cert.best_pruned, self._stop_best[b])
         cert.truncated += truncated
+
+    def _sync(self) -> None:
+        """Read the step statistics back (one transfer per statistic) into the certificates."""
+        if not self._stale:
+            return
+        vals = {k: v.tolist() for k, v in self._dev.items()}
+        for b, cert in enumerate(self._certs):
+            cert.steps, cert.max_support = vals["steps"][b], vals["max_support"][b]
+            cert.pruned_steps = vals["pruned_steps"][b]
+            cert.best_pruned = max(vals["best_pruned"][b], self._stop_best[b])
+        self._stale = False
+
+    @property
+    def sentences(self) -> list:
+        self._sync()
+        return self._certs
 
     def __getitem__(self, b: int) -> SentenceCertificate:
         return self.sentences[b]

@@ -67,7 +67,7 @@ def _pick(upstream):
         rec = getattr(self, "_entmax", None)
         if rec is not None and rec.tracker is not None:
             rows = log_probs.size(0) // self.beam_size
-            rec.tracker.observe_step(self._batch_offset.tolist(), log_probs.reshape(rows, -1), self.beam_size)
+            rec.tracker.observe_step(self._batch_offset, log_probs.reshape(rows, -1), self.beam_size)
         return out
 
     return wrapper
@@ -77,7 +77,8 @@ def _update_finished(upstream):
     """Finished beams get score -inf (not -65504) so they can never be revived."""
 
     def wrapper(self):
-        finished = torch.tensor(self.is_finished_list, dtype=torch.bool, device=self.topk_log_probs.device)
+        finished = torch.tensor(self.is_finished_list, dtype=torch.bool).to(self.topk_log_probs.device,
+                                                                             non_blocking=True)
         before = self._batch_offset.tolist()
         upstream(self)
         if self.done:

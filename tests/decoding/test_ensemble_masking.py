@@ -73,6 +73,24 @@ def test_certificate_tracker_counts_pruned_and_abandoned():
     assert certificate_rate(tr.sentences) == 0.0
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_certificate_tracker_does_not_sync_the_gpu_per_step():
+    """Watching a GPU beam search must not stall it: steps only queue device work; the counts
+    come back once, when a certificate is read."""
+    tr = CertificateTracker(3)
+    scores = torch.tensor([[-0.1, -0.2, NEG_INF], [-0.1, -0.2, -0.3], [0.0, NEG_INF, NEG_INF]]).cuda()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            tr.observe_step(torch.tensor([2, 0, 1]), scores, slots=2)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert [c.steps for c in tr.sentences] == [3, 3, 3]
+    assert [c.exhaustive for c in tr.sentences] == [False, True, True]  # row 1 (3 finite > 2) is sentence 0
+    assert tr[0].pruned_steps == 3 and tr[0].best_pruned == pytest.approx(-0.3)
+    assert [c.max_support for c in tr.sentences] == [3, 1, 2]
+
+
 def test_certificate_rate():
     tr = CertificateTracker(4)
     tr.observe_step([0, 1, 2, 3], torch.tensor([[0.0, NEG_INF]] * 3 + [[-1.0, -1.0]]), slots=1)
