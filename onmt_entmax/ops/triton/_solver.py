@@ -255,7 +255,7 @@ def group_start(zg, m, a1, beta, row_ok, tol, MODE: tl.constexpr, MAX_ITER: tl.c
     iterate on T is a lower bound too, so MAX_ITER may stop the solve on T early."""
     xg = (zg - m[:, None]) * a1[:, None]
     t, _n, _it, _p = solve_tile(xg, beta, row_ok, tol, tl.full(beta.shape, -1.0, tl.float32),
-                            MODE, MAX_ITER)
+                                MODE, MAX_ITER)
     return tl.maximum(t - START_MARGIN, -1.0)
 
 
