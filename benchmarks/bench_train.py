@@ -11,6 +11,8 @@ test.
     python benchmarks/bench_train.py --gpu --data multi30k --multi30k-dir ../shared/data/multi30k
     # CPU smoke run (tiny model), to check the script itself:
     python benchmarks/bench_train.py --tiny --steps 20
+    # a kernel change: every short-row kernel call of training against the float64 reference
+    python benchmarks/bench_train.py --gpu --data multi30k --steps 100 --check-kernels runs/check
 """
 from __future__ import annotations
 
@@ -98,6 +100,15 @@ def run(cmd: list[str], log: Path) -> str:
     return text
 
 
+def train_command(cfg: Path, check_dir: Path | None) -> list[str]:
+    """onmt_train, or (check_dir) the same entry point with the kernel watch installed first."""
+    if check_dir is None:
+        return ["onmt_train", "-config", str(cfg)]
+    code = ("import onmt_entmax.onmt as o; o.activate(); from onmt_entmax.ops.triton import check; "
+            f"check.watch({str(check_dir.resolve())!r}); from onmt.bin.train import main; main()")
+    return [sys.executable, "-c", code, "-config", str(cfg)]
+
+
 def tokens_per_second(log: str) -> tuple[float, int]:
     """Mean target tok/s over the report windows after the first one, and how many were used."""
     rates = [float(m.group(3)) for m in STEP_LINE.finditer(log)]
@@ -123,6 +134,10 @@ def main() -> None:
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS), metavar="VARIANT")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--check-kernels", type=Path, default=None, metavar="DIR",
+                    help="compare every short-row kernel call of onmt_train with the float64 reference "
+                         "(onmt_entmax.ops.triton.check), wrong programs saved to DIR; tokens/s are then "
+                         "not a measurement")
     args = ap.parse_args()
     if args.tiny:
         args.vocab, args.sentences, args.batch_tokens = min(args.vocab, 500), min(args.sentences, 400), 512
@@ -137,15 +152,17 @@ def main() -> None:
     if args.gpu:
         import torch
         device = torch.cuda.get_device_name()
-    results = {}
+    results, wrong = {}, {}
     for name in args.variants:
         vdir = work / re.sub(r"\W+", "_", name)
         vdir.mkdir(exist_ok=True)
         cfg = vdir / "config.yaml"
         write_config(cfg, src, tgt, vdir, args, VARIANTS[name])
         run(["onmt_build_vocab", "-config", str(cfg), "-n_sample", "-1"], vdir / "vocab.log")
-        log = run(["onmt_train", "-config", str(cfg)], vdir / "train.log")
+        log = run(train_command(cfg, args.check_kernels), vdir / "train.log")
         results[name] = tokens_per_second(log)
+        if args.check_kernels:
+            wrong[name] = log.count("[kernel check] wrong rows")
     base = results.get("softmax", (None, 0))[0]
     print(f"\nonmt_train tokens/s ({args.data}, {device}, {args.steps} steps, batch {args.batch_tokens} tokens, "
           f"{'tiny' if args.tiny else f'{args.layers}-layer'} Transformer, {args.dtype if args.gpu else 'fp32'})")
@@ -154,6 +171,9 @@ def main() -> None:
     for name, (rate, windows) in results.items():
         ratio = f"{rate / base:.2f}x" if base else "n/a"
         print(f"| {name} | {rate:.0f} | {ratio} | {windows} |")
+    if args.check_kernels:
+        print(f"\nkernel check (tokens/s above include the reference computations): calls with wrong rows "
+              f"per variant {wrong}; wrong programs in {args.check_kernels}")
     if args.json:
         args.json.write_text(json.dumps({"device": device, "data": args.data, "results": results}, indent=1))
 
