@@ -136,8 +136,8 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument("--check-kernels", type=Path, default=None, metavar="DIR",
                     help="compare every short-row kernel call of onmt_train with the float64 reference "
-                         "(onmt_entmax.ops.triton.check), wrong programs saved to DIR; tokens/s are then "
-                         "not a measurement")
+                         "(onmt_entmax.ops.triton.check), wrong programs saved to DIR, exit status 1 if "
+                         "any; tokens/s are then not a measurement")
     args = ap.parse_args()
     if args.tiny:
         args.vocab, args.sentences, args.batch_tokens = min(args.vocab, 500), min(args.sentences, 400), 512
@@ -174,6 +174,8 @@ def main() -> None:
     if args.check_kernels:
         print(f"\nkernel check (tokens/s above include the reference computations): calls with wrong rows "
               f"per variant {wrong}; wrong programs in {args.check_kernels}")
+        if any(wrong.values()):
+            sys.exit("kernel check failed: a kernel returned wrong rows during training")
     if args.json:
         args.json.write_text(json.dumps({"device": device, "data": args.data, "results": results}, indent=1))
 

@@ -2,8 +2,9 @@
 # Every GPU benchmark of docs/benchmarks.md in one command, on one otherwise idle GPU; each table
 # goes to OUTDIR as markdown (+ JSON where the script writes it), with the device and versions.
 #   bash benchmarks/run_gpu.sh OUTDIR [MULTI30K_DIR]      # MULTI30K_DIR: train.{de,en}.gz
-# Kernel tests, kernel ratios (a few minutes), then onmt_train tokens/s and onmt_translate sentences/s on
-# Multi30k and on a synthetic 32k vocabulary (four variants each, ~1 min a variant on an H200).
+# Kernel tests and a checked training run, kernel ratios (a few minutes), then onmt_train tokens/s
+# and onmt_translate sentences/s on Multi30k and on a synthetic 32k vocabulary (four variants each,
+# ~1 min a variant on an H200).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bash benchmarks/run_gpu.sh OUTDIR [MULTI30K_DIR]}
@@ -17,6 +18,11 @@ git rev-parse HEAD >> "$out/device.txt" 2>/dev/null || true
 python3 -m pytest -q -p no:cacheprovider tests/ops/test_triton_kernels.py tests/ops/test_triton_codegen.py \
     tests/onmt/test_cuda.py \
     2>&1 | tee "$out/tests.txt" | tail -n 3
+# training rows are not test rows: every short-row kernel call of 100 training steps against the
+# float64 reference (exit status 1 on a wrong row)
+python3 benchmarks/bench_train.py --gpu --data multi30k --multi30k-dir "$m30k" --workdir "$out/check" --steps 100 \
+    --variants "entmax15 (output + all attention)" "learned alpha (all attention)" \
+    --check-kernels "$out/check/wrong" > "$out/check.md"
 # VARIANTS=1: also the launch-shape sweeps (each short-row shape next to its correctness check)
 python3 benchmarks/bench_kernels.py ${VARIANTS:+--variants} --json "$out/kernels.json" > "$out/kernels.md"
 python3 benchmarks/bench_train.py --gpu --data multi30k --multi30k-dir "$m30k" --workdir "$out/train-multi30k" \
