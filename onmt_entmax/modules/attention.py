@@ -37,6 +37,16 @@ class LearnableAlpha(nn.Module):
             self.a.fill_(self._logit(self.init_alpha))
 
     def forward(self) -> Tensor:
+        if torch.is_grad_enabled():
+            return self._alpha()
+        # no grad (decoding): the same alphas at every call until `a` changes (in-place updates
+        # bump its version, .to() / loading replace its storage); one computation, not one a call
+        key = (self.a._version, self.a.data_ptr(), self.a.device)
+        if getattr(self, "_cached_key", None) != key:
+            self._cached, self._cached_key = self._alpha(), key
+        return self._cached
+
+    def _alpha(self) -> Tensor:
         return (1.0 + torch.sigmoid(self.a.float())).clamp(ALPHA_MIN, ALPHA_MAX)
 
     def extra_repr(self) -> str:

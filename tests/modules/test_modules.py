@@ -68,6 +68,22 @@ def test_learnable_alpha_starts_at_the_configured_alpha_stays_in_range_and_gets_
         assert torch.allclose(out[:, h], ref, atol=1e-5)
 
 
+def test_learnable_alpha_is_computed_once_while_decoding_and_follows_updates():
+    """Decoding calls it once per attention layer and step: without grad the alphas are computed
+    once and reused until `a` changes (an optimizer step or a loaded checkpoint)."""
+    alpha = LearnableAlpha(heads=2, init_alpha=1.5)
+    with torch.no_grad():
+        first = alpha()
+        assert alpha() is first and not first.requires_grad
+        alpha.a.add_(torch.tensor([1.0, -1.0]))  # in place, as an optimizer step
+        moved = alpha()
+        alpha.load_state_dict({"a": torch.tensor([3.0, 0.0])})
+        loaded = alpha()
+    assert torch.allclose(moved, 1 + torch.sigmoid(torch.tensor([1.0, -1.0])))
+    assert torch.allclose(loaded, 1 + torch.sigmoid(torch.tensor([3.0, 0.0])))
+    assert alpha().requires_grad  # training: a fresh, differentiable computation
+
+
 def test_learn_alpha_refuses_softmax_and_sparsemax():
     for name in ("softmax", "sparsemax"):
         with pytest.raises(ValueError, match="learn_alpha"):
