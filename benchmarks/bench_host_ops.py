@@ -1,0 +1,66 @@
+"""Host cost of one decoding-time call along the GPU code path, counted on the CPU.
+
+Decoding is host-bound (one query per head, a few hundred rows), so what a call costs the host
+matters as much as its kernel. This runs the no-grad calls that a beam-search step makes (attention
+normalizers, generator log-probs) on CPU tensors with the Triton dispatch forced as on CUDA and
+every kernel launch replaced by nothing, and reports the aten operations issued (each one is host
+work; on a GPU most launch a kernel) and the host microseconds a call. Softmax is the baseline.
+Not a GPU timing: `bench_translate.py` is.
+
+    python benchmarks/bench_host_ops.py
+"""
+from __future__ import annotations
+
+import os
+import time
+
+os.environ["TRITON_INTERPRET"] = "1"  # the kernel package then accepts CPU tensors
+
+import torch  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+import onmt_entmax.ops._dispatch as dispatch  # noqa: E402
+from onmt_entmax.modules.attention import AttentionNormalizer  # noqa: E402
+from onmt_entmax.ops.triton import mapping  # noqa: E402
+from onmt_entmax.registry import get_transformation  # noqa: E402
+
+
+def _forced_kernel(op, z, dim=-1, **kw):
+    """The dispatch of `_dispatch.kernel` without its CUDA test."""
+    kernels = dispatch._triton()
+    return getattr(kernels, op) if kernels is not None and kernels.supports(op, z, dim, **kw) else None
+
+
+def aten_ops(fn) -> int:
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    return sum(e.count for e in prof.key_averages() if e.key.startswith("aten::"))
+
+
+def host_us(fn, reps: int = 200) -> float:
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return (time.perf_counter() - t0) / reps * 1e6
+
+
+def main() -> None:
+    mapping.launch = lambda *args, **kwargs: None
+    dispatch.kernel = _forced_kernel
+    scores = torch.randn(64 * 5, 8, 1, 20)  # 64 sentences x beam 5, 8 heads, one query, 20 keys
+    entmax = AttentionNormalizer(get_transformation("entmax15")).eval()
+    learned = AttentionNormalizer(get_transformation("entmax15"), heads=8, learn_alpha=True).eval()
+    cases = {"softmax attention": lambda: torch.softmax(scores, -1),
+             "1.5-entmax attention": lambda: entmax(scores),
+             "learned-alpha attention": lambda: learned(scores)}
+    print("| call (no grad, launches stubbed) | aten ops | host us / call |")
+    print("|---|---|---|")
+    with torch.no_grad():
+        for name, fn in cases.items():
+            for _ in range(20):
+                fn()
+            print(f"| {name} | {aten_ops(fn)} | {host_us(fn):.1f} |")
+
+
+if __name__ == "__main__":
+    main()
