@@ -127,13 +127,6 @@ def _reduce_stats(kf, a, b, mn, MODE: tl.constexpr):
 
 
 @triton.jit
-def _stats(x, tau, beta, MODE: tl.constexpr):
-    """Support statistics of one tile at thresholds tau [BR]: (k, A, B, min_S d)."""
-    kf, a, b, mn = _stats_elems(x, tau, beta, MODE)
-    return _reduce_stats(kf, a, b, mn, MODE)
-
-
-@triton.jit
 def _update(tau, done, out_tau, out_norm, lo, hi, k, a, b, mn, beta, tol, MODE: tl.constexpr):
     """One Newton-on-the-norm step; rows whose certificate holds are frozen (done).
     [lo, hi] brackets the root (sum p >= 1 at lo, < 1 at hi); for alpha > 2 (beta < 1) the norm
