@@ -124,7 +124,7 @@ def short_row_errors(cfg: dict, mode: str, lengths=tuple(range(1, 65)) + (100, 2
     reference by more than 1e-5 (or not finite): 257 random rows (alpha 1.5 for "bisect", as a
     per-row tensor) and 557 rows with a causal -1e18 mask and alpha from 1.05 to 1.95 (the
     inputs of tests/ops/test_triton_kernels.py). A launch shape is only timed next to this check."""
-    from onmt_entmax.ops.triton import mapping as KM
+    from onmt_entmax.ops.triton import check, mapping as KM
     gen = torch.Generator().manual_seed(11)
     bad = []
     for n_cols in lengths:
@@ -135,8 +135,7 @@ def short_row_errors(cfg: dict, mode: str, lengths=tuple(range(1, 65)) + (100, 2
                 future = torch.arange(n_cols)[None, :] > (torch.arange(n_rows) % n_cols)[:, None]
                 z = z.masked_fill(future, -1e18)
                 alpha = torch.linspace(1.05, 1.95, n_rows, dtype=torch.float64)[:, None]
-            ref = {"sparsemax": lambda: ops.sparsemax(z, -1), "entmax15": lambda: ops.entmax15(z, -1),
-                   "bisect": lambda: ops.entmax_bisect(z, alpha, -1, n_iter=80)}[mode]()
+            ref = check.reference(z, mode, alpha[:, 0])
             a_rows = alpha[:, 0].float().to(device) if mode == "bisect" else None
             p = KM.forward_rows(z.float().to(device), mode, a_rows, config=cfg)
             err = (p.double().cpu() - ref).abs().max().item()
