@@ -162,7 +162,8 @@ def main() -> None:
         log = run(train_command(cfg, args.check_kernels), vdir / "train.log")
         results[name] = tokens_per_second(log)
         if args.check_kernels:
-            wrong[name] = log.count("[kernel check] wrong rows")
+            from onmt_entmax.ops.triton.check import WRONG
+            wrong[name] = log.count(WRONG)
     base = results.get("softmax", (None, 0))[0]
     print(f"\nonmt_train tokens/s ({args.data}, {device}, {args.steps} steps, batch {args.batch_tokens} tokens, "
           f"{'tiny' if args.tiny else f'{args.layers}-layer'} Transformer, {args.dtype if args.gpu else 'fp32'})")

@@ -21,6 +21,7 @@ from . import mapping
 from ._config import launch_config
 
 _MODES = {"sparsemax": 0, "entmax15": 1, "bisect": 2}
+WRONG = "[kernel check] wrong rows"  # starts the stderr line of each call with wrong rows
 
 
 def reference(z2: torch.Tensor, mode: str, alpha_rows: torch.Tensor | None) -> torch.Tensor:
@@ -65,7 +66,7 @@ class _Watch:
         cfg = launch_config(z2.shape[-1], z2.element_size(), config, mode=_MODES[mode])
         lo = first // cfg["BR"] * cfg["BR"]
         err = float((p[first].double() - ref[first]).abs().max())
-        print(f"[kernel check] wrong rows: call {self.calls}, {mode}, rows x cols {tuple(z2.shape)}, "
+        print(f"{WRONG}: call {self.calls}, {mode}, rows x cols {tuple(z2.shape)}, "
               f"{z2.dtype}, {bad.numel()} wrong, first row {first} off by {err:.3g}, launch {cfg}",
               file=sys.stderr, flush=True)
         if self.saved < self.max_saved:
