@@ -222,6 +222,9 @@ class AlphaReLU(Transformation):
     def mapping(self, z, dim=-1, alpha=None):
         return ops.alpha_relu(z, alpha=self.alpha if alpha is None else alpha, tau=self._tau(), dim=dim)
 
+    def log_probs(self, z, dim=-1):
+        return ops.alpha_relu_log(z, alpha=self.alpha, tau=self._tau())
+
     def loss(self, logits, target, ignore_index=-100, reduction="sum", label_smoothing=0.0):
         return ops.alpha_relu_loss(
             logits,

@@ -47,44 +47,31 @@ class SentenceCertificate:
 class CertificateTracker:
     """Collects certificates for a batch of sentences while a beam search runs.
 
-    The per-step statistics stay on the device of the scores (index updates, no host sync), so
-    watching a GPU beam search costs no extra sync per step; they are read back once, when a
-    certificate is first asked for after new steps (typically once per batch).
+    A step costs the host three operations (count the finite candidates, take the best pruned
+    one, remember both with the step's sentence ids): decoding is host-bound, and the per-sentence
+    bookkeeping (scatters by sentence id) is done for all steps at once, on the device, when a
+    certificate is first asked for after new steps (typically once per batch, one transfer back).
     """
 
     def __init__(self, batch_size: int) -> None:
         self.batch_size = batch_size
         self._certs = [SentenceCertificate() for _ in range(batch_size)]
         self._stop_best = [NEG_INF] * batch_size  # best live score abandoned at a stop
-        self._dev: dict | None = None  # steps, max_support, pruned_steps, best_pruned per sentence
-        self._stale = False
+        self._pending: list = []  # (sentence ids, finite candidates per row, best pruned score or None, slots)
 
     def observe_step(self, sentence_ids, candidate_scores: Tensor, slots: int) -> None:
         """One expansion step.
 
-        sentence_ids: the (distinct) sentences of the rows, a list or an int tensor;
+        sentence_ids: the (distinct) sentences of the rows, a list or an int tensor (kept as given:
+        OpenNMT-py replaces its ``_batch_offset`` rather than changing it in place);
         candidate_scores: (B_alive, N) scores of every (hypothesis, token) candidate of the alive
         sentences, -inf where the probability is zero; ``slots`` of them are kept.
         """
         scores = candidate_scores.detach()
-        dev = scores.device
-        # OpenNMT-py keeps the sentence ids on the CPU: a non-blocking copy, no stream sync
-        ids = torch.as_tensor(sentence_ids).long().to(dev, non_blocking=True)
-        if self._dev is None:
-            zeros = torch.zeros(self.batch_size, dtype=torch.long, device=dev)
-            self._dev = {"steps": zeros, "max_support": zeros.clone(), "pruned_steps": zeros.clone(),
-                         "best_pruned": torch.full((self.batch_size,), NEG_INF, device=dev)}
-        d = self._dev
         n_finite = torch.isfinite(scores).sum(-1)
-        pruned = n_finite > slots
-        d["steps"][ids] += 1
-        d["max_support"][ids] = torch.maximum(d["max_support"][ids], n_finite)
-        d["pruned_steps"][ids] += pruned.long()
-        if slots < scores.size(-1):  # best candidate not kept: the (slots+1)-th score
-            kth = torch.topk(scores.float(), slots + 1, dim=-1).values[:, slots]
-            kth = torch.where(pruned, kth, torch.full_like(kth, NEG_INF))
-            d["best_pruned"][ids] = torch.maximum(d["best_pruned"][ids], kth)
-        self._stale = True
+        # the best candidate not kept is the (slots+1)-th score; it counts only where pruning happened
+        kth = torch.topk(scores, slots + 1, dim=-1).values[:, slots] if slots < scores.size(-1) else None
+        self._pending.append((sentence_ids, n_finite, kth, slots))
 
     def observe_stop(self, sentence_id: int, live_scores: Iterable[float], truncated: int = 0) -> None:
         """The search stopped for a sentence; ``live_scores`` are the unfinished hypotheses left."""
@@ -98,15 +85,32 @@ class CertificateTracker:
         cert.truncated += truncated
 
     def _sync(self) -> None:
-        """Read the step statistics back (one transfer per statistic) into the certificates."""
-        if not self._stale:
+        """Fold the pending steps into the certificates: per sentence, steps += 1 per step,
+        max_support = max n_finite, pruned_steps += [n_finite > slots], best_pruned = max kth
+        over pruned steps (scatters over all pending rows at once; one transfer back)."""
+        if not self._pending:
             return
-        vals = {k: v.tolist() for k, v in self._dev.items()}
+        n_finite = torch.cat([n for _, n, _, _ in self._pending])
+        dev = n_finite.device
+        ids = torch.cat([torch.as_tensor(i).reshape(-1) for i, _, _, _ in self._pending]).long().to(dev)
+        slots = torch.cat([torch.full_like(n, s) for _, n, _, s in self._pending])
+        kth = torch.cat([k.float() if k is not None else torch.full(n.shape, NEG_INF, device=dev)
+                         for _, n, k, _ in self._pending])
+        pruned = n_finite > slots
+        zeros = torch.zeros(self.batch_size, dtype=torch.float64, device=dev)
+        stats = torch.stack([
+            zeros.index_add(0, ids, torch.ones_like(ids, dtype=zeros.dtype)),
+            zeros.scatter_reduce(0, ids, n_finite.to(zeros.dtype), "amax", include_self=True),
+            zeros.index_add(0, ids, pruned.to(zeros.dtype)),
+            torch.full_like(zeros, NEG_INF).scatter_reduce(
+                0, ids, torch.where(pruned, kth.to(zeros.dtype), NEG_INF), "amax", include_self=True),
+        ]).tolist()
+        self._pending.clear()
         for b, cert in enumerate(self._certs):
-            cert.steps, cert.max_support = vals["steps"][b], vals["max_support"][b]
-            cert.pruned_steps = vals["pruned_steps"][b]
-            cert.best_pruned = max(vals["best_pruned"][b], self._stop_best[b])
-        self._stale = False
+            cert.steps += int(stats[0][b])
+            cert.max_support = max(cert.max_support, int(stats[1][b]))
+            cert.pruned_steps += int(stats[2][b])
+            cert.best_pruned = max(cert.best_pruned, stats[3][b], self._stop_best[b])
 
     @property
     def sentences(self) -> list:

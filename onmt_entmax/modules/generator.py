@@ -40,11 +40,18 @@ class EntmaxGenerator(nn.Linear):
                 math.nan if transformation.tau is None else transformation.tau)
         return gen
 
-    # alpha-ReLU: the buffer is the source of truth (it travels with checkpoints and devices)
+    # alpha-ReLU: the buffer is the source of truth (it travels with checkpoints and devices). Its
+    # value is read back (a device sync on a GPU) only when something changed since the last read:
+    # in-place writes (set_tau, load_state_dict) bump the buffer's version, .to() / assignment
+    # replace the buffer, and a new transformation object has not seen it yet.
     def _sync_tau(self) -> Transformation:
         if hasattr(self, "tau"):
-            value = float(self.tau.reshape(-1)[0])
-            self.transformation.tau = None if math.isnan(value) else value
+            seen = getattr(self, "_tau_seen", None)
+            if seen is None or seen[0] is not self.tau or seen[1] != self.tau._version \
+                    or seen[2] is not self.transformation:
+                value = float(self.tau.reshape(-1)[0])
+                self.transformation.tau = None if math.isnan(value) else value
+                self._tau_seen = (self.tau, self.tau._version, self.transformation)
         return self.transformation
 
     def tau_pending(self) -> bool:

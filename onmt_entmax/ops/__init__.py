@@ -1,5 +1,5 @@
 """Math layer: sparse mappings and their Fenchel-Young losses (no OpenNMT-py import here)."""
-from .alpha_relu import alpha_relu
+from .alpha_relu import alpha_relu, alpha_relu_log
 from .entmax import entmax, entmax_threshold
 from .entmax15 import entmax15
 from .entmax_bisect import entmax_bisect, softmax_safe
@@ -18,7 +18,8 @@ from .sparsemax import sparsemax
 from .tau_estimate import tau_first_batch, tau_formula
 
 __all__ = [
-    "sparsemax", "entmax15", "entmax_bisect", "entmax", "alpha_relu", "entmax_threshold", "softmax_safe",
+    "sparsemax", "entmax15", "entmax_bisect", "entmax", "alpha_relu", "alpha_relu_log", "entmax_threshold",
+    "softmax_safe",
     "SparsemaxLoss", "Entmax15Loss", "EntmaxBisectLoss", "AlphaReLULoss",
     "sparsemax_loss", "entmax15_loss", "entmax_bisect_loss", "alpha_relu_loss", "fy_loss",
     "tau_formula", "tau_first_batch",

@@ -31,6 +31,38 @@ def test_alpha_relu_generator_stores_tau_as_a_buffer_that_drives_its_math():
     assert torch.allclose(other.log_probs(z), gen.log_probs(z))
 
 
+def test_alpha_relu_generator_reads_tau_back_only_when_it_changes():
+    """Decoding calls log_probs every step; reading tau from a GPU buffer each time would sync the
+    device. The value is re-read after in-place writes (a loaded checkpoint), a replaced buffer or
+    a new transformation object, and not otherwise."""
+    gen = EntmaxGenerator.from_linear(nn.Linear(4, 6), get_transformation("alpha_relu", alpha=1.5))
+    z = torch.randn(5, 6) * 3
+    gen.set_tau(0.25)
+    assert torch.equal(gen.log_probs(z), ops.alpha_relu_log(z, alpha=1.5, tau=0.25))
+    gen.load_state_dict({**gen.state_dict(), "tau": torch.tensor([0.5])})  # copies into the buffer in place
+    assert gen.transformation.tau == 0.25  # nothing read yet ...
+    assert torch.equal(gen.log_probs(z), ops.alpha_relu_log(z, alpha=1.5, tau=0.5))  # ... read when used
+    gen.transformation = get_transformation("alpha_relu", alpha=1.5)  # tau unset on the new object
+    assert torch.equal(gen.probs(z), ops.alpha_relu(z, alpha=1.5, tau=0.5))
+    gen.tau = torch.tensor([-0.1])
+    assert torch.equal(gen.probs(z), ops.alpha_relu(z, alpha=1.5, tau=-0.1))
+    gen.transformation.tau = 99.0  # only the buffer counts, but an unchanged one is not read again
+    assert gen.transformation.tau == 99.0 and gen.log_probs(z) is not None
+
+
+def test_alpha_relu_log_is_the_log_of_alpha_relu_without_underflow():
+    z = torch.randn(7, 9, dtype=torch.float64) * 3
+    for alpha, tau in ((1.5, 0.1), (2.0, -0.3), (1.2, 0.0)):
+        p, lp = ops.alpha_relu(z, alpha=alpha, tau=tau), ops.alpha_relu_log(z, alpha=alpha, tau=tau)
+        assert torch.equal(torch.isneginf(lp), p == 0)
+        assert torch.allclose(lp[p > 0].exp(), p[p > 0])
+    # alpha = 1.1 raises to the 10th power: p underflows to 0 in float32 where log p is finite
+    small = torch.full((1, 2), 1e-4)
+    assert ops.alpha_relu(small, alpha=1.1).eq(0).all()
+    assert torch.isfinite(ops.alpha_relu_log(small, alpha=1.1)).all()
+    assert ops.alpha_relu_log(z.half(), alpha=1.5, tau=0.1).dtype == torch.float16
+
+
 def test_criterion_is_the_summed_fy_loss_with_pads_ignored():
     gen = EntmaxGenerator.from_linear(nn.Linear(4, 6), get_transformation("entmax_bisect", alpha=1.3))
     crit = TransformationLoss(gen, ignore_index=1, label_smoothing=0.1)
