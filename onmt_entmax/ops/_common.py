@@ -106,12 +106,13 @@ def top_candidates(z: Tensor, reach: float) -> tuple[Tensor, Tensor, Tensor]:
     vals = vals.reshape(-1, vals.shape[-1])
     if vals.shape[-1] < d:
         top = vals[:, :1]
-        short = ~((vals[:, -1:] <= top - reach) | (top == float("-inf")) | torch.isnan(top)).squeeze(-1)
+        # in the frame of the row max: top - reach rounds to top once |top| >> reach (a -1e18 masked row)
+        short = ~((vals[:, -1:] - top <= -reach) | (top == float("-inf")) | torch.isnan(top)).squeeze(-1)
         if bool(short.any()):
             # rows with more than 64 candidates (flat rows): count them, then one top-k of that size
             todo = short.nonzero().squeeze(-1)
             rows = z.reshape(-1, d)[todo]
-            k = int((rows > top[todo] - reach).sum(dim=-1).max())
+            k = int((rows - top[todo] > -reach).sum(dim=-1).max())
             more = _largest(rows, k)
             pad = torch.full((vals.shape[0], more.shape[-1] - vals.shape[-1]), float("-inf"),
                              dtype=vals.dtype, device=vals.device)

@@ -272,3 +272,15 @@ def test_agrees_with_pypi_entmax():
     for alpha in (1.2, 1.7):
         assert torch.allclose(oe.entmax_bisect(z, alpha), entmax.entmax_bisect(z, alpha), atol=1e-8)
     assert math.isclose(float(oe.entmax15(z).sum()), 16.0, rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("name", MAPPINGS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_fully_masked_long_row_is_uniform(name, dtype):
+    """A Transformer row with every key masked (-1e18) and more than 64 keys: uniform weights, as
+    for shorter rows (the candidate search once compared against max - reach, which rounds to max
+    at -1e18, and kept 64 candidates of 1/64 each: rows summing to 10.9)."""
+    fn, _ = MAPPINGS[name]
+    for n in (65, 700):
+        p = fn(torch.full((2, n), -1e18, dtype=dtype))
+        torch.testing.assert_close(p, torch.full_like(p, 1.0 / n))
