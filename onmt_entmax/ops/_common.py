@@ -6,6 +6,7 @@ input dtype) and move it back.
 """
 from __future__ import annotations
 
+import weakref
 from typing import Callable, NamedTuple, Union
 
 import torch
@@ -30,19 +31,40 @@ def device_check(ok: Tensor, message: str, error: type = ValueError) -> None:
         raise error(message)
 
 
+# alpha tensors checked and unchanged since: id -> (weak reference, version, strict)
+_CHECKED_ALPHA: dict[int, tuple] = {}
+
+
+def _checked_before(alpha: Tensor, strict: bool) -> bool:
+    seen = _CHECKED_ALPHA.get(id(alpha))
+    return seen is not None and seen[0]() is alpha and seen[1] == alpha._version and seen[2] >= strict
+
+
+def _remember_checked(alpha: Tensor, strict: bool) -> None:
+    if len(_CHECKED_ALPHA) >= 256:  # forget tensors that no longer exist
+        for key in [k for k, v in _CHECKED_ALPHA.items() if v[0]() is None]:
+            del _CHECKED_ALPHA[key]
+    _CHECKED_ALPHA[id(alpha)] = (weakref.ref(alpha), alpha._version, strict)
+
+
 def check_alpha(alpha: Alpha, name: str = "alpha", strict: bool = False) -> None:
-    """Raise ValueError unless alpha >= 1 (alpha > 1 when `strict`); NaN is refused too."""
+    """Raise ValueError unless alpha >= 1 (alpha > 1 when `strict`); NaN is refused too.
+
+    A tensor is checked once until it changes (same object, same version): decoding passes the
+    same per-head alpha at every step, and on CUDA the check costs three device operations.
+    """
     bound = "> 1" if strict else ">= 1"
     if isinstance(alpha, Tensor):
         if not torch.is_floating_point(alpha):
             raise TypeError(f"{name} must be a float tensor, got dtype {alpha.dtype}")
-        if alpha.numel():
+        if alpha.numel() and not _checked_before(alpha, strict):
             a = alpha.detach()
             ok = ((a > 1) if strict else (a >= 1)).all()  # False for NaN too
             if a.is_cuda:
                 device_check(ok, f"{name} must be {bound} everywhere")
             elif not bool(ok):
                 raise ValueError(f"{name} must be {bound} everywhere, got min {a.min().item():g}")
+            _remember_checked(alpha, strict)
     else:
         a = float(alpha)
         if a != a or (a <= 1 if strict else a < 1):

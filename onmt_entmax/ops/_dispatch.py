@@ -16,6 +16,8 @@ policy as the reference, `dim` any int):
             label_smoothing: float) -> per-row loss (N,) float32
         kind in {"sparsemax", "entmax15", "entmax_bisect", "alpha_relu"}; rows whose target is
         ignore_index give 0; targets are already validated.
+    sparse_attention(q, k, v, keep, kind, alpha, scale) -> (B, H, Tq, Dv)  # no grad; supports()
+        gets q as z and k=, v=, keep=, kind=, alpha= as keywords
 """
 from __future__ import annotations
 

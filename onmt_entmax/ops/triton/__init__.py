@@ -2,7 +2,8 @@
 
 Contract with `onmt_entmax.ops._dispatch`: `supports(op, z, dim, **kw)` says whether the call can
 take the kernel path; then `sparsemax(z, dim)`, `entmax15(z, dim)`, `entmax_bisect(z, alpha,
-dim, n_iter)` and `fy_loss(rows, target, kind, alpha, tau, ignore_index, label_smoothing)` run it.
+dim, n_iter)`, `fy_loss(rows, target, kind, alpha, tau, ignore_index, label_smoothing)` and
+`sparse_attention(q, k, v, keep, kind, alpha, scale)` (forward only) run it.
 The kernels live in submodules imported lazily, so this package imports where Triton is absent
 (`supports` is then False).
 """
@@ -29,7 +30,7 @@ def available(x: torch.Tensor) -> bool:
 
 
 def supports(op: str, z: torch.Tensor, dim: int = -1, alpha=None, kind: str | None = None,
-             **_kw) -> bool:
+             **kw) -> bool:
     """Whether `op` on z has a kernel. Tensor alpha: mappings only, rows held in registers
     (alpha == 1 rows are computed as softmax there); float alpha must be > 1 (1 is softmax)."""
     if not available(z):
@@ -47,6 +48,9 @@ def supports(op: str, z: torch.Tensor, dim: int = -1, alpha=None, kind: str | No
         if kind in ("entmax_bisect", "alpha_relu"):
             return not torch.is_tensor(alpha) and alpha is not None and float(alpha) > 1.0
         return True
+    if op == "sparse_attention":
+        from . import attention
+        return attention.supports(z, kw["k"], kw["v"], kw.get("keep"), kind, alpha)
     return False
 
 
@@ -68,6 +72,13 @@ def entmax_bisect(z: torch.Tensor, alpha=1.5, dim: int = -1, n_iter: int | None 
     (at most 64 passes) whatever n_iter, which counts bisection steps on the reference path."""
     from . import mapping
     return mapping.entmax_bisect(z, alpha, dim)
+
+
+def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha=None,
+                     scale: float | None = None) -> torch.Tensor:
+    """Fused pi(scale q k^T, masked) v forward, no grad (kernel path)."""
+    from . import attention
+    return attention.sparse_attention(q, k, v, keep, kind, alpha, scale)
 
 
 def fy_loss(logits: torch.Tensor, target: torch.Tensor, kind: str, alpha=1.5, tau: float = 0.0,

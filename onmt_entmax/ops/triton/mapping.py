@@ -28,6 +28,40 @@ def _softmax_rows(p, z, m, soft, msk):
     return tl.where(msk, p, 0.0)
 
 
+@triton.jit
+def map_tile(z, a1, msk, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, BR: tl.constexpr,
+             BC: tl.constexpr, GROUPS: tl.constexpr, GROUP_ITER: tl.constexpr):
+    """(p, solver passes) for a [BR, BC] tile of whole rows held in registers (-inf outside the
+    rows; msk: the entries that exist), a1 = alpha - 1 per row (0: softmax)."""
+    beta = 1.0 / a1
+    solve = tl.full([BR], 1, tl.int1)
+    if MODE == 2:
+        soft = a1 <= 0  # alpha == 1 rows: softmax
+        solve = soft == 0
+    m, zg = S.tile_max(z, BR, BC, GROUPS)
+    nan_row = m != m
+    row_ok = m > float("-inf")
+    m = tl.where(row_ok, m, 0.0)
+    tau0 = S.start(zg, m, a1, beta, row_ok & solve, tol, MODE, GROUP_ITER, GROUPS)
+    x = (z - m[:, None]) * a1[:, None]
+    # short alpha-entmax rows keep the pow terms of their last pass (no pow pass after)
+    tau, norm, it, kept = S.solve_tile(x, beta, row_ok & solve, tol, tau0, MODE, MAX_ITER,
+                                       MODE == 2 and BR > 1)
+    if MODE == 2 and BR > 1:
+        p = kept
+    else:
+        p = S.probs(x, tau, norm, beta, MODE)
+    if MODE == 2:  # alpha == 1 rows (learned alpha): softmax
+        if BR == 1:  # (a branch here costs long rows registers)
+            p = _softmax_rows(p, z, m, soft, msk)
+        elif tl.max(soft.to(tl.int32), 0) > 0:  # short rows: only where a row needs it
+            p = _softmax_rows(p, z, m, soft, msk)
+    # renormalise: float32 rounding of tau alone moves sum p by up to ~2e-6
+    tot = tl.sum(p, 1)
+    tot = tl.where(nan_row, float("nan"), tl.where(tot > 0, tot, 1.0))  # NaN row -> p NaN
+    return p / tot[:, None], it
+
+
 @triton.jit(do_not_specialize=["n_rows"])  # n_rows only masks: one kernel for any count
 def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
                 MODE: tl.constexpr, MAX_ITER: tl.constexpr, BR: tl.constexpr,
@@ -42,32 +76,7 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
         cols = tl.arange(0, BC)
         msk = rmask[:, None] & (cols[None, :] < n_cols)
         z = tl.load(Z + roff + cols[None, :], mask=msk, other=float("-inf")).to(tl.float32)
-        solve = tl.full([BR], 1, tl.int1)
-        if MODE == 2:
-            soft = a1 <= 0  # alpha == 1 rows: softmax
-            solve = soft == 0
-        m, zg = S.tile_max(z, BR, BC, GROUPS)
-        nan_row = m != m
-        row_ok = m > float("-inf")
-        m = tl.where(row_ok, m, 0.0)
-        tau0 = S.start(zg, m, a1, beta, row_ok & solve, tol, MODE, GROUP_ITER, GROUPS)
-        x = (z - m[:, None]) * a1[:, None]
-        # short alpha-entmax rows keep the pow terms of their last pass (no pow pass after)
-        tau, norm, it, kept = S.solve_tile(x, beta, row_ok & solve, tol, tau0, MODE, MAX_ITER,
-                                           MODE == 2 and BR > 1)
-        if MODE == 2 and BR > 1:
-            p = kept
-        else:
-            p = S.probs(x, tau, norm, beta, MODE)
-        if MODE == 2:  # alpha == 1 rows (learned alpha): softmax
-            if BR == 1:  # (a branch here costs long rows registers)
-                p = _softmax_rows(p, z, m, soft, msk)
-            elif tl.max(soft.to(tl.int32), 0) > 0:  # short rows: only where a row needs it
-                p = _softmax_rows(p, z, m, soft, msk)
-        # renormalise: float32 rounding of tau alone moves sum p by up to ~2e-6
-        tot = tl.sum(p, 1)
-        tot = tl.where(nan_row, float("nan"), tl.where(tot > 0, tot, 1.0))  # NaN row -> p NaN
-        p = p / tot[:, None]
+        p, it = map_tile(z, a1, msk, tol, MODE, MAX_ITER, BR, BC, GROUPS, GROUP_ITER)
         tl.store(P + roff + cols[None, :], p.to(P.dtype.element_ty), mask=msk)
     else:
         m, _s, _c, zg = S.row_max(Z, rows, rmask, n_cols, stride, BR, BC)

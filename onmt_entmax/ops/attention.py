@@ -1,0 +1,72 @@
+"""Scaled dot-product attention with a sparse normalizer.
+
+    out = pi(scale q k^T + mask) v,   pi in {sparsemax, 1.5-entmax, alpha-entmax},
+
+with masked keys at -1e18, the fill OpenNMT-py uses (they get weight exactly 0; a row with every
+key masked attends uniformly, as OpenNMT-py's eager path does). The torch reference composes the
+mapping with two matmuls and is differentiable; on CUDA, calls that need no gradient (decoding)
+run one fused kernel (`onmt_entmax/ops/triton/attention.py`), which is what makes sparse
+attention cheap for the host in a beam search.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from . import _dispatch
+from ._common import Alpha, check_alpha, check_input, compute_dtype
+from .entmax15 import entmax15
+from .entmax_bisect import entmax_bisect
+from .sparsemax import sparsemax
+
+KINDS = ("sparsemax", "entmax15", "entmax_bisect")
+MASKED = -1e18
+
+
+def _reference(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor], kind: str, alpha: Alpha,
+               scale: float, n_iter: Optional[int]) -> Tensor:
+    scores = torch.matmul(q, k.transpose(-2, -1)).to(compute_dtype(q.dtype)) * scale
+    if keep is not None:
+        scores = scores.masked_fill(~keep, MASKED)
+    if kind == "sparsemax":
+        p = sparsemax(scores, -1)
+    elif kind == "entmax15":
+        p = entmax15(scores, -1)
+    else:
+        p = entmax_bisect(scores, alpha, -1, n_iter=n_iter)
+    return torch.matmul(p.to(v.dtype), v)
+
+
+def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = None, kind: str = "entmax15",
+                     alpha: Alpha = 1.5, scale: Optional[float] = None, n_iter: Optional[int] = None) -> Tensor:
+    """pi(scale q k^T) v with keys where ``keep`` is False masked (weight 0).
+
+    q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv); ``keep`` a bool tensor broadcastable to
+    (..., Tq, Tk) (True = attend, as ``scaled_dot_product_attention``'s boolean mask) or None;
+    ``kind`` one of sparsemax / entmax15 / entmax_bisect; ``alpha`` (entmax_bisect) a float or a
+    tensor broadcastable to (..., Tq, 1), e.g. (H, 1, 1) for one alpha per head; ``scale``
+    defaults to 1/sqrt(D). Scores of float16/bfloat16 inputs are computed in float32; the result has
+    v's dtype.
+    """
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        check_input(x, name)
+    if kind not in KINDS:
+        raise ValueError(f"sparse_attention kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"sparse_attention: q {tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)} "
+                         "need q and k to share the last dim and k and v the key dim")
+    if keep is not None and keep.dtype != torch.bool:
+        raise TypeError(f"sparse_attention: keep must be a bool mask, got dtype {keep.dtype}")
+    if kind == "entmax_bisect":
+        check_alpha(alpha)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    wants_grad = torch.is_grad_enabled() and any(
+        t.requires_grad for t in (q, k, v, alpha) if isinstance(t, Tensor))
+    if not wants_grad:
+        fast = _dispatch.kernel("sparse_attention", q, k=k, v=v, keep=keep, kind=kind, alpha=alpha)
+        if fast is not None:
+            return fast(q, k, v, keep, kind, alpha, scale)
+    return _reference(q, k, v, keep, kind, alpha, scale, n_iter)

@@ -1,0 +1,126 @@
+"""Fused sparse attention forward (no grad): out = pi(scale q k^T, masked) v in one launch.
+
+One program per query row (batch b, head h, query t): the scores s_j = scale <q, k_j> are
+accumulated over chunks of the head dimension, masked keys get -1e18 (OpenNMT-py's fill: weight
+exactly 0, and a fully masked row attends uniformly as in its eager path), the mapping's
+threshold is solved on the row in registers (`mapping.map_tile`, the same solver and
+certificate as the mapping kernels), and out = sum_j p_j v_j is accumulated chunk by chunk.
+The point is host work, not GPU time: decoding is host-bound, and the unfused path issues a
+scaled matmul, a masked fill, the mapping, a cast and a second matmul per attention layer and
+step; this is one launch.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from . import _solver as S
+from ._config import next_pow2
+from ._launch import launch
+from .mapping import _MODES, map_tile
+
+MAX_KEYS = 1024  # longer key rows: the unfused path
+_TILE = 2048  # keys x head-dim chunk held at once (registers)
+
+
+@triton.jit
+def _attn_fwd_kernel(Q, K, V, KEEP, ALPHA, O, Tq, H, Tk, D, Dv, scale, tol,
+                     sq_b, sq_h, sq_t, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t,
+                     sm_b, sm_h, sm_q, sm_k, so_b, so_h, so_t, sa_h,
+                     MODE: tl.constexpr, MAX_ITER: tl.constexpr, BC: tl.constexpr,
+                     BD: tl.constexpr, HAS_KEEP: tl.constexpr):
+    r = tl.program_id(0)
+    t = r % Tq
+    h = (r // Tq) % H
+    b = (r // Tq // H).to(tl.int64)
+    keys = tl.arange(0, BC)
+    kin = keys < Tk
+    # s_j = scale <q, k_j>: key rows along the tile's columns, head dim along its rows
+    s = tl.zeros([BC], tl.float32)
+    for d0 in range(0, D, BD):
+        d = d0 + tl.arange(0, BD)
+        dm = d < D
+        q = tl.load(Q + b * sq_b + h * sq_h + t * sq_t + d, mask=dm, other=0.0).to(tl.float32)
+        k = tl.load(K + b * sk_b + h * sk_h + keys[None, :] * sk_t + d[:, None],
+                    mask=dm[:, None] & kin[None, :], other=0.0).to(tl.float32)
+        s += tl.sum(k * q[:, None], 0)
+    s = s * scale
+    if HAS_KEEP:
+        keep = tl.load(KEEP + b * sm_b + h * sm_h + t * sm_q + keys * sm_k, mask=kin, other=0)
+        s = tl.where(keep != 0, s, -1e18)
+    z = tl.where(kin, s, float("-inf"))[None, :]
+    one = tl.full([1], 0, tl.int32)
+    a1 = S.row_alpha(ALPHA + h * sa_h, one, one == 0, 1, MODE) - 1.0
+    p, _it = map_tile(z, a1, kin[None, :], tol, MODE, MAX_ITER, 1, BC, False, 1)
+    # out = sum_j p_j v_j, chunk by chunk of the value dim
+    for d0 in range(0, Dv, BD):
+        d = d0 + tl.arange(0, BD)
+        dm = d < Dv
+        v = tl.load(V + b * sv_b + h * sv_h + keys[None, :] * sv_t + d[:, None],
+                    mask=dm[:, None] & kin[None, :], other=0.0).to(tl.float32)
+        o = tl.sum(v * p, 1)
+        tl.store(O + b * so_b + h * so_h + t * so_t + d, o.to(O.dtype.element_ty), mask=dm)
+
+
+def _strides4(x: torch.Tensor) -> tuple[int, int, int, int]:
+    """Strides of x broadcast to 4-D (batch, head, query, key); size-1 dims read as stride 0."""
+    x4 = x.reshape((1,) * (4 - x.dim()) + tuple(x.shape)) if x.dim() < 4 else x
+    return tuple(0 if n == 1 else st for n, st in zip(x4.shape, x4.stride()))
+
+
+def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None,
+                     kind: str, alpha=None, scale: float | None = None) -> torch.Tensor:
+    """(B, H, Tq, Dv) = pi(scale q k^T, keys where keep is False at -1e18) v, one launch.
+
+    q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv) with unit stride on the last dim; keep a
+    bool tensor broadcastable to (B, H, Tq, Tk) or None; alpha (entmax_bisect) a float or a tensor
+    of H or 1 elements (per head); the output in q's dtype."""
+    B, H, Tq, D = q.shape
+    Tk, Dv = k.shape[2], v.shape[3]
+    out = torch.empty((B, H, Tq, Dv), device=q.device, dtype=q.dtype)
+    if out.numel() == 0:
+        return out
+    mode = _MODES["bisect" if kind == "entmax_bisect" else kind]
+    if mode == 2 and not torch.is_tensor(alpha):
+        alpha = torch.full((1,), float(alpha), device=q.device, dtype=torch.float32)
+    a = alpha if mode == 2 else q
+    sa_h = int(a.numel() > 1) if mode == 2 else 0
+    bc = next_pow2(max(Tk, 16))
+    bd = max(1, min(next_pow2(max(D, Dv)), _TILE // bc))
+    sm = _strides4(keep) if keep is not None else (0, 0, 0, 0)
+    launch(_attn_fwd_kernel, (B * H * Tq,),
+           (q, k, v, keep if keep is not None else q, a, out, Tq, H, Tk, D, Dv,
+            float(scale if scale is not None else 1.0 / math.sqrt(D)), 1e-6,
+            *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *sm, *out.stride()[:3], sa_h),
+           {"MODE": mode, "MAX_ITER": 64 if mode == 2 else 32, "BC": bc, "BD": bd,
+            "HAS_KEEP": keep is not None},
+           1 if bc <= 128 else 4)
+    return out
+
+
+def supports(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha) -> bool:
+    """Shapes and arguments the fused kernel takes (the caller checked device and dtype)."""
+    if kind not in ("sparsemax", "entmax15", "entmax_bisect") or q.dim() != 4:
+        return False
+    if k.dim() != 4 or v.dim() != 4 or k.shape[:2] != q.shape[:2] or v.shape[:3] != k.shape[:3]:
+        return False
+    if k.shape[3] != q.shape[3] or not 1 <= k.shape[2] <= MAX_KEYS:
+        return False
+    if any(x.stride(-1) != 1 or x.dtype != q.dtype for x in (k, v)) or q.stride(-1) != 1:
+        return False
+    if keep is not None:
+        full = tuple(q.shape[:3]) + (k.shape[2],)
+        shape = (1,) * (4 - keep.dim()) + tuple(keep.shape)
+        if keep.dtype != torch.bool or keep.dim() > 4 or keep.device != q.device \
+                or any(n not in (1, f) for n, f in zip(shape, full)):
+            return False
+    if kind == "entmax_bisect":
+        if torch.is_tensor(alpha):
+            return (alpha.numel() in (1, q.shape[1]) and alpha.dtype == torch.float32
+                    and alpha.is_contiguous() and alpha.device == q.device)
+        return alpha is not None and float(alpha) > 1.0
+    return True
+

@@ -1,0 +1,60 @@
+"""sparse_attention: attention with a sparse normalizer, as OpenNMT-py computes it, in one call."""
+import pytest
+import torch
+
+import onmt_entmax as oe
+from onmt_entmax.ops import sparse_attention
+
+
+def _inputs(dtype=torch.float64, B=2, H=3, Tq=4, Tk=9, D=8, Dv=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q, k = (torch.randn(B, H, n, D, generator=g, dtype=dtype) * 2 for n in (Tq, Tk))
+    v = torch.randn(B, H, Tk, Dv, generator=g, dtype=dtype)
+    keep = torch.rand(B, 1, 1, Tk, generator=g) > 0.3
+    keep[..., 0] = True
+    return q, k, v, keep
+
+
+@pytest.mark.parametrize("kind,alpha,mapping", [
+    ("sparsemax", None, lambda s: oe.sparsemax(s, -1)),
+    ("entmax15", None, lambda s: oe.entmax15(s, -1)),
+    ("entmax_bisect", 1.3, lambda s: oe.entmax_bisect(s, 1.3, -1)),
+    ("entmax_bisect", "head", lambda s: oe.entmax_bisect(s, torch.tensor([1.1, 1.5, 2.0]).double().view(3, 1, 1), -1)),
+])
+def test_is_the_mapping_of_masked_scaled_scores_times_values(kind, alpha, mapping):
+    q, k, v, keep = _inputs()
+    a = torch.tensor([1.1, 1.5, 2.0], dtype=torch.float64).view(3, 1, 1) if alpha == "head" else alpha
+    out = sparse_attention(q, k, v, keep, kind=kind, alpha=a)
+    scores = (q @ k.transpose(-1, -2) / 8 ** 0.5).masked_fill(~keep, -1e18)
+    p = mapping(scores)
+    assert (p == 0).any() and (p[~keep.expand_as(p)] == 0).all(), "masked keys get exactly zero weight"
+    torch.testing.assert_close(out, p @ v)
+
+
+def test_gradients_flow_to_q_k_v_and_a_per_head_alpha():
+    q, k, v, keep = (x.requires_grad_() if x.is_floating_point() else x for x in _inputs())
+    alpha = torch.tensor([1.2, 1.5, 1.8], dtype=torch.float64).view(3, 1, 1).requires_grad_()
+    out = sparse_attention(q, k, v, keep, kind="entmax_bisect", alpha=alpha)
+    out.square().sum().backward()
+    assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in (q, k, v, alpha))
+    assert alpha.grad.abs().sum() > 0
+
+
+def test_fully_masked_row_attends_uniformly_as_opennmt_eager_path():
+    q, k, v, keep = _inputs()
+    keep = keep.clone()
+    keep[1] = False
+    out = sparse_attention(q, k, v, keep, kind="entmax15")
+    torch.testing.assert_close(out[1], v[1].mean(-2, keepdim=True).expand_as(out[1]))
+
+
+def test_bad_arguments_are_named():
+    q, k, v, keep = _inputs()
+    with pytest.raises(ValueError, match="kind"):
+        sparse_attention(q, k, v, keep, kind="softmax")
+    with pytest.raises(TypeError, match="keep"):
+        sparse_attention(q, k, v, keep.float(), kind="entmax15")
+    with pytest.raises(ValueError, match="alpha"):
+        sparse_attention(q, k, v, keep, kind="entmax_bisect", alpha=0.5)
+    with pytest.raises(ValueError, match="share"):
+        sparse_attention(q, k[..., :3], v, keep, kind="entmax15")
