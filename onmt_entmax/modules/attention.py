@@ -7,6 +7,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from onmt_entmax import ops
 from onmt_entmax.registry import EntmaxBisect, Transformation
 
 ALPHA_MIN, ALPHA_MAX = 1.01, 2.0
@@ -85,10 +86,24 @@ class AttentionNormalizer(nn.Module):
     def forward(self, scores: Tensor) -> Tensor:
         if self.alpha is None:
             return self.transformation.mapping(scores, dim=-1)
+        return self.transformation.mapping(scores, dim=-1, alpha=self._alpha_per_head())
+
+    def _alpha_per_head(self) -> Tensor:
+        """The learned alphas as (H, 1, 1), broadcasting over (..., H, T_q, T_k) scores; without grad
+        the same tensor at every call until the alphas change (its validity is checked once)."""
         alpha = self.alpha()
-        shape = [1] * scores.dim()
-        shape[-3] = alpha.numel()
-        return self.transformation.mapping(scores, dim=-1, alpha=alpha.view(shape))
+        if torch.is_grad_enabled():
+            return alpha.view(-1, 1, 1)
+        if getattr(self, "_view_of", None) is not alpha:
+            self._view, self._view_of = alpha.view(-1, 1, 1), alpha
+        return self._view
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = None) -> Tensor:
+        """pi(q k^T / sqrt(d)) v, keys where ``keep`` is False masked: attention with this normalizer in
+        one call (one fused kernel on CUDA when no gradient is needed). q, k, v (B, H, T, d)."""
+        t = self.transformation
+        alpha = self._alpha_per_head() if self.alpha is not None else t.alpha
+        return ops.sparse_attention(q, k, v, keep, kind=t.name, alpha=alpha, n_iter=getattr(t, "n_iter", None))
 
     def extra_repr(self) -> str:
         return self.transformation.describe()

@@ -14,8 +14,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from . import (building, checkpoint, lr_halving, options, reporting, rnn_attention, training, translation,
-               validation)
+from . import (building, checkpoint, fused_attention, lr_halving, options, reporting, rnn_attention, training,
+               translation, validation)
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,10 @@ PATCHES: list[Patch] = [
           "onmt.modules.global_attention:GlobalAttention.forward", rnn_attention.wrap_forward),
     Patch("rnn_attention_sparsemax", "the name upstream calls for non-softmax attention dispatches to it",
           "onmt.modules.global_attention:sparsemax", rnn_attention.make_dispatch),
+    Patch("fused_attention_forward", "no-grad eval calls of sparse attention take upstream's SDPA branch (one call)",
+          "onmt.modules.multi_headed_attn:MultiHeadedAttention.forward", fused_attention.wrap_forward),
+    Patch("fused_attention_sdpa", "that branch's scaled_dot_product_attention runs the module's sparse normalizer",
+          "onmt.modules.multi_headed_attn:scaled_dot_product_attention", fused_attention.make_sdpa),
     Patch("translator_generator", "decoding sees which generator is running",
           "onmt.translate.translator:Inference._decode_and_generate", translation.wrap_decode_and_generate),
     Patch("translator_log_probs", "log of the model's own probabilities (-inf for zeros) instead of log_softmax",

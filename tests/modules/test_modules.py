@@ -120,3 +120,42 @@ def test_learn_alpha_refuses_softmax_and_sparsemax():
     for name in ("softmax", "sparsemax"):
         with pytest.raises(ValueError, match="learn_alpha"):
             AttentionNormalizer(get_transformation(name), heads=2, learn_alpha=True)
+
+
+@pytest.mark.parametrize("name,learn", [("entmax15", False), ("sparsemax", False), ("entmax_bisect", True)])
+def test_attend_is_the_normalizer_between_the_two_attention_matmuls(name, learn):
+    """What OpenNMT-py's eager branch computes around `self.softmax`, in one call."""
+    norm = AttentionNormalizer(get_transformation(name), heads=4, learn_alpha=learn)
+    if learn:
+        with torch.no_grad():
+            norm.alpha.a.copy_(torch.tensor([-2.0, 0.0, 1.0, 3.0]))
+    q, k, v = torch.randn(2, 4, 3, 8), torch.randn(2, 4, 6, 8), torch.randn(2, 4, 6, 5)
+    keep = torch.tensor([[True] * 6, [True] * 4 + [False] * 2]).view(2, 1, 1, 6)
+    scores = (q / math.sqrt(8)) @ k.transpose(-1, -2)
+    expected = norm(scores.masked_fill(~keep, -1e18)) @ v
+    torch.testing.assert_close(norm.attend(q, k, v, keep), expected)
+    with torch.no_grad():
+        torch.testing.assert_close(norm.attend(q, k, v, keep), expected)
+
+
+def test_alpha_tensor_is_checked_once_until_it_changes(monkeypatch):
+    """Decoding passes the same per-head alpha every step: one validity check (three device operations
+    on CUDA), not one per call; a changed alpha is checked again, a failing one every time."""
+    from onmt_entmax.ops import _common
+
+    checked = []
+    real = _common._remember_checked
+    monkeypatch.setattr(_common, "_remember_checked", lambda a, strict: checked.append(1) or real(a, strict))
+    norm = AttentionNormalizer(get_transformation("entmax15"), heads=2, learn_alpha=True).eval()
+    scores = torch.randn(3, 2, 1, 7)
+    with torch.no_grad():
+        for _ in range(3):
+            norm(scores)
+        assert len(checked) == 1
+        norm.alpha.a.add_(0.5)  # an optimizer step or a loaded checkpoint
+        norm(scores)
+        assert len(checked) == 2
+    bad = torch.tensor([0.5, 1.5]).view(2, 1, 1)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="alpha"):
+            ops.entmax_bisect(scores, bad, -1)

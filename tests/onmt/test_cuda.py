@@ -1,7 +1,8 @@
 """CUDA only (skipped without a GPU): sparse attention is really used on GPU, and AMP training works.
 
 OpenNMT-py's decoder calls ``scaled_dot_product_attention`` (softmax) on CUDA and never its
-``self.softmax``; the plugin switches sparse attention modules to the explicit path.
+``self.softmax``; the plugin switches sparse attention modules to the explicit path for training and
+routes that call to the sparse normalizer's fused attention while decoding.
 """
 import pytest
 import torch
@@ -28,7 +29,13 @@ def calls(monkeypatch):
         seen[getattr(self, "kind", "enc")].append((scores.device.type, out.detach()))
         return out
 
+    def attend(self, q, k, v, keep=None):  # the fused no-grad path (decoding): p is not materialised
+        seen[getattr(self, "kind", "enc")].append((q.device.type + "-fused", None))
+        return upstream_attend(self, q, k, v, keep)
+
+    upstream_attend = AttentionNormalizer.attend
     monkeypatch.setattr(AttentionNormalizer, "forward", forward)
+    monkeypatch.setattr(AttentionNormalizer, "attend", attend)
     return seen
 
 
@@ -45,7 +52,9 @@ def test_cuda_transformer_attention_rows_contain_exact_zeros(toy, calls):
     out = translate(toy / "run/model_step_30.pt", toy / "src-test.txt", toy / "pred.txt", "-gpu", "0",
                     "-beam_size", "3")
     assert len(out) == 20
-    assert all(dev == "cuda" for k in ("dec", "context") for dev, _ in calls[k]) and calls["dec"] and calls["context"]
+    # decoding runs each sparse attention as one fused call (onmt_entmax/onmt/fused_attention.py)
+    assert all(dev == "cuda-fused" for k in ("enc", "dec", "context") for dev, _ in calls[k])
+    assert calls["enc"] and calls["dec"] and calls["context"]
     half = translate(toy / "run/model_step_30.pt", toy / "src-test.txt", toy / "pred16.txt", "-gpu", "0",
                      "-beam_size", "3", "-precision", "fp16")
     assert len(half) == 20
