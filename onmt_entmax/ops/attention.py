@@ -63,8 +63,8 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = N
     if kind == "entmax_bisect":
         check_alpha(alpha)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    wants_grad = torch.is_grad_enabled() and any(
-        t.requires_grad for t in (q, k, v, alpha) if isinstance(t, Tensor))
+    wants_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or (
+        isinstance(alpha, Tensor) and alpha.requires_grad))
     if not wants_grad:
         fast = _dispatch.kernel("sparse_attention", q, k=k, v=v, keep=keep, kind=kind, alpha=alpha)
         if fast is not None:

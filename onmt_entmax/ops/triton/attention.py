@@ -23,10 +23,17 @@ from ._launch import launch
 from .mapping import _MODES, map_tile
 
 MAX_KEYS = 1024  # longer key rows: the unfused path
+_KINDS = ("sparsemax", "entmax15", "entmax_bisect")
 _TILE = 2048  # keys x head-dim chunk held at once (registers)
 
 
-@triton.jit
+_INTS = ["Tq", "H", "Tk", "D", "Dv", "sq_b", "sq_h", "sq_t", "sk_b", "sk_h", "sk_t", "sv_b", "sv_h", "sv_t",
+         "sm_b", "sm_h", "sm_q", "sm_k", "so_b", "so_h", "so_t", "sa_h"]
+
+
+# no specialisation on the ints (sizes, strides): one kernel per dtype / mask / tile shape, and a
+# launch key the host builds without looking at each of them (launch's `spec`)
+@triton.jit(do_not_specialize=_INTS)
 def _attn_fwd_kernel(Q, K, V, KEEP, ALPHA, O, Tq, H, Tk, D, Dv, scale, tol,
                      sq_b, sq_h, sq_t, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t,
                      sm_b, sm_h, sm_q, sm_k, so_b, so_h, so_t, sa_h,
@@ -91,36 +98,40 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: to
     bc = next_pow2(max(Tk, 16))
     bd = max(1, min(next_pow2(max(D, Dv)), _TILE // bc))
     sm = _strides4(keep) if keep is not None else (0, 0, 0, 0)
+    m = keep if keep is not None else q
+    ints = (Tq, H, Tk, D, Dv, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *sm, *out.stride()[:3], sa_h)
+    spec = (q.dtype, m.dtype, a.dtype, q.data_ptr() % 16 == 0, k.data_ptr() % 16 == 0, v.data_ptr() % 16 == 0,
+            m.data_ptr() % 16 == 0, a.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0, max(ints) >= 2**31)
     launch(_attn_fwd_kernel, (B * H * Tq,),
-           (q, k, v, keep if keep is not None else q, a, out, Tq, H, Tk, D, Dv,
-            float(scale if scale is not None else 1.0 / math.sqrt(D)), 1e-6,
-            *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *sm, *out.stride()[:3], sa_h),
+           (q, k, v, m, a, out, *ints[:5], float(scale if scale is not None else 1.0 / math.sqrt(D)), 1e-6,
+            *ints[5:]),
            {"MODE": mode, "MAX_ITER": 64 if mode == 2 else 32, "BC": bc, "BD": bd,
             "HAS_KEEP": keep is not None},
-           1 if bc <= 128 else 4)
+           1 if bc <= 128 else 4, spec=spec)
     return out
 
 
 def supports(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha) -> bool:
-    """Shapes and arguments the fused kernel takes (the caller checked device and dtype)."""
-    if kind not in ("sparsemax", "entmax15", "entmax_bisect") or q.dim() != 4:
+    """Shapes and arguments the fused kernel takes (the caller checked device and dtype). Written
+    as plain comparisons: it runs at every decoding-time attention call."""
+    if kind not in _KINDS or q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         return False
-    if k.dim() != 4 or v.dim() != 4 or k.shape[:2] != q.shape[:2] or v.shape[:3] != k.shape[:3]:
+    B, H, Tq, D = q.shape
+    Bk, Hk, Tk, Dk = k.shape
+    if Bk != B or Hk != H or Dk != D or v.shape[0] != B or v.shape[1] != H or v.shape[2] != Tk \
+            or not 1 <= Tk <= MAX_KEYS:
         return False
-    if k.shape[3] != q.shape[3] or not 1 <= k.shape[2] <= MAX_KEYS:
-        return False
-    if any(x.stride(-1) != 1 or x.dtype != q.dtype for x in (k, v)) or q.stride(-1) != 1:
+    if q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1 or k.dtype != q.dtype or v.dtype != q.dtype:
         return False
     if keep is not None:
-        full = tuple(q.shape[:3]) + (k.shape[2],)
+        if keep.dtype != torch.bool or keep.dim() > 4 or keep.device != q.device:
+            return False
         shape = (1,) * (4 - keep.dim()) + tuple(keep.shape)
-        if keep.dtype != torch.bool or keep.dim() > 4 or keep.device != q.device \
-                or any(n not in (1, f) for n, f in zip(shape, full)):
+        if shape[0] not in (1, B) or shape[1] not in (1, H) or shape[2] not in (1, Tq) or shape[3] not in (1, Tk):
             return False
     if kind == "entmax_bisect":
         if torch.is_tensor(alpha):
-            return (alpha.numel() in (1, q.shape[1]) and alpha.dtype == torch.float32
+            return (alpha.numel() in (1, H) and alpha.dtype == torch.float32
                     and alpha.is_contiguous() and alpha.device == q.device)
         return alpha is not None and float(alpha) > 1.0
     return True
-
