@@ -59,19 +59,26 @@ class CertificateTracker:
         self._stop_best = [NEG_INF] * batch_size  # best live score abandoned at a stop
         self._pending: list = []  # (sentence ids, finite candidates per row, best pruned score or None, slots)
 
-    def observe_step(self, sentence_ids, candidate_scores: Tensor, slots: int) -> None:
+    def observe_step(self, sentence_ids, candidate_scores: Tensor, slots: int, kept: Tensor | None = None) -> None:
         """One expansion step.
 
         sentence_ids: the (distinct) sentences of the rows, a list or an int tensor (kept as given:
         OpenNMT-py replaces its ``_batch_offset`` rather than changing it in place);
         candidate_scores: (B_alive, N) scores of every (hypothesis, token) candidate of the alive
-        sentences, -inf where the probability is zero; ``slots`` of them are kept.
+        sentences, -inf where the probability is zero; ``slots`` of them are kept;
+        kept: optionally the (B_alive, slots) positions the search kept (its top-k), which saves a
+        second top-k here (a top-k on CUDA is some ten kernel launches; this is three).
         """
         scores = candidate_scores.detach()
         n_finite = torch.isfinite(scores).sum(-1)
-        # the best candidate not kept is the (slots+1)-th score; it counts only where pruning happened
-        kth = torch.topk(scores, slots + 1, dim=-1).values[:, slots] if slots < scores.size(-1) else None
-        self._pending.append((sentence_ids, n_finite, kth, slots))
+        # the best candidate not kept, i.e. the (slots+1)-th score; it counts only where pruning happened
+        if slots >= scores.size(-1):
+            best_left = None
+        elif kept is not None:
+            best_left = scores.scatter(-1, kept, NEG_INF).amax(-1)
+        else:
+            best_left = torch.topk(scores, slots + 1, dim=-1).values[:, slots]
+        self._pending.append((sentence_ids, n_finite, best_left, slots))
 
     def observe_stop(self, sentence_id: int, live_scores: Iterable[float], truncated: int = 0) -> None:
         """The search stopped for a sentence; ``live_scores`` are the unfinished hypotheses left."""

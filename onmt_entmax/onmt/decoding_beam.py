@@ -67,7 +67,8 @@ def _pick(upstream):
         rec = getattr(self, "_entmax", None)
         if rec is not None and rec.tracker is not None:
             rows = log_probs.size(0) // self.beam_size
-            rec.tracker.observe_step(self._batch_offset, log_probs.reshape(rows, -1), self.beam_size)
+            kept = out[1] if isinstance(out, tuple) else None  # upstream's top-k positions in the same layout
+            rec.tracker.observe_step(self._batch_offset, log_probs.reshape(rows, -1), self.beam_size, kept=kept)
         return out
 
     return wrapper

@@ -101,3 +101,19 @@ def test_certificate_of_a_dense_model_is_a_clear_error():
     with pytest.raises(ValueError, match="sparse output layer"):
         require_sparse(torch.log_softmax(torch.randn(2, 5), -1))
     require_sparse(torch.log(torch.tensor([[1.0, 0.0]])))
+
+
+def test_certificate_tracker_gives_the_same_answer_from_the_beam_top_k():
+    """Given the positions the beam kept, the best pruned candidate is the best of the others."""
+    g = torch.Generator().manual_seed(3)
+    scores = torch.randn(4, 12, generator=g)
+    scores[scores < -0.3] = NEG_INF
+    scores[2, 5:] = NEG_INF
+    a, b = CertificateTracker(6), CertificateTracker(6)
+    ids = torch.tensor([5, 0, 3, 1])
+    a.observe_step(ids, scores, slots=3)
+    b.observe_step(ids, scores, slots=3, kept=torch.topk(scores, 3, dim=-1).indices)
+    for x, y in zip(a.sentences, b.sentences):
+        assert (x.best_pruned, x.pruned_steps, x.max_support, x.steps) == (y.best_pruned, y.pruned_steps,
+                                                                          y.max_support, y.steps)
+    assert any(c.pruned_steps for c in a.sentences) and a[4].steps == 0
