@@ -1,0 +1,96 @@
+"""Host cost of one decoding step of OpenNMT-py attention on the GPU: softmax (SDPA) vs sparse.
+
+Beam-search decoding is host-bound: what matters is how long the host takes to issue one
+`MultiHeadedAttention` call (one query per hypothesis, the keys of the source or of the prefix).
+This times that call (source keys and values cached, as onmt_translate does), in a loop with one
+synchronisation at the end, for a stock softmax module
+(OpenNMT-py's SDPA branch), sparse modules on the fused path (onmt_entmax/onmt/fused_attention.py)
+and on the eager path they took before (matmul, mask, normalizer, matmul), and the pieces of the
+fused path alone. Ratios are against softmax in the same run.
+
+    python benchmarks/bench_decode_attention.py [--rows 320] [--keys 30] [--reps 2000]
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+import onmt_entmax.onmt as plugin
+from onmt_entmax.modules import AttentionNormalizer
+from onmt_entmax.onmt import fused_attention
+from onmt_entmax.registry import get_transformation
+
+
+def per_call_us(fn, reps: int) -> float:
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / reps * 1e6
+
+
+def attention_module(name: str, learn: bool, heads: int, dim: int):
+    from onmt.modules.multi_headed_attn import MultiHeadedAttention
+
+    module = MultiHeadedAttention(heads, dim, dropout=0.0, attn_type="context", self_attn_type="scaled-dot-flash")
+    if name != "softmax":
+        module.softmax = AttentionNormalizer(get_transformation(name), heads=heads, learn_alpha=learn)
+        module.self_attn_type = "scaled-dot"
+    with torch.no_grad():
+        for p in module.parameters():  # upstream builds its linears with skip_init
+            p.normal_(0, 0.05)
+    # decoding: the source keys / values are projected once and cached (what onmt_translate does)
+    module.layer_cache = (True, {"keys": torch.tensor([]), "values": torch.tensor([])})
+    return module.cuda().eval()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=320, help="hypotheses (sentences x beam)")
+    ap.add_argument("--keys", type=int, default=30)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--dim", type=int, default=512)
+    ap.add_argument("--reps", type=int, default=2000)
+    args = ap.parse_args()
+    plugin.activate()
+    torch.manual_seed(0)
+    key = torch.randn(args.rows, args.keys, args.dim, device="cuda")
+    query = torch.randn(args.rows, 1, args.dim, device="cuda")
+    pad = torch.zeros(args.rows, 1, 1, args.keys, dtype=torch.bool, device="cuda")
+    pad[::3, ..., args.keys - 4:] = True
+    cases = {}
+    with torch.no_grad():
+        for name, learn in (("softmax", False), ("entmax15", False), ("entmax_bisect", True)):
+            m = attention_module(name, learn, args.heads, args.dim)
+            label = "learned alpha" if learn else name
+            cases[f"{label}: module call"] = lambda m=m: m(key, key, query, mask=pad)
+            if name == "softmax":
+                continue
+            q = torch.randn(args.rows, args.heads, 1, args.dim // args.heads, device="cuda")
+            k = torch.randn(args.rows, args.heads, args.keys, args.dim // args.heads, device="cuda")
+            cases[f"{label}: attend() alone"] = lambda m=m, q=q, k=k: m.softmax.attend(q, k, k, ~pad)
+        results = {name: per_call_us(fn, args.reps) for name, fn in cases.items()}
+        real = fused_attention.fusable
+        fused_attention.fusable = lambda module: False  # the eager branch, as before the fused path
+        try:
+            for name, fn in list(cases.items()):
+                if name.endswith("module call") and not name.startswith("softmax"):
+                    results[name.replace("module call", "module call, eager branch")] = per_call_us(fn, args.reps)
+        finally:
+            fused_attention.fusable = real
+    base = results["softmax: module call"]
+    print(f"One decoding-step attention call, host-bound loop ({torch.cuda.get_device_name()}, {args.rows} rows, "
+          f"{args.heads} heads, {args.keys} keys, d={args.dim}, no grad)")
+    print("| call | us / call | vs softmax module call |")
+    print("|---|---|---|")
+    for name, us in results.items():
+        print(f"| {name} | {us:.1f} | {us / base:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
