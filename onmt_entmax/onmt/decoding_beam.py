@@ -81,7 +81,13 @@ def _update_finished(upstream):
         finished = torch.tensor(self.is_finished_list, dtype=torch.bool).to(self.topk_log_probs.device,
                                                                              non_blocking=True)
         before = self._batch_offset.tolist()
-        upstream(self)
+        # the last token of every slot, read back once here for beams_non_finished (which asks, per
+        # finished hypothesis, whether it ended with EOS: one device sync each otherwise)
+        self._entmax_last = self.alive_seq[:, -1].view(-1, self.beam_size).tolist()
+        try:
+            upstream(self)
+        finally:
+            self._entmax_last = None
         if self.done:
             return
         row = {b: i for i, b in enumerate(before)}
@@ -123,7 +129,9 @@ def _store_or_stop(upstream, self, i, topk_scores_list, predictions, attention, 
     b = int(self._batch_offset[i])
     live = [s for f, s in zip(fin, scores) if not f and s != NEG_INF]
     finished_now = [j for j, f in enumerate(fin) if f]
-    truncated = sum(int(predictions[i, j, -1]) != self.eos for j in finished_now)
+    last = getattr(self, "_entmax_last", None)
+    last = last[i] if last is not None else predictions[i, :, -1].tolist()
+    truncated = sum(last[j] != self.eos for j in finished_now)
     rec = getattr(self, "_entmax", None)
     if live:
         n_before = len(self.hypotheses[b])

@@ -148,9 +148,25 @@ def _exact_field(translator, cfg, sc, max_length, best) -> dict:
     return {"text": _text(translator, list(tokens)), "score": score, "agrees": list(tokens) == trim_eos(best, eos)}
 
 
-def _sentence_record(translator, cfg, run, batch, b, results, beam_rec, max_length):
-    """Everything reported about sentence b of the batch once its beam search is over."""
-    preds = [p.tolist() for p in results["predictions"][b]]
+def _listed_predictions(predictions: list) -> list:
+    """[sentence][hypothesis] token lists from upstream's per-hypothesis (GPU) tensors, read back
+    in one transfer (one device sync per hypothesis otherwise)."""
+    flat = [p for hyps in predictions for p in hyps]
+    if not flat:
+        return [[] for _ in predictions]
+    values = torch.cat([p.reshape(-1) for p in flat]).tolist()
+    out, start = [], 0
+    for hyps in predictions:
+        out.append([])
+        for p in hyps:
+            out[-1].append(values[start:start + p.numel()])
+            start += p.numel()
+    return out
+
+
+def _sentence_record(translator, cfg, run, batch, b, results, beam_rec, max_length, preds):
+    """Everything reported about sentence b of the batch once its beam search is over (``preds``:
+    its hypotheses as token lists)."""
     scores = [float(s) for s in results["scores"][b]]
     rec: dict = {"n_best": translator.n_best, "n_hyps": len(preds),
                  "hypotheses": [{"text": _text(translator, p), "score": s} for p, s in zip(preds, scores)]}
@@ -189,8 +205,9 @@ def _translate_batch_with_strategy(upstream):
             return results
         max_length = decode_strategy.max_length
         with torch.no_grad():
+            listed = _listed_predictions(results["predictions"])
             for b in range(len(batch["srclen"])):
-                rec, heat = _sentence_record(self, cfg, run, batch, b, results, beam_rec, max_length)
+                rec, heat = _sentence_record(self, cfg, run, batch, b, results, beam_rec, max_length, listed[b])
                 key = (run.bucket, int(batch["ind_in_bucket"][b]))
                 run.records.append((key, rec, heat))
         return results
