@@ -92,3 +92,20 @@ def test_loss_forward_lanes_agree(mode, n_cols):
 @pytest.mark.parametrize("n_cols", [12, 32768])
 def test_mapping_backward_lanes_agree(mode, n_cols):
     assert fma_reading_a_shuffle(_mapping_bwd(n_cols, mode)) == []
+
+
+@pytest.mark.parametrize("mode", ["entmax15", "bisect"])
+@pytest.mark.parametrize("n_keys", [12, 50, 700])
+def test_fused_attention_lanes_agree(mode, n_keys):
+    """The decode-time attention kernel solves each row with the same solver (one row a program)."""
+    from onmt_entmax.ops.triton import attention as KA
+    from onmt_entmax.ops.triton._config import next_pow2
+
+    ints = {name: "i32" for name in KA._INTS}
+    runtime = {"Q": F32, "K": F32, "V": F32, "KEEP": "*i1", "ALPHA": F32, "O": F32, **ints,
+               "scale": "fp32", "tol": "fp32"}
+    order = ["Q", "K", "V", "KEEP", "ALPHA", "O", "Tq", "H", "Tk", "D", "Dv", "scale", "tol"] + KA._INTS[5:]
+    bc = next_pow2(max(n_keys, 16))
+    const = {"MODE": MODES[mode], "MAX_ITER": 32, "BC": bc, "BD": max(1, min(64, KA._TILE // bc)), "HAS_KEEP": True}
+    ptx = _ptx(KA._attn_fwd_kernel, {k: runtime[k] for k in order}, const, 1 if bc <= 128 else 4, False)
+    assert fma_reading_a_shuffle(ptx) == []
