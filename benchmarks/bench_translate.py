@@ -7,10 +7,13 @@ sentence: model loading and process start excluded, which the wall time of a ~1 
 separate from noise). The first run of each model is not timed (it compiles the Triton kernels into
 the on-disk cache); then --repeat rounds time every model in turn, and each model's fastest run is
 kept (host-bound decoding: the host's speed drifts between processes by tens of percent).
+With --in-process every model is translated in this one process instead (OpenNMT-py's translate(),
+timed around Inference._translate), which removes the variation between processes.
 This is a benchmark, not a test.
 
     python benchmarks/bench_train.py --gpu --workdir runs/bench --steps 300
     python benchmarks/bench_translate.py --workdir runs/bench --gpu --beam 5 --lines 1000
+    python benchmarks/bench_translate.py --workdir runs/bench --gpu --lines 500 --fixed-length 30 --in-process --repeat 7 --median
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import argparse
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
@@ -32,15 +36,47 @@ MAX_LENGTH = 100
 _AVG_MS = re.compile(r"Average translation time \(ms\): ([0-9.]+)")
 
 
-def translate_ms(model: Path, src: Path, out: Path, args: argparse.Namespace) -> float:
-    """onmt_translate's own average translation time per sentence (ms)."""
-    cmd = ["onmt_translate", "-model", str(model), "-src", str(src), "-output", str(out),
-           "-beam_size", str(args.beam), "-batch_size", str(args.batch),
-           "-max_length", str(args.fixed_length or MAX_LENGTH), "-report_time"]
+def translate_args(model: Path, src: Path, out: Path, args: argparse.Namespace) -> list[str]:
+    cmd = ["-model", str(model), "-src", str(src), "-output", str(out), "-beam_size", str(args.beam),
+           "-batch_size", str(args.batch), "-max_length", str(args.fixed_length or MAX_LENGTH)]
     if args.fixed_length:  # EOS forbidden before, every hypothesis cut at: N steps for every model
         cmd += ["-min_length", str(args.fixed_length)]
     if args.gpu:
         cmd += ["-gpu", "0"]
+    return cmd
+
+
+class InProcess:
+    """Decoding time of OpenNMT-py's ``Inference._translate`` (the model already loaded), every
+    model translated in this one process: no variation between processes (host-bound decoding
+    drifted by tens of percent from one process to the next on the GPU machines)."""
+
+    def __init__(self, gpu: bool):
+        import torch
+        from onmt.bin.translate import _get_parser, translate
+        from onmt.translate.translator import Inference
+
+        self._parser, self._translate, self.times = _get_parser, translate, []
+        upstream, sync = Inference._translate, torch.cuda.synchronize if gpu else (lambda: None)
+
+        def timed(inference, *a, **kw):
+            sync()
+            t0 = time.perf_counter()
+            out = upstream(inference, *a, **kw)
+            sync()
+            self.times.append(time.perf_counter() - t0)
+            return out
+
+        Inference._translate = timed
+
+    def ms_per_sentence(self, model: Path, src: Path, out: Path, args: argparse.Namespace) -> float:
+        self._translate(self._parser().parse_args(translate_args(model, src, out, args)))
+        return self.times[-1] * 1000.0 / max(1, sum(1 for _ in src.open()))
+
+
+def translate_ms(model: Path, src: Path, out: Path, args: argparse.Namespace) -> float:
+    """onmt_translate's own average translation time per sentence (ms)."""
+    cmd = ["onmt_translate"] + translate_args(model, src, out, args) + ["-report_time"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
         sys.exit(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
@@ -63,6 +99,10 @@ def main() -> None:
     ap.add_argument("--fixed-length", type=int, default=0,
                     help="decode exactly N steps per sentence (-min_length N -max_length N): the time per "
                          "step, whatever length each model's hypotheses would have")
+    ap.add_argument("--in-process", action="store_true",
+                    help="translate every model in this process (OpenNMT-py's translate(), timed around "
+                         "Inference._translate) instead of one onmt_translate process per run")
+    ap.add_argument("--median", action="store_true", help="keep each model's median run, not its fastest")
     args = ap.parse_args()
     src_all = args.src or next(iter(sorted(args.workdir.glob("train.*"))))
     lines = src_all.read_text().splitlines()[: args.lines]
@@ -72,14 +112,16 @@ def main() -> None:
     rows, words, at_max = {}, {}, {}
     max_len = args.fixed_length or MAX_LENGTH
     folders = sorted(p for p in args.workdir.iterdir() if p.is_dir())
+    timer = InProcess(args.gpu).ms_per_sentence if args.in_process else translate_ms
     for folder in folders:
-        translate_ms(last_checkpoint(folder), one, folder / "one.out", args)  # compiles the kernels: not timed
-    best = {folder: float("inf") for folder in folders}
+        timer(last_checkpoint(folder), one, folder / "one.out", args)  # compiles the kernels: not timed
+    runs: dict = {folder: [] for folder in folders}
     for _ in range(args.repeat):  # rounds over the models, so a slow spell of the host hits all of them
         for folder in folders:
-            best[folder] = min(best[folder], translate_ms(last_checkpoint(folder), src, folder / "bench.out", args))
+            runs[folder].append(timer(last_checkpoint(folder), src, folder / "bench.out", args))
     for folder in folders:
-        rows[folder.name] = 1000.0 / best[folder]
+        ms = min(runs[folder]) if not args.median else sorted(runs[folder])[len(runs[folder]) // 2]
+        rows[folder.name] = 1000.0 / ms
         lengths = [len(line.split()) for line in (folder / "bench.out").open()]
         words[folder.name] = sum(lengths)
         at_max[folder.name] = sum(n >= max_len for n in lengths)
@@ -89,8 +131,10 @@ def main() -> None:
         import torch
         device = torch.cuda.get_device_name()
     mode = f"every sentence {args.fixed_length} steps" if args.fixed_length else f"max_length {MAX_LENGTH}"
+    how = f"{'in one process' if args.in_process else 'onmt_translate -report_time'}, " \
+          f"{'median' if args.median else 'fastest'} of {args.repeat}"
     print(f"\nonmt_translate sentences/s ({device}, beam {args.beam}, batch {args.batch}, {len(lines)} lines, "
-          f"{mode})")
+          f"{mode}; {how})")
     print(f"| variant | sentences/s | vs softmax | output words | lines of {max_len}+ words |")
     print("|---|---|---|---|---|")
     for name, rate in rows.items():
