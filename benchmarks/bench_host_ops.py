@@ -21,7 +21,7 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 import onmt_entmax.ops._dispatch as dispatch  # noqa: E402
 from onmt_entmax.modules.attention import AttentionNormalizer  # noqa: E402
-from onmt_entmax.ops.triton import mapping  # noqa: E402
+from onmt_entmax.ops.triton import attention, mapping  # noqa: E402
 from onmt_entmax.registry import get_transformation  # noqa: E402
 
 
@@ -45,21 +45,32 @@ def host_us(fn, reps: int = 200) -> float:
 
 
 def main() -> None:
-    mapping.launch = lambda *args, **kwargs: None
+    mapping.launch = attention.launch = lambda *args, **kwargs: None
     dispatch.kernel = _forced_kernel
     scores = torch.randn(64 * 5, 8, 1, 20)  # 64 sentences x beam 5, 8 heads, one query, 20 keys
+    q, k = torch.randn(64 * 5, 8, 1, 64), torch.randn(64 * 5, 8, 20, 64)  # the same call as q, k, v
+    pad = torch.zeros(64 * 5, 1, 1, 20, dtype=torch.bool)
     entmax = AttentionNormalizer(get_transformation("entmax15")).eval()
     learned = AttentionNormalizer(get_transformation("entmax15"), heads=8, learn_alpha=True).eval()
-    cases = {"softmax attention": lambda: torch.softmax(scores, -1),
-             "1.5-entmax attention": lambda: entmax(scores),
-             "learned-alpha attention": lambda: learned(scores)}
+
+    def eager(norm):  # OpenNMT-py's explicit branch around the normalizer
+        return lambda: torch.matmul(norm(torch.matmul(q / 8.0, k.transpose(2, 3)).masked_fill(pad, -1e18)), k)
+
+    cases = {"softmax attention (normalizer only)": lambda: torch.softmax(scores, -1),
+             "1.5-entmax attention (normalizer only)": lambda: entmax(scores),
+             "learned-alpha attention (normalizer only)": lambda: learned(scores),
+             "1.5-entmax attention, eager branch (scores, mask, normalizer, p v)": eager(entmax),
+             "1.5-entmax attention, fused (attend)": lambda: entmax.attend(q, k, k, ~pad),
+             "learned-alpha attention, eager branch": eager(learned),
+             "learned-alpha attention, fused (attend)": lambda: learned.attend(q, k, k, ~pad)}
     print("| call (no grad, launches stubbed) | aten ops | host us / call |")
     print("|---|---|---|")
     with torch.no_grad():
         for name, fn in cases.items():
             for _ in range(20):
                 fn()
-            print(f"| {name} | {aten_ops(fn)} | {host_us(fn):.1f} |")
+            us = "n/a (runs the CPU matmuls)" if "eager" in name else f"{host_us(fn):.1f}"
+            print(f"| {name} | {aten_ops(fn)} | {us} |")
 
 
 if __name__ == "__main__":
