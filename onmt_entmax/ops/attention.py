@@ -69,4 +69,18 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = N
         fast = _dispatch.kernel("sparse_attention", q, k=k, v=v, keep=keep, kind=kind, alpha=alpha)
         if fast is not None:
             return fast(q, k, v, keep, kind, alpha, scale)
+    if keep is not None:  # (the kernel's supports() refuses a keep of the wrong shape: checked here)
+        _check_keep(keep, q, k)
     return _reference(q, k, v, keep, kind, alpha, scale, n_iter)
+
+
+def _check_keep(keep: Tensor, q: Tensor, k: Tensor) -> None:
+    """ValueError unless keep broadcasts to the scores (..., queries, keys) of q and k."""
+    try:
+        scores = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
+        ok = torch.broadcast_shapes(keep.shape, scores) == scores
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"sparse_attention: keep {tuple(keep.shape)} does not broadcast to the scores of "
+                         f"q {tuple(q.shape)} and k {tuple(k.shape)}: (..., queries, keys)")

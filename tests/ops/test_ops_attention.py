@@ -58,3 +58,5 @@ def test_bad_arguments_are_named():
         sparse_attention(q, k, v, keep, kind="entmax_bisect", alpha=0.5)
     with pytest.raises(ValueError, match="share"):
         sparse_attention(q, k[..., :3], v, keep, kind="entmax15")
+    with pytest.raises(ValueError, match="keep .* does not broadcast"):
+        sparse_attention(q, k, v, keep[..., :5], kind="entmax15")
