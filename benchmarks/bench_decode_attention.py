@@ -14,25 +14,14 @@ softmax in the same run.
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
+from bench_kernels import host_us_per_call  # (benchmarks/ is on sys.path when run as a script)
 
 import onmt_entmax.onmt as plugin
 from onmt_entmax.modules import AttentionNormalizer
 from onmt_entmax.onmt import fused_attention
 from onmt_entmax.registry import get_transformation
-
-
-def per_call_us(fn, reps: int) -> float:
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / reps * 1e6
 
 
 def attention_module(name: str, learn: bool, heads: int, dim: int):
@@ -94,7 +83,7 @@ def main() -> None:
         results = {name: float("inf") for name in cases}
         for _ in range(args.rounds):
             for name, fn in cases.items():
-                results[name] = min(results[name], per_call_us(fn, args.reps))
+                results[name] = min(results[name], host_us_per_call(fn, args.reps))
     base = results["softmax: module call"]
     print(f"One decoding-step attention call, host-bound loop ({torch.cuda.get_device_name()}, {args.rows} rows, "
           f"{args.heads} heads, {args.keys} keys, d={args.dim}, no grad)")

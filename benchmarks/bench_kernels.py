@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -183,12 +184,24 @@ def attention_variants(b, h, q, k, dtype):
     return res
 
 
+def host_us_per_call(fn, reps: int) -> float:
+    """Wall us per call of fn() in a loop synchronised only at its ends (after 20 warm-up calls):
+    the host's cost per call wherever the GPU work is smaller."""
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / reps * 1e6
+
+
 def cpu_overhead(n_iter=200):
     """Host time per call (us) with the GPU kept idle-fast on tiny inputs, and a cProfile
     of the 1.5-entmax attention forward+backward: where the Python launch cost goes."""
     import cProfile
     import pstats
-    import time
     from onmt_entmax.ops import triton as K
     from onmt_entmax.ops.triton import mapping as KM
     z = torch.randn(4, 8, 50, device="cuda").requires_grad_()
@@ -199,16 +212,7 @@ def cpu_overhead(n_iter=200):
              "K.entmax15 fwd+bwd": lambda: K.entmax15(z, -1).backward(g),
              "ops.entmax15 fwd (no grad)": lambda: ops.entmax15(z2, -1),
              "KM.forward_rows": lambda: KM.forward_rows(z2, "entmax15")}
-    out = {}
-    for name, fn in cases.items():
-        for _ in range(20):
-            fn()
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        for _ in range(n_iter):
-            fn()
-        torch.cuda.synchronize()
-        out[name] = (time.perf_counter() - t) / n_iter * 1e6
+    out = {name: host_us_per_call(fn, n_iter) for name, fn in cases.items()}
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(n_iter):
