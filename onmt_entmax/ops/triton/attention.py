@@ -17,13 +17,13 @@ import torch
 import triton
 import triton.language as tl
 
+from ..attention import KINDS
 from . import _solver as S
 from ._config import next_pow2
 from ._launch import launch
 from .mapping import _MODES, map_tile
 
 MAX_KEYS = 1024  # longer key rows: the unfused path
-_KINDS = ("sparsemax", "entmax15", "entmax_bisect")
 _TILE = 2048  # keys x head-dim chunk held at once (registers)
 
 
@@ -114,7 +114,7 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: to
 def supports(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha) -> bool:
     """Shapes and arguments the fused kernel takes (the caller checked device and dtype). Written
     as plain comparisons: it runs at every decoding-time attention call."""
-    if kind not in _KINDS or q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+    if kind not in KINDS or q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         return False
     B, H, Tq, D = q.shape
     Bk, Hk, Tk, Dk = k.shape
