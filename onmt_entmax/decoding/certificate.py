@@ -93,7 +93,7 @@ class CertificateTracker:
 
     def _sync(self) -> None:
         """Fold the pending steps into the certificates: per sentence, steps += 1 per step,
-        max_support = max n_finite, pruned_steps += [n_finite > slots], best_pruned = max kth
+        max_support = max n_finite, pruned_steps += [n_finite > slots], best_pruned = max best_left
         over pruned steps (scatters over all pending rows at once; one transfer back)."""
         if not self._pending:
             return
@@ -101,8 +101,8 @@ class CertificateTracker:
         dev = n_finite.device
         ids = torch.cat([torch.as_tensor(i).reshape(-1) for i, _, _, _ in self._pending]).long().to(dev)
         slots = torch.cat([torch.full_like(n, s) for _, n, _, s in self._pending])
-        kth = torch.cat([k.float() if k is not None else torch.full(n.shape, NEG_INF, device=dev)
-                         for _, n, k, _ in self._pending])
+        best_left = torch.cat([k.float() if k is not None else torch.full(n.shape, NEG_INF, device=dev)
+                               for _, n, k, _ in self._pending])
         pruned = n_finite > slots
         zeros = torch.zeros(self.batch_size, dtype=torch.float64, device=dev)
         stats = torch.stack([
@@ -110,7 +110,7 @@ class CertificateTracker:
             zeros.scatter_reduce(0, ids, n_finite.to(zeros.dtype), "amax", include_self=True),
             zeros.index_add(0, ids, pruned.to(zeros.dtype)),
             torch.full_like(zeros, NEG_INF).scatter_reduce(
-                0, ids, torch.where(pruned, kth.to(zeros.dtype), NEG_INF), "amax", include_self=True),
+                0, ids, torch.where(pruned, best_left.to(zeros.dtype), NEG_INF), "amax", include_self=True),
         ]).tolist()
         self._pending.clear()
         for b, cert in enumerate(self._certs):
