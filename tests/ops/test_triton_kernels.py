@@ -253,24 +253,27 @@ def _training_rows():
 
 
 @pytest.mark.parametrize("mode", ["sparsemax", "entmax15", "bisect"])
-@pytest.mark.parametrize("tile,warps", [(128, 1), (256, 1), (128, 4)])
-def test_training_rows_are_exact_on_every_short_row_layout(mode, tile, warps):
+@pytest.mark.parametrize("tile,warps,lanes", [(128, 1, True), (256, 1, True), (128, 4, True),
+                                              (128, 1, False)])
+def test_training_rows_are_exact_on_every_short_row_layout(mode, tile, warps, lanes):
     """Rows on which one-warp tiles went wrong in training: each row's sums were reduced across
     lanes with a contracted (fused) first step, so the lanes of a row disagreed on tau and on when
-    to leave the solver loop. Compiled without contraction (_launch.py), every lane holds the same
-    sums and the rows are exact on any tile / warp layout."""
+    to leave the solver loop. Compiled without contraction where a lane holds one entry of a row
+    (_launch.py), every lane holds the same sums and the rows are exact on any tile / warp
+    layout: rows on lanes of their own (lanes=True, contracted where each lane holds several
+    entries) or spread over the warp."""
     for z in _training_rows():
         ref = (ops.entmax_bisect(z.double(), 1.5, -1, n_iter=80) if mode == "bisect"
                else REF[mode](z.double()))
         a = torch.full((z.shape[0],), 1.5, device=DEV) if mode == "bisect" else None
-        cfg = {"TILE": tile, "SHORT_WARPS": warps}
+        cfg = {"TILE": tile, "SHORT_WARPS": warps, "LANE_TILES": lanes}
         p = KM.forward_rows(z.to(DEV).contiguous(), mode, a, config=cfg).cpu()
         torch.testing.assert_close(p.double(), ref, atol=2e-6, rtol=1e-4)
 
 
 @pytest.mark.parametrize("mode", ["entmax15", "bisect"])
-@pytest.mark.parametrize("warps", [1, 4])
-def test_many_random_short_rows_are_exact(mode, warps):
+@pytest.mark.parametrize("warps,lanes", [(1, True), (4, True), (1, False)])
+def test_many_random_short_rows_are_exact(mode, warps, lanes):
     """200000 random rows of 10, 12 and 21 entries (one of every few hundred went wrong on one
     warp while the lanes of a row could disagree: see the test above); all must be exact."""
     n_rows = 300 if INTERP else 200000
@@ -280,7 +283,8 @@ def test_many_random_short_rows_are_exact(mode, warps):
         ref = (ops.entmax_bisect(z.double(), 1.5, -1, n_iter=60) if mode == "bisect"
                else REF[mode](z.double()))
         a = torch.full((n_rows,), 1.5, device=DEV) if mode == "bisect" else None
-        p = KM.forward_rows(z.to(DEV), mode, a, config={"SHORT_WARPS": warps}).cpu()
+        p = KM.forward_rows(z.to(DEV), mode, a,
+                            config={"SHORT_WARPS": warps, "LANE_TILES": lanes}).cpu()
         wrong = (p.double() - ref).abs().max(-1).values > 1e-5
         assert not wrong.any(), f"{int(wrong.sum())} wrong rows of {n_rows} at {n_cols} columns"
 

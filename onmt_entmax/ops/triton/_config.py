@@ -5,16 +5,19 @@ registers); longer rows are streamed in chunks of CHUNK elements, each solver pa
 the row from L2. alpha-entmax (mode 2) streams from BISECT_SINGLE_MAX: its pow terms spill
 registers when the whole row is held. Short rows (attention) are packed TILE // next_pow2(n)
 rows per program on one warp: every reduction stays inside the warp (shuffles, no shared
-memory), 2-3x faster than on 4 warps. FP_FUSION: floating-point contraction is safe only where
-every thread holds two or more entries of its row (_launch.py), i.e. one row per program of at
-least 64 entries a warp.
+memory), 2-3x faster than on 4 warps; each row on lanes of its own (LANE_TILES,
+`_solver.lane_cols`). FP_FUSION: floating-point contraction is safe only where every thread
+holds two or more entries of its row (_launch.py): one row per program of at least 64 entries a
+warp, or a lane tile of at least two entries a lane.
 Defaults from the sweeps on an H200 (docs/kernels.md).
 """
 from __future__ import annotations
 
 DEFAULTS = {"SINGLE_MAX": 32768, "CHUNK": 4096, "CHUNK_WARPS": 8,
-            "TILE": 128, "SHORT_WARPS": 1,          # forward, short rows
-            "BWD_TILE": 512, "BWD_WARPS": 1,        # mapping backward, short rows
+            "TILE": 512, "SHORT_WARPS": 1,          # forward, short rows
+            "LANE_TILES": True,                     # short rows: own lanes a row (lane_cols)
+            "MIN_ROW_LANES": 4,                     # forward: at most 32 / 4 rows a warp
+            "BWD_TILE": 256, "BWD_WARPS": 1,        # mapping backward, short rows
             "BISECT_SINGLE_MAX": 4096,              # alpha-entmax (float alpha): longer rows stream
             "BISECT_LONG_WARPS": 32,                # alpha-entmax rows >= 16384 held in registers
             "GROUP_MIN": 1024,                      # rows from this length start from group maxima
@@ -26,8 +29,12 @@ def next_pow2(n: int) -> int:
 
 
 def launch_config(n_cols: int, elem_size: int, override: dict | None = None, mode: int = 1,
-                  backward: bool = False, soft_rows: bool = False) -> dict:
-    """{BR, BC, SINGLE, GROUPS, GROUP_ITER, FP_FUSION, num_warps} for rows of n_cols elements (mode 2: alpha-entmax).
+                  backward: bool = False, soft_rows: bool = False, lanes: bool = True) -> dict:
+    """{BR, BC, SINGLE, GROUPS, GROUP_ITER, FP_FUSION, num_warps, LANES} for rows of n_cols
+    elements (mode 2: alpha-entmax).
+    LANES: for tiles of several short rows, the lanes they share (each row gets LANES // BR of
+    them, `_solver.lane_cols`, in the mapping kernels' `_*_lanes_kernel`); 0 for one row a
+    program, or where the kernel has no lane tiles (lanes=False: the loss).
     GROUPS: the row held in registers starts the solver from its group maxima (_solver.py).
     soft_rows: a per-row alpha tensor, whose alpha == 1 rows only the register path computes."""
     o = dict(DEFAULTS, **override) if override else DEFAULTS
@@ -40,13 +47,22 @@ def launch_config(n_cols: int, elem_size: int, override: dict | None = None, mod
         br = max(1, tile // bc)
         if br > 1:
             nw = o.get("num_warps") or (o["BWD_WARPS"] if backward else o["SHORT_WARPS"])
+            if not backward:  # (a row's solver passes end with the slowest row of its warp)
+                br = max(1, min(br, 32 * nw // o["MIN_ROW_LANES"]))
         elif mode == 2 and bc >= 16384 and not backward:
             nw = o.get("num_warps") or o["BISECT_LONG_WARPS"]
         else:  # one row per program: 8 warps hold 32768 floats (128 a thread) best on H200
             nw = o.get("num_warps") or max(1, min(8, bc // 1024))
         groups = br == 1 and bc >= o["GROUP_MIN"] and not backward
+        n_lanes = min(32 * nw, br * bc)
+        # (with one lane a row the compiler spreads the row over the lanes again)
+        if br == 1 or n_lanes // br < 2 or not (lanes and o["LANE_TILES"]):
+            n_lanes = 0
+        # every thread holds >= 2 entries of its row: one row of >= 64 a warp, or a lane tile
+        # of >= 2 entries a lane
+        fusion = bc >= 64 * nw if br == 1 else n_lanes > 0 and br * bc >= 2 * n_lanes
         return {"BR": br, "BC": bc, "SINGLE": True, "GROUPS": groups, "GROUP_ITER": o["GROUP_ITER"],
-                "FP_FUSION": br == 1 and bc >= 64 * nw, "num_warps": nw}
+                "FP_FUSION": fusion, "num_warps": nw, "LANES": n_lanes}
     nw = o.get("num_warps") or o["CHUNK_WARPS"]
     return {"BR": 1, "BC": o["CHUNK"], "SINGLE": False, "GROUPS": True, "GROUP_ITER": o["GROUP_ITER"],
-            "FP_FUSION": o["CHUNK"] >= 64 * nw, "num_warps": nw}
+            "FP_FUSION": o["CHUNK"] >= 64 * nw, "num_warps": nw, "LANES": 0}

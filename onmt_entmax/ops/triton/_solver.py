@@ -253,6 +253,20 @@ def group_start(zg, m, a1, beta, row_ok, tol, MODE: tl.constexpr, MAX_ITER: tl.c
 
 
 @triton.jit
+def lane_cols(rows, rmask, n_cols, BR: tl.constexpr, BC: tl.constexpr, LANES: tl.constexpr):
+    """(rows [BR, 1, 1] as int64, columns [1, BC // J, J], mask [BR, BC // J, J]) of a tile of
+    BR short rows, J = LANES // BR lanes a row: entry (r, l, j) is column l J + j of row r, so
+    the tile reshaped to [BR, BC] holds each row in order. Built this way, the compiler gives
+    each row its own J lanes, each holding BC // J of its entries; from a [BR, BC] tile of rows
+    shorter than a warp it spreads every row over all the lanes, each lane holding entries of
+    every row and repeating the per-row work (the solver's update, one shuffle level more):
+    2 rows of 50 a warp ran 1.6x the instructions a solver pass."""
+    J: tl.constexpr = LANES // BR
+    cols = tl.arange(0, BC // J)[None, :, None] * J + tl.arange(0, J)[None, None, :]
+    return rows.to(tl.int64)[:, None, None], cols, rmask[:, None, None] & (cols < n_cols)
+
+
+@triton.jit
 def load_scaled(Z, rows, row_ok_mask, cols, n_cols, stride, m, a1):
     """x = (alpha - 1) (z - m) for one [BR, BC] chunk, -inf outside the row."""
     msk = row_ok_mask[:, None] & (cols[None, :] < n_cols)

@@ -220,7 +220,7 @@ def fy_loss_rows(z: torch.Tensor, target: torch.Tensor, kind: str, alpha=1.5, ta
     a_rows = _alpha_rows(alpha, n_rows, z.device) if mode >= 2 else None
     if n_rows == 0:
         return loss, stats, a_rows
-    cfg = launch_config(n_cols, z.element_size(), config, mode=mode)
+    cfg = launch_config(n_cols, z.element_size(), config, mode=mode, lanes=False)
     grid = (triton.cdiv(n_rows, cfg["BR"]),)
     launch(_fy_fwd_kernel, grid, (z, target, loss, stats, a_rows if a_rows is not None else z,
                                   n_rows, n_cols, z.stride(0), ignore_index, float(eps),

@@ -59,7 +59,7 @@ def map_tile(z, a1, msk, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, BR: tl
     # renormalise: float32 rounding of tau alone moves sum p by up to ~2e-6
     tot = tl.sum(p, 1)
     tot = tl.where(nan_row, float("nan"), tl.where(tot > 0, tot, 1.0))  # NaN row -> p NaN
-    return p / tot[:, None], it
+    return p * (1.0 / tot)[:, None], it  # (one division a row, not one an entry)
 
 
 @triton.jit(do_not_specialize=["n_rows"])  # n_rows only masks: one kernel for any count
@@ -103,6 +103,27 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
         tl.store(ITERS + tl.program_id(0), it)
 
 
+# Short rows, BR a program, each on lanes of its own (S.lane_cols). n_cols and the strides are not
+# specialised: as multiples of 16, Triton 3.6 vectorises the loads, which puts a row on lanes that
+# are not adjacent (lane bits 0, 1, 3, 4 for 2 rows of 64), and its reduction over such a row
+# shuffles across rows (xor 8, 4, 2, 1): wrong rows at 32, 48 and 64 columns (H100). These
+# kernels are compute-bound; vector loads buy nothing here.
+@triton.jit(do_not_specialize=["n_rows", "n_cols", "stride"])
+def _fwd_lanes_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol, MODE: tl.constexpr,
+                      MAX_ITER: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
+                      LANES: tl.constexpr):
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)
+    rmask = rows < n_rows
+    a1 = S.row_alpha(ALPHA, rows, rmask, BR, MODE) - 1.0
+    r3, c3, msk3 = S.lane_cols(rows, rmask, n_cols, BR, BC, LANES)
+    z = tl.load(Z + r3 * stride + c3, mask=msk3, other=float("-inf")).to(tl.float32)
+    p, it = map_tile(tl.reshape(z, [BR, BC]), a1, tl.reshape(msk3, [BR, BC]), tol, MODE,
+                     MAX_ITER, BR, BC, False, 1)
+    tl.store(P + r3 * stride + c3, tl.reshape(p, msk3.shape).to(P.dtype.element_ty), mask=msk3)
+    if ITERS is not None:
+        tl.store(ITERS + tl.program_id(0), it)
+
+
 @triton.jit
 def _u_of_p(p, a1, MODE: tl.constexpr):
     """u = p^(2 - alpha) on the support, and log2 p there (MODE 2; 0 elsewhere)."""
@@ -134,6 +155,19 @@ def _bwd_elems(p, g, a1, MODE: tl.constexpr):
 def _bwd_sums(p, g, a1, MODE: tl.constexpr):
     u, ug, gp, plp, gplp = _bwd_elems(p, g, a1, MODE)
     return tl.sum(u, 1), tl.sum(ug, 1), tl.sum(gp, 1), tl.sum(plp, 1), tl.sum(gplp, 1)
+
+
+@triton.jit
+def _weighted_mean(sug, su):
+    """q = sum u g / sum u (0 on a row without support)."""
+    return tl.where(su > 0, sug / tl.where(su > 0, su, 1.0), 0.0)
+
+
+@triton.jit
+def _dalpha(a1, q, sgp, splp, sgplp):
+    """dalpha = (sum g p - q) / (alpha-1)^2 - (sum g p log p - q sum p log p) / (alpha-1)."""
+    a1c = tl.maximum(a1, 1e-6)
+    return (sgp - q) / (a1c * a1c) - (sgplp - q * splp) / a1c
 
 
 @triton.jit(do_not_specialize=["n_rows"])  # n_rows only masks: one kernel for any count
@@ -171,7 +205,7 @@ def _bwd_kernel(P, G, DZ, ALPHA, DALPHA, n_rows, n_cols, stride_p, stride_g,
         sgp = tl.sum(sgp2, 1)
         splp = tl.sum(splp2, 1)
         sgplp = tl.sum(sgplp2, 1)
-    q = tl.where(su > 0, sug / tl.where(su > 0, su, 1.0), 0.0)
+    q = _weighted_mean(sug, su)
     if SINGLE:
         u, _lg = _u_of_p(p, a1, MODE)
         tl.store(DZ + r64 * n_cols + cols[None, :], (u * (g - q[:, None])).to(DZ.dtype.element_ty),
@@ -186,9 +220,27 @@ def _bwd_kernel(P, G, DZ, ALPHA, DALPHA, n_rows, n_cols, stride_p, stride_g,
             tl.store(DZ + r64 * n_cols + cols[None, :],
                      (u * (g - q[:, None])).to(DZ.dtype.element_ty), mask=msk)
     if MODE == 2:
-        a1c = tl.maximum(a1, 1e-6)
-        da = (sgp - q) / (a1c * a1c) - (sgplp - q * splp) / a1c
-        tl.store(DALPHA + rows, da, mask=rmask)
+        tl.store(DALPHA + rows, _dalpha(a1, q, sgp, splp, sgplp), mask=rmask)
+
+
+# (not specialised on lengths and strides: see _fwd_lanes_kernel)
+@triton.jit(do_not_specialize=["n_rows", "n_cols", "stride_p", "stride_g"])
+def _bwd_lanes_kernel(P, G, DZ, ALPHA, DALPHA, n_rows, n_cols, stride_p, stride_g,
+                      MODE: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
+                      LANES: tl.constexpr):
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)
+    rmask = rows < n_rows
+    a1 = S.row_alpha(ALPHA, rows, rmask, BR, MODE) - 1.0
+    r3, c3, msk3 = S.lane_cols(rows, rmask, n_cols, BR, BC, LANES)
+    p = tl.reshape(tl.load(P + r3 * stride_p + c3, mask=msk3, other=0.0), [BR, BC]).to(tl.float32)
+    g = tl.reshape(tl.load(G + r3 * stride_g + c3, mask=msk3, other=0.0), [BR, BC]).to(tl.float32)
+    su, sug, sgp, splp, sgplp = _bwd_sums(p, g, a1, MODE)
+    q = _weighted_mean(sug, su)
+    u, _lg = _u_of_p(p, a1, MODE)
+    tl.store(DZ + r3 * n_cols + c3, tl.reshape(u * (g - q[:, None]), msk3.shape)
+             .to(DZ.dtype.element_ty), mask=msk3)
+    if MODE == 2:
+        tl.store(DALPHA + rows, _dalpha(a1, q, sgp, splp, sgplp), mask=rmask)
 
 
 def _as_rows(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, tuple]:
@@ -226,11 +278,16 @@ def forward_rows(z2: torch.Tensor, mode: str, alpha_rows: torch.Tensor | None = 
     cfg = launch_config(n_cols, z2.element_size(), config, mode=m, soft_rows=soft_rows)
     max_iter = n_iter if n_iter is not None else (64 if m == 2 else 32)
     grid = (triton.cdiv(n_rows, cfg["BR"]),)
-    launch(_fwd_kernel, grid, (z2, p, alpha_rows if alpha_rows is not None else z2, iters, n_rows,
-                               n_cols, z2.stride(0), tol),
-           {"MODE": m, "MAX_ITER": max_iter, "BR": cfg["BR"], "BC": cfg["BC"],
-            "SINGLE": cfg["SINGLE"], "GROUPS": cfg["GROUPS"], "GROUP_ITER": cfg["GROUP_ITER"]},
-           cfg["num_warps"], cfg["FP_FUSION"])
+    args = (z2, p, alpha_rows if alpha_rows is not None else z2, iters, n_rows, n_cols,
+            z2.stride(0), tol)
+    shape = {"MODE": m, "MAX_ITER": max_iter, "BR": cfg["BR"], "BC": cfg["BC"]}
+    if cfg["LANES"]:
+        launch(_fwd_lanes_kernel, grid, args, dict(shape, LANES=cfg["LANES"]), cfg["num_warps"],
+               cfg["FP_FUSION"])
+    else:
+        launch(_fwd_kernel, grid, args, dict(shape, SINGLE=cfg["SINGLE"], GROUPS=cfg["GROUPS"],
+                                             GROUP_ITER=cfg["GROUP_ITER"]),
+               cfg["num_warps"], cfg["FP_FUSION"])
     return p
 
 
@@ -246,11 +303,16 @@ def backward_rows(p2: torch.Tensor, g2: torch.Tensor, mode: str,
     cfg = launch_config(n_cols, max(p2.element_size(), g2.element_size()), config, mode=m,
                         backward=True)
     grid = (triton.cdiv(n_rows, cfg["BR"]),)
-    launch(_bwd_kernel, grid, (p2, g2, dz, alpha_rows if alpha_rows is not None else p2,
-                               dalpha if dalpha is not None else p2, n_rows, n_cols, p2.stride(0),
-                               g2.stride(0)),
-           {"MODE": m, "BR": cfg["BR"], "BC": cfg["BC"], "SINGLE": cfg["SINGLE"]},
-           cfg["num_warps"], cfg["FP_FUSION"])
+    args = (p2, g2, dz, alpha_rows if alpha_rows is not None else p2,
+            dalpha if dalpha is not None else p2, n_rows, n_cols, p2.stride(0), g2.stride(0))
+    if cfg["LANES"]:
+        launch(_bwd_lanes_kernel, grid, args,
+               {"MODE": m, "BR": cfg["BR"], "BC": cfg["BC"], "LANES": cfg["LANES"]},
+               cfg["num_warps"], cfg["FP_FUSION"])
+    else:
+        launch(_bwd_kernel, grid, args,
+               {"MODE": m, "BR": cfg["BR"], "BC": cfg["BC"], "SINGLE": cfg["SINGLE"]},
+               cfg["num_warps"], cfg["FP_FUSION"])
     return dz, dalpha
 
 
