@@ -154,20 +154,25 @@ def attention_variants(b, h, q, k, dtype):
     g = torch.randn(b * h * q, k, device="cuda").to(dtype)
     a = torch.full((b * h * q,), 1.5, device="cuda")
     res = {}
-    for tile, nw in ((128, 1), (256, 1), (128, 2), (256, 2), (128, 4), (512, 4)):
-        cfg = {"TILE": tile, "num_warps": nw}
+    # lanes: short rows on lanes of their own (`_solver.lane_cols`) or spread over the warp
+    for tile, nw, lanes in ((128, 1, True), (256, 1, True), (512, 1, True), (128, 2, True),
+                            (128, 1, False), (256, 1, False)):
+        cfg = {"TILE": tile, "num_warps": nw, "LANE_TILES": lanes}
         for mode in ("entmax15", "sparsemax", "bisect"):
             ar = a if mode == "bisect" else None
-            res[f"fwd/{mode}/tile{tile}w{nw}"] = bench(
+            name = f"tile{tile}w{nw}" + ("" if lanes else "-spread")
+            res[f"fwd/{mode}/{name}"] = bench(
                 lambda: KM.forward_rows(z, mode, ar, config=cfg), None, 30)
             if dtype == torch.float32:
-                res[f"wrong_rows/{mode}/tile{tile}w{nw}"] = short_row_errors(cfg, mode)
+                res[f"wrong_rows/{mode}/{name}"] = short_row_errors(cfg, mode)
     p = KM.forward_rows(z, "entmax15")
-    for tile, nw in ((256, 1), (512, 1), (1024, 1), (2048, 1), (2048, 2), (4096, 4)):
-        cfg = {"BWD_TILE": tile, "num_warps": nw}
+    for tile, nw, lanes in ((128, 1, True), (256, 1, True), (512, 1, True), (1024, 1, True),
+                            (2048, 2, True), (512, 1, False)):
+        cfg = {"BWD_TILE": tile, "num_warps": nw, "LANE_TILES": lanes}
         for mode in ("entmax15", "bisect"):
             ar = a if mode == "bisect" else None
-            res[f"bwd/{mode}/tile{tile}w{nw}"] = bench(
+            name = f"tile{tile}w{nw}" + ("" if lanes else "-spread")
+            res[f"bwd/{mode}/{name}"] = bench(
                 lambda: KM.backward_rows(p, g, mode, ar, config=cfg), None, 30)
     res["fwd/softmax"] = bench(lambda: torch.softmax(z, -1), None, 30)
     zz = z.reshape(b, h, q, k).clone().requires_grad_()
