@@ -4,12 +4,12 @@ Rows up to SINGLE_MAX elements are held in registers (one HBM read, solver passe
 registers); longer rows are streamed in chunks of CHUNK elements, each solver pass re-reading
 the row from L2. alpha-entmax (mode 2) streams from BISECT_SINGLE_MAX: its pow terms spill
 registers when the whole row is held. Short rows (attention) are packed TILE // next_pow2(n)
-rows per program on one warp: every reduction stays inside the warp (shuffles, no shared
-memory), 2-3x faster than on 4 warps; each row on lanes of its own (LANE_TILES,
-`_solver.lane_cols`). FP_FUSION: floating-point contraction is safe only where every thread
-holds two or more entries of its row (_launch.py): one row per program of at least 64 entries a
-warp, or a lane tile of at least two entries a lane.
-Defaults from the sweeps on an H200 (docs/kernels.md).
+rows per program (forward: at most 32 // MIN_ROW_LANES) on one warp: every reduction stays
+inside the warp (shuffles, no shared memory), 2-3x faster than on 4 warps; each row on lanes of
+its own (LANE_TILES, `_solver.lane_cols`). FP_FUSION: floating-point contraction is safe only
+where every thread holds two or more entries of its row (_launch.py): one row per program of at
+least 64 entries a warp, or a lane tile of at least two entries a lane.
+Defaults from the sweeps on an H200, the short-row tiles on an H100 (docs/kernels.md).
 """
 from __future__ import annotations
 
