@@ -203,8 +203,8 @@ def host_us_per_call(fn, reps: int) -> float:
 
 
 def cpu_overhead(n_iter=200):
-    """Host time per call (us) with the GPU kept idle-fast on tiny inputs, and a cProfile
-    of the 1.5-entmax attention forward+backward: where the Python launch cost goes."""
+    """Host time per call (us) with the GPU kept idle-fast on tiny inputs, and cProfiles of the
+    1.5-entmax and learned per-head alpha forward+backward: where the Python launch cost goes."""
     import cProfile
     import pstats
     from onmt_entmax.ops import triton as K
@@ -212,19 +212,27 @@ def cpu_overhead(n_iter=200):
     z = torch.randn(4, 8, 50, device="cuda").requires_grad_()
     g = torch.randn(4, 8, 50, device="cuda")
     z2 = z.detach().reshape(-1, 50)
+    a = torch.zeros(8, device="cuda", requires_grad=True)  # learned alpha as LearnableAlpha makes it
+
+    def per_head():
+        alpha = (1.0 + torch.sigmoid(a)).clamp(1.01, 2.0).view(-1, 1, 1)
+        ops.entmax_bisect(z, alpha, -1).backward(g)
+
     cases = {"softmax fwd+bwd": lambda: torch.softmax(z, -1).backward(g),
              "ops.entmax15 fwd+bwd": lambda: ops.entmax15(z, -1).backward(g),
+             "ops.entmax_bisect learned per-head alpha fwd+bwd": per_head,
              "K.entmax15 fwd+bwd": lambda: K.entmax15(z, -1).backward(g),
              "ops.entmax15 fwd (no grad)": lambda: ops.entmax15(z2, -1),
              "KM.forward_rows": lambda: KM.forward_rows(z2, "entmax15")}
     out = {name: host_us_per_call(fn, n_iter) for name, fn in cases.items()}
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(n_iter):
-        ops.entmax15(z, -1).backward(g)
-    torch.cuda.synchronize()
-    prof.disable()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(22)
+    for fn in (lambda: ops.entmax15(z, -1).backward(g), per_head):
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(n_iter):
+            fn()
+        torch.cuda.synchronize()
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(22)
     return out
 
 
