@@ -215,7 +215,7 @@ def cpu_overhead(n_iter=200):
     a = torch.zeros(8, device="cuda", requires_grad=True)  # learned alpha as LearnableAlpha makes it
 
     def per_head():
-        alpha = (1.0 + torch.sigmoid(a)).clamp(1.01, 2.0).view(-1, 1, 1)
+        alpha = (1.0 + torch.sigmoid(a)).clamp(1.01, 2.0).view(-1, 1)  # heads: dim 1 of z
         ops.entmax_bisect(z, alpha, -1).backward(g)
 
     cases = {"softmax fwd+bwd": lambda: torch.softmax(z, -1).backward(g),
