@@ -157,7 +157,7 @@ def attention_variants(b, h, q, k, dtype):
     # lanes: short rows on lanes of their own (`_solver.lane_cols`) or spread over the warp
     for tile, nw, lanes in ((128, 1, True), (256, 1, True), (512, 1, True), (128, 2, True),
                             (128, 1, False), (256, 1, False)):
-        cfg = {"TILE": tile, "num_warps": nw, "LANE_TILES": lanes}
+        cfg = {"TILE": tile, "SPREAD_TILE": tile, "num_warps": nw, "LANE_TILES": lanes}
         for mode in ("entmax15", "sparsemax", "bisect"):
             ar = a if mode == "bisect" else None
             name = f"tile{tile}w{nw}" + ("" if lanes else "-spread")

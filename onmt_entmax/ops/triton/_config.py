@@ -17,6 +17,7 @@ DEFAULTS = {"SINGLE_MAX": 32768, "CHUNK": 4096, "CHUNK_WARPS": 8,
             "TILE": 512, "SHORT_WARPS": 1,          # forward, short rows
             "LANE_TILES": True,                     # short rows: own lanes a row (lane_cols)
             "MIN_ROW_LANES": 4,                     # forward: at most 32 / 4 rows a warp
+            "SPREAD_TILE": 128,                     # forward, short rows spread over the warp (loss)
             "BWD_TILE": 256, "BWD_WARPS": 1,        # mapping backward, short rows
             "BISECT_SINGLE_MAX": 4096,              # alpha-entmax (float alpha): longer rows stream
             "BISECT_LONG_WARPS": 32,                # alpha-entmax rows >= 16384 held in registers
@@ -43,7 +44,8 @@ def launch_config(n_cols: int, elem_size: int, override: dict | None = None, mod
         single_max = min(single_max, o["BISECT_SINGLE_MAX"])
     if n_cols <= single_max:
         bc = next_pow2(max(n_cols, 16))
-        tile = o["BWD_TILE"] if backward else o["TILE"]
+        spread = not (lanes and o["LANE_TILES"])  # rows over all the lanes of the warp
+        tile = o["BWD_TILE"] if backward else o["SPREAD_TILE"] if spread else o["TILE"]
         br = max(1, tile // bc)
         if br > 1:
             nw = o.get("num_warps") or (o["BWD_WARPS"] if backward else o["SHORT_WARPS"])
@@ -56,7 +58,7 @@ def launch_config(n_cols: int, elem_size: int, override: dict | None = None, mod
         groups = br == 1 and bc >= o["GROUP_MIN"] and not backward
         n_lanes = min(32 * nw, br * bc)
         # (with one lane a row the compiler spreads the row over the lanes again)
-        if br == 1 or n_lanes // br < 2 or not (lanes and o["LANE_TILES"]):
+        if br == 1 or n_lanes // br < 2 or spread:
             n_lanes = 0
         # every thread holds >= 2 entries of its row: one row of >= 64 a warp, or a lane tile
         # of >= 2 entries a lane
