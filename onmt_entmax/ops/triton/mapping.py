@@ -29,6 +29,14 @@ def _softmax_rows(p, z, m, soft, msk):
 
 
 @triton.jit
+def _row_block(ALPHA, n_rows, BR: tl.constexpr, MODE: tl.constexpr):
+    """(rows [BR], their mask, alpha - 1 of each) of this program's block of rows."""
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)
+    rmask = rows < n_rows
+    return rows, rmask, S.row_alpha(ALPHA, rows, rmask, BR, MODE) - 1.0
+
+
+@triton.jit
 def map_tile(z, a1, msk, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, BR: tl.constexpr,
              BC: tl.constexpr, GROUPS: tl.constexpr, GROUP_ITER: tl.constexpr):
     """(p, solver passes) for a [BR, BC] tile of whole rows held in registers (-inf outside the
@@ -67,9 +75,7 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
                 MODE: tl.constexpr, MAX_ITER: tl.constexpr, BR: tl.constexpr,
                 BC: tl.constexpr, SINGLE: tl.constexpr, GROUPS: tl.constexpr,
                 GROUP_ITER: tl.constexpr):
-    rows = tl.program_id(0) * BR + tl.arange(0, BR)
-    rmask = rows < n_rows
-    a1 = S.row_alpha(ALPHA, rows, rmask, BR, MODE) - 1.0
+    rows, rmask, a1 = _row_block(ALPHA, n_rows, BR, MODE)
     beta = 1.0 / a1
     roff = rows.to(tl.int64)[:, None] * stride
     if SINGLE:
@@ -112,9 +118,7 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
 def _fwd_lanes_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol, MODE: tl.constexpr,
                       MAX_ITER: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
                       LANES: tl.constexpr):
-    rows = tl.program_id(0) * BR + tl.arange(0, BR)
-    rmask = rows < n_rows
-    a1 = S.row_alpha(ALPHA, rows, rmask, BR, MODE) - 1.0
+    rows, rmask, a1 = _row_block(ALPHA, n_rows, BR, MODE)
     r3, c3, msk3 = S.lane_cols(rows, rmask, n_cols, BR, BC, LANES)
     z = tl.load(Z + r3 * stride + c3, mask=msk3, other=float("-inf")).to(tl.float32)
     p, it = map_tile(tl.reshape(z, [BR, BC]), a1, tl.reshape(msk3, [BR, BC]), tol, MODE,
@@ -173,9 +177,7 @@ def _dalpha(a1, q, sgp, splp, sgplp):
 @triton.jit(do_not_specialize=["n_rows"])  # n_rows only masks: one kernel for any count
 def _bwd_kernel(P, G, DZ, ALPHA, DALPHA, n_rows, n_cols, stride_p, stride_g,
                 MODE: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr, SINGLE: tl.constexpr):
-    rows = tl.program_id(0) * BR + tl.arange(0, BR)
-    rmask = rows < n_rows
-    a1 = S.row_alpha(ALPHA, rows, rmask, BR, MODE) - 1.0
+    rows, rmask, a1 = _row_block(ALPHA, n_rows, BR, MODE)
     r64 = rows.to(tl.int64)[:, None]
     if SINGLE:
         cols = tl.arange(0, BC)
@@ -228,9 +230,7 @@ def _bwd_kernel(P, G, DZ, ALPHA, DALPHA, n_rows, n_cols, stride_p, stride_g,
 def _bwd_lanes_kernel(P, G, DZ, ALPHA, DALPHA, n_rows, n_cols, stride_p, stride_g,
                       MODE: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
                       LANES: tl.constexpr):
-    rows = tl.program_id(0) * BR + tl.arange(0, BR)
-    rmask = rows < n_rows
-    a1 = S.row_alpha(ALPHA, rows, rmask, BR, MODE) - 1.0
+    rows, rmask, a1 = _row_block(ALPHA, n_rows, BR, MODE)
     r3, c3, msk3 = S.lane_cols(rows, rmask, n_cols, BR, BC, LANES)
     p = tl.reshape(tl.load(P + r3 * stride_p + c3, mask=msk3, other=0.0), [BR, BC]).to(tl.float32)
     g = tl.reshape(tl.load(G + r3 * stride_g + c3, mask=msk3, other=0.0), [BR, BC]).to(tl.float32)
