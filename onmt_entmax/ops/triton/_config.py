@@ -13,6 +13,8 @@ Defaults from the sweeps on an H200, the short-row tiles on an H100 (docs/kernel
 """
 from __future__ import annotations
 
+import functools
+
 DEFAULTS = {"SINGLE_MAX": 32768, "CHUNK": 4096, "CHUNK_WARPS": 8,
             "TILE": 512, "SHORT_WARPS": 1,          # forward, short rows
             "LANE_TILES": True,                     # short rows: own lanes a row (lane_cols)
@@ -29,8 +31,27 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for the launch grids (`triton.cdiv` goes through Triton's JIT call: ~7 us a call)."""
+    return -(-a // b)
+
+
 def launch_config(n_cols: int, elem_size: int, override: dict | None = None, mode: int = 1,
                   backward: bool = False, soft_rows: bool = False, lanes: bool = True) -> dict:
+    """The launch shape (read-only dict; `_launch_config` says what it holds): the defaults' are
+    computed once per row length and kind, this runs at every kernel call."""
+    if override:
+        return _launch_config(n_cols, elem_size, override, mode, backward, soft_rows, lanes)
+    return _default_config(n_cols, elem_size, mode, backward, soft_rows, lanes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _default_config(n_cols: int, elem_size: int, mode: int, backward: bool, soft_rows: bool, lanes: bool) -> dict:
+    return _launch_config(n_cols, elem_size, None, mode, backward, soft_rows, lanes)
+
+
+def _launch_config(n_cols: int, elem_size: int, override: dict | None, mode: int, backward: bool,
+                   soft_rows: bool, lanes: bool) -> dict:
     """{BR, BC, SINGLE, GROUPS, GROUP_ITER, FP_FUSION, num_warps, LANES} for rows of n_cols
     elements (mode 2: alpha-entmax).
     LANES: for tiles of several short rows, the lanes they share (each row gets LANES // BR of

@@ -22,7 +22,7 @@ from torch.autograd.function import once_differentiable
 import triton.language as tl
 
 from . import _solver as S
-from ._config import launch_config
+from ._config import cdiv, launch_config, next_pow2
 from ._launch import launch
 
 _KINDS = {"sparsemax": 0, "entmax15": 1, "entmax_bisect": 2, "alpha_relu": 3}
@@ -221,7 +221,7 @@ def fy_loss_rows(z: torch.Tensor, target: torch.Tensor, kind: str, alpha=1.5, ta
     if n_rows == 0:
         return loss, stats, a_rows
     cfg = launch_config(n_cols, z.element_size(), config, mode=mode, lanes=False)
-    grid = (triton.cdiv(n_rows, cfg["BR"]),)
+    grid = (cdiv(n_rows, cfg["BR"]),)
     launch(_fy_fwd_kernel, grid, (z, target, loss, stats, a_rows if a_rows is not None else z,
                                   n_rows, n_cols, z.stride(0), ignore_index, float(eps),
                                   float(tau), tol),
@@ -239,9 +239,9 @@ def fy_grad_rows(z, target, g_rows, stats, a_rows, kind: str, ignore_index: int,
     dz = out if out is not None else torch.empty((n_rows, n_cols), device=z.device, dtype=z.dtype)
     if dz.numel() == 0:
         return dz
-    bc = min(triton.next_power_of_2(n_cols), bwd_block)
+    bc = min(next_pow2(n_cols), bwd_block)
     br = max(1, bwd_block // bc)
-    grid = (triton.cdiv(n_rows, br), triton.cdiv(n_cols, bc))
+    grid = (cdiv(n_rows, br), cdiv(n_cols, bc))
     launch(_fy_bwd_kernel, grid, (z, target, g_rows, stats, a_rows if a_rows is not None else z,
                                   dz, n_rows, n_cols, z.stride(0), ignore_index, float(eps)),
            {"MODE": _KINDS[kind], "SMOOTH": eps > 0, "BR": br, "BC": bc}, 4,

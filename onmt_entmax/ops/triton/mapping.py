@@ -14,7 +14,7 @@ from torch.autograd.function import once_differentiable
 import triton.language as tl
 
 from . import _solver as S
-from ._config import launch_config
+from ._config import cdiv, launch_config
 from ._launch import launch
 
 _MODES = {"sparsemax": 0, "entmax15": 1, "bisect": 2}
@@ -277,7 +277,7 @@ def forward_rows(z2: torch.Tensor, mode: str, alpha_rows: torch.Tensor | None = 
     m = _MODES[mode]
     cfg = launch_config(n_cols, z2.element_size(), config, mode=m, soft_rows=soft_rows)
     max_iter = n_iter if n_iter is not None else (64 if m == 2 else 32)
-    grid = (triton.cdiv(n_rows, cfg["BR"]),)
+    grid = (cdiv(n_rows, cfg["BR"]),)
     args = (z2, p, alpha_rows if alpha_rows is not None else z2, iters, n_rows, n_cols,
             z2.stride(0), tol)
     shape = {"MODE": m, "MAX_ITER": max_iter, "BR": cfg["BR"], "BC": cfg["BC"]}
@@ -302,7 +302,7 @@ def backward_rows(p2: torch.Tensor, g2: torch.Tensor, mode: str,
         return dz, dalpha
     cfg = launch_config(n_cols, max(p2.element_size(), g2.element_size()), config, mode=m,
                         backward=True)
-    grid = (triton.cdiv(n_rows, cfg["BR"]),)
+    grid = (cdiv(n_rows, cfg["BR"]),)
     args = (p2, g2, dz, alpha_rows if alpha_rows is not None else p2,
             dalpha if dalpha is not None else p2, n_rows, n_cols, p2.stride(0), g2.stride(0))
     if cfg["LANES"]:
