@@ -18,6 +18,8 @@ policy as the reference, `dim` any int):
         ignore_index give 0; targets are already validated.
     sparse_attention(q, k, v, keep, kind, alpha, scale) -> (B, H, Tq, Dv)  # no grad; supports()
         gets q as z and k=, v=, keep=, kind=, alpha= as keywords
+    sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights)
+        -> (B, H, Tq, Dv) or (that, weights)  # differentiable; supports() also gets dropout_p=
 """
 from __future__ import annotations
 

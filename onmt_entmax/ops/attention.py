@@ -1,19 +1,22 @@
 """Scaled dot-product attention with a sparse normalizer.
 
-    out = pi(scale q k^T + mask) v,   pi in {sparsemax, 1.5-entmax, alpha-entmax},
+    out = drop(pi(scale q k^T + mask)) v,   pi in {sparsemax, 1.5-entmax, alpha-entmax},
 
 with masked keys at -1e18, the fill OpenNMT-py uses (they get weight exactly 0; a row with every
-key masked attends uniformly, as OpenNMT-py's eager path does). The torch reference composes the
-mapping with two matmuls and is differentiable; on CUDA, calls that need no gradient (decoding)
-run one fused kernel (`onmt_entmax/ops/triton/attention.py`), which is what makes sparse
-attention cheap for the host in a beam search.
+key masked attends uniformly, as OpenNMT-py's eager path does), and drop the attention dropout
+of training (weights zeroed with probability r, the others scaled by 1 / (1 - r)). The torch
+reference composes the mapping with two matmuls and is differentiable. On CUDA, calls that need
+no gradient (decoding) run one fused kernel (`triton/attention.py`) and calls that need one run
+two matmuls around one kernel each way with a single autograd node (`triton/attention_train.py`):
+host work, not GPU time, is what sparse attention costs over softmax's fused SDPA call.
 """
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Optional, Union
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from . import _dispatch
@@ -27,7 +30,7 @@ MASKED = -1e18
 
 
 def _reference(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor], kind: str, alpha: Alpha,
-               scale: float, n_iter: Optional[int]) -> Tensor:
+               scale: float, n_iter: Optional[int], dropout_p: float = 0.0, return_weights: bool = False):
     scores = torch.matmul(q, k.transpose(-2, -1)).to(compute_dtype(q.dtype)) * scale
     if keep is not None:
         scores = scores.masked_fill(~keep, MASKED)
@@ -37,19 +40,23 @@ def _reference(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor], kind: st
         p = entmax15(scores, -1)
     else:
         p = entmax_bisect(scores, alpha, -1, n_iter=n_iter)
-    return torch.matmul(p.to(v.dtype), v)
+    out = torch.matmul((F.dropout(p, dropout_p) if dropout_p > 0 else p).to(v.dtype), v)
+    return (out, p.detach()) if return_weights else out
 
 
 def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = None, kind: str = "entmax15",
-                     alpha: Alpha = 1.5, scale: Optional[float] = None, n_iter: Optional[int] = None) -> Tensor:
-    """pi(scale q k^T) v with keys where ``keep`` is False masked (weight 0).
+                     alpha: Alpha = 1.5, scale: Optional[float] = None, n_iter: Optional[int] = None,
+                     dropout_p: float = 0.0, return_weights: bool = False) -> Union[Tensor, tuple[Tensor, Tensor]]:
+    """drop(pi(scale q k^T)) v with keys where ``keep`` is False masked (weight 0).
 
     q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv); ``keep`` a bool tensor broadcastable to
     (..., Tq, Tk) (True = attend, as ``scaled_dot_product_attention``'s boolean mask) or None;
     ``kind`` one of sparsemax / entmax15 / entmax_bisect; ``alpha`` (entmax_bisect) a float or a
     tensor broadcastable to (..., Tq, 1), e.g. (H, 1, 1) for one alpha per head; ``scale``
-    defaults to 1/sqrt(D). Scores of float16/bfloat16 inputs are computed in float32; the result has
-    v's dtype.
+    defaults to 1/sqrt(D); ``dropout_p`` the attention dropout, applied whenever it is > 0 (as
+    ``scaled_dot_product_attention``'s: pass 0 outside training). Scores of float16/bfloat16 inputs
+    are computed in float32; the result has v's dtype. ``return_weights``: also the attention weights
+    pi(scale q k^T) (before dropout, float32 or float64, no gradient), as (out, weights).
     """
     for name, x in (("q", q), ("k", k), ("v", v)):
         check_input(x, name)
@@ -62,16 +69,23 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = N
         raise TypeError(f"sparse_attention: keep must be a bool mask, got dtype {keep.dtype}")
     if kind == "entmax_bisect":
         check_alpha(alpha)
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"sparse_attention: dropout_p must be in [0, 1], got {dropout_p!r}")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     wants_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or (
         isinstance(alpha, Tensor) and alpha.requires_grad))
-    if not wants_grad:
+    if wants_grad or dropout_p > 0 or return_weights:
+        fast = _dispatch.kernel("sparse_attention_train", q, k=k, v=v, keep=keep, kind=kind, alpha=alpha,
+                                dropout_p=dropout_p)
+        if fast is not None:
+            return fast(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights)
+    else:
         fast = _dispatch.kernel("sparse_attention", q, k=k, v=v, keep=keep, kind=kind, alpha=alpha)
         if fast is not None:
             return fast(q, k, v, keep, kind, alpha, scale)
     if keep is not None:  # (the kernel's supports() refuses a keep of the wrong shape: checked here)
         _check_keep(keep, q, k)
-    return _reference(q, k, v, keep, kind, alpha, scale, n_iter)
+    return _reference(q, k, v, keep, kind, alpha, scale, n_iter, dropout_p, return_weights)
 
 
 def _check_keep(keep: Tensor, q: Tensor, k: Tensor) -> None:

@@ -91,3 +91,96 @@ def test_public_op_takes_the_kernel_only_without_grad():
     assert len(called) == (1 if q.is_cuda else 0)  # (CPU tensors: the reference, also under the interpreter)
     assert eager.requires_grad
     torch.testing.assert_close(fused, eager.detach(), atol=2e-5, rtol=1e-4)
+
+
+# --- training: the differentiable fused path (triton/attention_train.py) ------------------------
+if ON_KERNEL:
+    from onmt_entmax.ops.triton import attention_train as KT  # noqa: E402
+
+
+def _grads(out, inputs, grad):
+    return torch.autograd.grad(out, [x for x in inputs if torch.is_tensor(x) and x.requires_grad], grad)
+
+
+@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+@pytest.mark.parametrize("kind", list(ALPHA))
+@pytest.mark.parametrize("Tq,Tk,mask", [(7, 7, "causal"), (4, 23, "pad"), (3, 130 if INTERP else 600, "pad")])
+def test_training_attention_and_its_gradients_match_float64_reference(kind, Tq, Tk, mask):
+    """Output, dq, dk, dv and the per-head alpha gradient against autograd through the reference."""
+    D = 16
+    shape = (lambda B, H, Tq, Tk: (B, 1, 1, Tk)) if mask == "pad" else (lambda B, H, Tq, Tk: (B, 1, Tq, Tk))
+    q, k, v, keep = _case(Tq, Tk, D, D, seed=Tq * Tk, keep_shape=shape)
+    if mask == "causal":
+        keep &= torch.ones(Tq, Tk, dtype=torch.bool).tril()
+        keep[..., 0] = True
+    name = "entmax_bisect" if kind == "per_head" else kind
+    alpha = torch.tensor(ALPHA[kind]).view(-1, 1, 1) if kind == "per_head" else ALPHA[kind]
+    q64, k64, v64 = (x.double().requires_grad_() for x in (q, k, v))
+    a64 = alpha.double().requires_grad_() if torch.is_tensor(alpha) else alpha
+    ref = ref_attention._reference(q64, k64, v64, keep, name, a64, D ** -0.5, 200)
+    grad = torch.randn(ref.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    ref_grads = _grads(ref, (q64, k64, v64, a64), grad)
+    qd, kd, vd = (x.to(DEV).requires_grad_() for x in (q, k, v))
+    ad = alpha.float().to(DEV).requires_grad_() if torch.is_tensor(alpha) else alpha
+    out, weights = KT.sparse_attention(qd, kd, vd, keep.to(DEV), name, ad, D ** -0.5, 0.0, return_weights=True)
+    torch.testing.assert_close(out.double().cpu(), ref.detach(), atol=2e-5, rtol=1e-4)
+    live = keep.expand(weights.shape).any(-1, keepdim=True).to(DEV)  # (batch 0: no key kept, uniform)
+    assert not weights.requires_grad and ((weights == 0) | keep.to(DEV) | ~live).all()  # masked: exactly 0
+    got_grads = _grads(out, (qd, kd, vd, ad), grad.float().to(DEV))
+    if torch.is_tensor(alpha):  # (no alpha-gradient at alpha = 1, a softmax head: a learned alpha is >= 1.01)
+        got_grads, ref_grads = (g[:3] + (g[3][alpha > 1],) for g in (got_grads, ref_grads))
+    for got, want in zip(got_grads, ref_grads):
+        torch.testing.assert_close(got.double().cpu(), want, atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+@pytest.mark.parametrize("kind", ["entmax15", "per_head"])
+def test_training_attention_dropout_is_inverted_dropout_and_its_gradient_uses_the_same_draw(kind):
+    B, H, Tq, Tk, D, r = 3, 4, 9, 40, 16, 0.3
+    q, k, v, keep = _case(Tq, Tk, D, D, seed=3, keep_shape=lambda B, H, Tq, Tk: (B, 1, 1, Tk))
+    name = "entmax_bisect" if kind == "per_head" else kind
+    alpha = torch.tensor(ALPHA[kind]).view(-1, 1, 1).to(DEV) if kind == "per_head" else None
+    q, k, keep = q.to(DEV), k.to(DEV), keep.to(DEV)
+    eye = torch.eye(Tk, device=DEV).expand(B, H, Tk, Tk)  # v = I: the output is the dropped weights
+    torch.manual_seed(7)
+    dropped, p = KT.sparse_attention(q, k, eye, keep, name, alpha, D ** -0.5, r, return_weights=True)
+    torch.manual_seed(7)
+    again = KT.sparse_attention(q, k, eye, keep, name, alpha, D ** -0.5, r)
+    assert torch.equal(dropped, again)  # the draw follows torch's seed
+    kept = dropped > 0
+    support = p > 0
+    torch.testing.assert_close(dropped[kept], p[kept] / (1 - r))
+    assert not (dropped > 0)[~support].any()
+    frac = (kept & support).sum().item() / support.sum().item()
+    assert abs(frac - (1 - r)) < 0.05, frac
+    # gradients: those of p m / (1 - r) v through the reference, m the draw read off above
+    qd, kd, vd = (x.clone().requires_grad_() for x in (q, k, v.to(DEV)))
+    torch.manual_seed(7)
+    out = KT.sparse_attention(qd, kd, vd, keep, name, alpha, D ** -0.5, r)
+    qr, kr, vr = (x.clone().requires_grad_() for x in (q, k, v.to(DEV)))
+    pr = ref_attention._reference(qr, kr, torch.eye(Tk, device=DEV).expand(B, H, Tk, Tk), keep, name,
+                                  alpha, D ** -0.5, 200)
+    ref = torch.matmul(pr * kept / (1 - r), vr)
+    grad = torch.randn(out.shape, device=DEV, generator=torch.Generator(DEV).manual_seed(2))
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-4)
+    for got, want in zip(_grads(out, (qd, kd, vd), grad), _grads(ref, (qr, kr, vr), grad)):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+def test_public_op_with_grad_or_dropout_takes_the_training_kernel_on_cuda():
+    q, k, v, keep = (x.to(DEV) for x in _case(5, 9, 8, 8, seed=1, keep_shape=lambda B, H, Tq, Tk: (B, 1, 1, Tk)))
+    called = []
+    real = KT.sparse_attention
+    KT.sparse_attention = lambda *a, **kw: called.append(1) or real(*a, **kw)
+    try:
+        qg = q.clone().requires_grad_()
+        out, weights = ref_attention.sparse_attention(qg, k, v, keep, kind="sparsemax", return_weights=True)
+        with torch.no_grad():
+            ref_attention.sparse_attention(q, k, v, keep, kind="sparsemax", dropout_p=0.5)
+    finally:
+        KT.sparse_attention = real
+    assert len(called) == (2 if q.is_cuda else 0)
+    assert out.requires_grad and weights.shape == (3, 4, 5, 9)
+    with pytest.raises(ValueError, match="dropout_p"):
+        ref_attention.sparse_attention(q, k, v, keep, kind="sparsemax", dropout_p=1.5)

@@ -3,7 +3,9 @@
 Contract with `onmt_entmax.ops._dispatch`: `supports(op, z, dim, **kw)` says whether the call can
 take the kernel path; then `sparsemax(z, dim)`, `entmax15(z, dim)`, `entmax_bisect(z, alpha,
 dim, n_iter)`, `fy_loss(rows, target, kind, alpha, tau, ignore_index, label_smoothing)` and
-`sparse_attention(q, k, v, keep, kind, alpha, scale)` (forward only) run it.
+`sparse_attention(q, k, v, keep, kind, alpha, scale)` (forward only) and
+`sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights)`
+(differentiable) run it.
 The kernels live in submodules imported lazily, so this package imports where Triton is absent
 (`supports` is then False).
 """
@@ -51,6 +53,9 @@ def supports(op: str, z: torch.Tensor, dim: int = -1, alpha=None, kind: str | No
     if op == "sparse_attention":
         from . import attention
         return attention.supports(z, kw["k"], kw["v"], kw.get("keep"), kind, alpha)
+    if op == "sparse_attention_train":
+        from . import attention_train
+        return attention_train.supports(z, kw["k"], kw["v"], kw.get("keep"), kind, alpha, kw["dropout_p"])
     return False
 
 
@@ -79,6 +84,14 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, ki
     """Fused pi(scale q k^T, masked) v forward, no grad (kernel path)."""
     from . import attention
     return attention.sparse_attention(q, k, v, keep, kind, alpha, scale)
+
+
+def sparse_attention_train(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha=None,
+                           scale: float = 1.0, dropout_p: float = 0.0, return_weights: bool = False):
+    """Fused drop(pi(scale q k^T, masked)) v with gradients (kernel path; matmuls by cuBLAS);
+    with return_weights also the weights before dropout: (out, weights)."""
+    from . import attention_train
+    return attention_train.sparse_attention(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights)
 
 
 def fy_loss(logits: torch.Tensor, target: torch.Tensor, kind: str, alpha=1.5, tau: float = 0.0,

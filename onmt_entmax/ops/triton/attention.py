@@ -72,7 +72,7 @@ def _attn_fwd_kernel(Q, K, V, KEEP, ALPHA, O, Tq, H, Tk, D, Dv, scale, tol,
         tl.store(O + b * so_b + h * so_h + t * so_t + d, o.to(O.dtype.element_ty), mask=dm)
 
 
-def _strides4(x: torch.Tensor) -> tuple[int, int, int, int]:
+def strides4(x: torch.Tensor) -> tuple[int, int, int, int]:
     """Strides of x broadcast to 4-D (batch, head, query, key); size-1 dims read as stride 0."""
     x4 = x.reshape((1,) * (4 - x.dim()) + tuple(x.shape)) if x.dim() < 4 else x
     return tuple(0 if n == 1 else st for n, st in zip(x4.shape, x4.stride()))
@@ -97,7 +97,7 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: to
     sa_h = int(a.numel() > 1) if mode == 2 else 0
     bc = next_pow2(max(Tk, 16))
     bd = max(1, min(next_pow2(max(D, Dv)), _TILE // bc))
-    sm = _strides4(keep) if keep is not None else (0, 0, 0, 0)
+    sm = strides4(keep) if keep is not None else (0, 0, 0, 0)
     m = keep if keep is not None else q
     ints = (Tq, H, Tk, D, Dv, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *sm, *out.stride()[:3], sa_h)
     spec = (q.dtype, m.dtype, a.dtype, q.data_ptr() % 16 == 0, k.data_ptr() % 16 == 0, v.data_ptr() % 16 == 0,
