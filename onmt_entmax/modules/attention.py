@@ -98,12 +98,15 @@ class AttentionNormalizer(nn.Module):
             self._view, self._view_of = alpha.view(-1, 1, 1), alpha
         return self._view
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = None) -> Tensor:
-        """pi(q k^T / sqrt(d)) v, keys where ``keep`` is False masked: attention with this normalizer in
-        one call (one fused kernel on CUDA when no gradient is needed). q, k, v (B, H, T, d)."""
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = None, dropout_p: float = 0.0,
+               return_weights: bool = False):
+        """drop(pi(q k^T / sqrt(d))) v, keys where ``keep`` is False masked: attention with this
+        normalizer in one call (on CUDA one fused kernel without gradient, one autograd node with).
+        q, k, v (B, H, T, d); ``return_weights``: (out, the weights before dropout, no gradient)."""
         t = self.transformation
         alpha = self._alpha_per_head() if self.alpha is not None else t.alpha
-        return ops.sparse_attention(q, k, v, keep, kind=t.name, alpha=alpha, n_iter=getattr(t, "n_iter", None))
+        return ops.sparse_attention(q, k, v, keep, kind=t.name, alpha=alpha, n_iter=getattr(t, "n_iter", None),
+                                    dropout_p=dropout_p, return_weights=return_weights)
 
     def extra_repr(self) -> str:
         return self.transformation.describe()

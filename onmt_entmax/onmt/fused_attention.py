@@ -1,41 +1,56 @@
-"""Sparse attention in one call while decoding: OpenNMT-py's SDPA branch, routed to our normalizer.
+"""Sparse attention in one call: OpenNMT-py's SDPA branch, routed to our normalizer.
 
 On CUDA, ``MultiHeadedAttention.forward`` computes softmax attention with one
 ``scaled_dot_product_attention`` call when ``self_attn_type == "scaled-dot-flash"``; a module with
-a sparse normalizer is set to ``scaled-dot`` (``model.install_transformer_attention``) and takes
-the eager branch instead: scaled matmul, mask fill, normalizer, cast, matmul, five calls of host
-work per layer and step, which is what made sparse models decode slower (decoding is host-bound).
+a sparse normalizer is set to ``scaled-dot`` (``model.install_transformer_attention``) and would
+take the eager branch instead: scaled matmul, mask fill, normalizer, cast, dropout, matmul, each
+an autograd node in training. That host work is what made sparse models train and decode slower
+(a small Transformer's steps are host-bound); ``AttentionNormalizer.attend`` is one fused kernel
+without gradient and one autograd node with (``ops.sparse_attention``).
 
-Two patches, used only in eval mode without gradients (decoding, validation):
+Two patches:
 - ``wrap_forward``: for a module whose normalizer the fused op takes, run upstream with
-  ``self_attn_type`` set to ``scaled-dot-flash`` for the call, so upstream takes its SDPA branch,
-  with the module remembered in a context variable. Not when upstream would use flash-attn
-  (``flash2``: softmax kernels), a cached key-padding mask (the SDPA branch ignores it), or
-  relative positions (the branch is not taken anyway).
+  ``self_attn_type`` set to ``scaled-dot-flash`` for the call, so upstream takes its SDPA branch
+  (on CUDA; on CPU it keeps its eager branch), with the call remembered in a context variable.
+  Not when upstream would use flash-attn (``flash2``: softmax kernels), a cached key-padding mask
+  (the SDPA branch ignores it), or relative positions (the branch is not taken anyway). With
+  gradients (training) the call returns the attention weights before dropout, as the eager branch
+  does (upstream's SDPA branch returns None): the training reports count their nonzeros.
 - ``make_sdpa``: the ``scaled_dot_product_attention`` name in ``onmt.modules.multi_headed_attn``
-  calls ``AttentionNormalizer.attend`` for the remembered module (``attn_mask`` is SDPA's keep
-  mask; upstream's ``is_causal`` comes with an explicit mask that already holds the future mask)
-  and the stock function otherwise.
-Training (grad enabled) keeps the eager branch and its autograd unchanged.
+  calls ``AttentionNormalizer.attend`` for the remembered module and the stock function otherwise.
+  ``attn_mask`` is SDPA's keep mask; upstream's ``is_causal`` comes with an explicit mask that
+  already holds the future mask; upstream passes its ``dropout_p`` in evaluation too, applied here
+  in training mode only, as the eager branch's ``nn.Dropout`` does.
 """
 from __future__ import annotations
 
 import contextvars
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 
 from onmt_entmax.modules import AttentionNormalizer
 from onmt_entmax.ops.attention import KINDS
 
-_SPARSE_MODULE: contextvars.ContextVar = contextvars.ContextVar("onmt_entmax_sparse_attention", default=None)
+
+class _Call:
+    """One sparse module's call: the module, and the weights its SDPA call computed (training)."""
+
+    __slots__ = ("module", "weights")
+
+    def __init__(self, module):
+        self.module, self.weights = module, None
+
+
+_SPARSE_CALL: contextvars.ContextVar[Optional[_Call]] = contextvars.ContextVar("onmt_entmax_sparse_attention",
+                                                                               default=None)
 
 
 def fusable(module) -> bool:
-    """Whether this attention module's call can go through the fused sparse path now."""
+    """Whether this attention module's call can go through the fused sparse path."""
     norm = getattr(module, "softmax", None)
     return (isinstance(norm, AttentionNormalizer) and norm.transformation.name in KINDS
-            and not torch.is_grad_enabled() and not module.training and not getattr(module, "flash2", False)
+            and not getattr(module, "flash2", False)
             and getattr(module, "max_relative_positions", 0) in (0, -1)
             and module.layer_cache[1].get("key_pad_mask") is None)
 
@@ -44,26 +59,34 @@ def wrap_forward(upstream: Callable) -> Callable:
     def forward(self, *args, **kwargs):
         if not fusable(self):
             return upstream(self, *args, **kwargs)
-        token = _SPARSE_MODULE.set(self)
+        call = _Call(self)
+        token = _SPARSE_CALL.set(call)
         saved = self.self_attn_type
         self.self_attn_type = "scaled-dot-flash"
         try:
-            return upstream(self, *args, **kwargs)
+            out, attn = upstream(self, *args, **kwargs)
         finally:
             self.self_attn_type = saved
-            _SPARSE_MODULE.reset(token)
+            _SPARSE_CALL.reset(token)
+        return out, attn if attn is not None else call.weights
 
     return forward
 
 
 def make_sdpa(upstream: Callable) -> Callable:
     def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, **kwargs):
-        module = _SPARSE_MODULE.get()
-        if module is None:
+        call = _SPARSE_CALL.get()
+        if call is None:
             return upstream(query, key, value, attn_mask, dropout_p, is_causal=is_causal, **kwargs)
         if attn_mask is None and is_causal:
             tq, tk = query.shape[-2], key.shape[-2]
             attn_mask = torch.ones(tq, tk, dtype=torch.bool, device=query.device).tril(tk - tq)
-        return module.softmax.attend(query, key, value, attn_mask)
+        norm: AttentionNormalizer = call.module.softmax
+        drop = dropout_p if call.module.training else 0.0
+        if not torch.is_grad_enabled():
+            return norm.attend(query, key, value, attn_mask, drop)
+        out, call.weights = norm.attend(query, key, value, attn_mask, drop, return_weights=True)
+        return out
 
     return scaled_dot_product_attention
+

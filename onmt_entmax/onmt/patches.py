@@ -59,7 +59,7 @@ PATCHES: list[Patch] = [
           "onmt.modules.global_attention:GlobalAttention.forward", rnn_attention.wrap_forward),
     Patch("rnn_attention_sparsemax", "the name upstream calls for non-softmax attention dispatches to it",
           "onmt.modules.global_attention:sparsemax", rnn_attention.make_dispatch),
-    Patch("fused_attention_forward", "no-grad eval calls of sparse attention take upstream's SDPA branch (one call)",
+    Patch("fused_attention_forward", "sparse attention takes upstream's SDPA branch (one call, one autograd node)",
           "onmt.modules.multi_headed_attn:MultiHeadedAttention.forward", fused_attention.wrap_forward),
     Patch("fused_attention_sdpa", "that branch's scaled_dot_product_attention runs the module's sparse normalizer",
           "onmt.modules.multi_headed_attn:scaled_dot_product_attention", fused_attention.make_sdpa),

@@ -1,8 +1,8 @@
 """CUDA only (skipped without a GPU): sparse attention is really used on GPU, and AMP training works.
 
 OpenNMT-py's decoder calls ``scaled_dot_product_attention`` (softmax) on CUDA and never its
-``self.softmax``; the plugin switches sparse attention modules to the explicit path for training and
-routes that call to the sparse normalizer's fused attention while decoding.
+``self.softmax``; the plugin routes that call to the sparse normalizer's fused attention, in training
+(one autograd node) and in decoding (one kernel).
 """
 import pytest
 import torch
@@ -20,18 +20,21 @@ MODEL = dict(encoder_type="transformer", decoder_type="transformer", position_en
 
 @pytest.fixture
 def calls(monkeypatch):
-    """Every AttentionNormalizer output, by kind (enc / dec / context)."""
+    """Every sparse attention call by kind (enc / dec / context): (device, weights or None)."""
     seen = {"enc": [], "dec": [], "context": []}
     upstream = AttentionNormalizer.forward
 
-    def forward(self, scores):
+    def forward(self, scores):  # the eager branch
         out = upstream(self, scores)
         seen[getattr(self, "kind", "enc")].append((scores.device.type, out.detach()))
         return out
 
-    def attend(self, q, k, v, keep=None):  # the fused no-grad path (decoding): p is not materialised
-        seen[getattr(self, "kind", "enc")].append((q.device.type + "-fused", None))
-        return upstream_attend(self, q, k, v, keep)
+    def attend(self, q, k, v, keep=None, dropout_p=0.0, return_weights=False):
+        # the fused path: training gets the weights back, decoding never materialises them
+        out = upstream_attend(self, q, k, v, keep, dropout_p, return_weights)
+        weights = out[1] if return_weights else None
+        seen[getattr(self, "kind", "enc")].append((q.device.type + "-fused", weights))
+        return out
 
     upstream_attend = AttentionNormalizer.attend
     monkeypatch.setattr(AttentionNormalizer, "forward", forward)
@@ -43,10 +46,12 @@ def test_cuda_transformer_attention_rows_contain_exact_zeros(toy, calls):
     config = yaml_config(toy, MODEL, steps=30)
     build_vocab(config)
     train(config, "-gpu_ranks", "0", "-world_size", "1")
-    for kind in ("enc", "dec", "context"):
-        on_gpu = [out for dev, out in calls[kind] if dev == "cuda"]
+    for kind in ("enc", "dec", "context"):  # training: one fused call (one autograd node) a module
+        assert all(dev == "cuda-fused" for dev, _ in calls[kind]), f"{kind} attention took the eager branch"
+        on_gpu = [out for _, out in calls[kind] if out is not None]  # (validation: no weights)
         assert on_gpu, f"{kind} attention never ran our normalizer on CUDA during training"
         assert any((out == 0).any() for out in on_gpu), f"no exact zero in {kind} attention"
+        assert all(torch.isfinite(out).all() for out in on_gpu)
     for kind in calls:
         calls[kind].clear()
     out = translate(toy / "run/model_step_30.pt", toy / "src-test.txt", toy / "pred.txt", "-gpu", "0",

@@ -1,4 +1,4 @@
-"""Decoding-time sparse attention through OpenNMT-py's SDPA branch (onmt_entmax/onmt/fused_attention.py)."""
+"""Sparse attention through OpenNMT-py's SDPA branch (onmt_entmax/onmt/fused_attention.py)."""
 import pytest
 import torch
 from torch.nn import functional as F
@@ -17,18 +17,19 @@ def _attention(name="entmax15", learn=False, heads=4, dim=32):
     return module
 
 
-def test_only_eval_calls_without_grad_are_fused():
+def test_sparse_modules_are_fused_where_upstream_takes_its_sdpa_branch():
     module = _attention()
-    assert not fused_attention.fusable(module)  # training mode, grad enabled
-    module.eval()
-    assert not fused_attention.fusable(module)  # grad enabled (e.g. forced decoding with grad)
+    assert fused_attention.fusable(module)  # training, with grad: one autograd node
     with torch.no_grad():
-        assert fused_attention.fusable(module)
-        module.train()
-        assert not fused_attention.fusable(module)  # attention dropout would be skipped
-        module.eval()
-        module.max_relative_positions = 20  # upstream's SDPA branch does not handle them
-        assert not fused_attention.fusable(module)
+        assert fused_attention.fusable(module.eval())
+    module.max_relative_positions = 20  # upstream's SDPA branch does not handle them
+    assert not fused_attention.fusable(module)
+    module.max_relative_positions = 0
+    module.flash2 = True  # upstream would call flash-attn's softmax kernels
+    assert not fused_attention.fusable(module)
+    stock = _attention()
+    stock.softmax = torch.nn.Softmax(dim=-1)
+    assert not fused_attention.fusable(stock)
 
 
 def test_sdpa_name_is_stock_outside_and_the_sparse_normalizer_inside_a_sparse_module():
@@ -40,14 +41,19 @@ def test_sdpa_name_is_stock_outside_and_the_sparse_normalizer_inside_a_sparse_mo
     keep = torch.tensor([[True] * 5, [True, True, True, False, False]]).view(2, 1, 1, 5)
     torch.testing.assert_close(sdpa(q, k, v, keep, 0.0, is_causal=False), F.scaled_dot_product_attention(q, k, v, keep))
     module = _attention().eval()
-    token = fused_attention._SPARSE_MODULE.set(module)
+    call = fused_attention._Call(module)
+    token = fused_attention._SPARSE_CALL.set(call)
     try:
         with torch.no_grad():
-            out = sdpa(q, k, v, keep, 0.0, is_causal=False)
+            out = sdpa(q, k, v, keep, 0.1, is_causal=False)  # (upstream passes its dropout in eval mode too)
             causal = sdpa(q, k, v, None, 0.0, is_causal=True)
+        assert call.weights is None  # no gradient: nothing kept for the reports
+        train_out = sdpa(q.requires_grad_(), k, v, keep, 0.0, is_causal=False)
     finally:
-        fused_attention._SPARSE_MODULE.reset(token)
+        fused_attention._SPARSE_CALL.reset(token)
     torch.testing.assert_close(out, module.softmax.attend(q, k, v, keep))
+    torch.testing.assert_close(train_out, out)
+    torch.testing.assert_close(call.weights, module.softmax(torch.where(keep, q @ k.transpose(-1, -2) / 8 ** 0.5, -1e18)))
     assert out[1, ..., :].shape == (4, 3, 8)
     future = torch.ones(3, 5, dtype=torch.bool).tril(2)  # query t sees keys <= t + (Tk - Tq)
     torch.testing.assert_close(causal, module.softmax.attend(q, k, v, future))
@@ -56,6 +62,7 @@ def test_sdpa_name_is_stock_outside_and_the_sparse_normalizer_inside_a_sparse_mo
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (upstream's SDPA branch is GPU-only)")
 @pytest.mark.parametrize("name,learn", [("entmax15", False), ("sparsemax", False), ("entmax_bisect", True)])
 def test_fused_decoding_attention_equals_the_eager_branch(name, learn, monkeypatch):
+    """Eval without grad: the one-launch decoding kernel."""
     module = _attention(name, learn).cuda().eval()
     torch.manual_seed(0)
     with torch.no_grad():
@@ -75,3 +82,62 @@ def test_fused_decoding_attention_equals_the_eager_branch(name, learn, monkeypat
     assert calls == [1] and module.self_attn_type == "scaled-dot"
     assert (attn[2, :, :, 7:] == 0).all() and (attn == 0).any()
     torch.testing.assert_close(fused, eager, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (upstream's SDPA branch is GPU-only)")
+@pytest.mark.parametrize("name,learn", [("entmax15", False), ("sparsemax", False), ("entmax_bisect", True)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_fused_training_attention_equals_the_eager_branch(name, learn, causal, monkeypatch):
+    """Training without dropout: output, returned weights and every parameter gradient as upstream's
+    eager branch computes them with the same normalizer."""
+    module = _attention(name, learn).cuda()
+    if causal:
+        module.attn_type, module.is_decoder = "self", True
+    module.update_dropout(0.0)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for param in module.parameters():
+            param.normal_(0, 0.3)
+    key = torch.randn(6, 11, 32, device="cuda")
+    query = key if causal else torch.randn(6, 9, 32, device="cuda")
+    mask = torch.zeros(6, 1, 1, 11, dtype=torch.bool, device="cuda")
+    mask[2, ..., 7:] = True
+    if causal:
+        mask = mask | torch.ones(11, 11, dtype=torch.bool, device="cuda").triu(1)
+    grad = torch.randn(6, query.shape[1], 32, device="cuda")
+
+    def run():
+        module.zero_grad()
+        out, attn = module(key, key, query, mask=mask)
+        out.backward(grad)
+        return out.detach(), attn, {n: p.grad.clone() for n, p in module.named_parameters()}
+
+    calls = []
+    attend = module.softmax.attend
+    monkeypatch.setattr(module.softmax, "attend", lambda *a, **kw: calls.append(1) or attend(*a, **kw))
+    fused, fused_attn, fused_grads = run()
+    monkeypatch.setattr(fused_attention, "fusable", lambda m: False)
+    eager, eager_attn, eager_grads = run()
+    assert calls == [1] and module.self_attn_type == "scaled-dot"
+    torch.testing.assert_close(fused, eager, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(fused_attn, eager_attn.float(), atol=1e-6, rtol=1e-5)
+    assert fused_grads.keys() == eager_grads.keys() and (not learn or "softmax.alpha.a" in fused_grads)
+    for n in eager_grads:
+        torch.testing.assert_close(fused_grads[n], eager_grads[n], atol=1e-4, rtol=1e-3, msg=n)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (upstream's SDPA branch is GPU-only)")
+def test_fused_training_attention_drops_out_in_training_mode_only():
+    module = _attention().cuda()  # attention dropout 0.1
+    with torch.no_grad():
+        for param in module.parameters():  # upstream builds its linears with skip_init
+            param.normal_(0, 0.3)
+    key = torch.randn(4, 30, 32, device="cuda")
+    query = torch.randn(4, 20, 32, device="cuda")
+    with torch.no_grad():
+        evaluated = module.eval()(key, key, query)[0]
+    module.train()
+    trained = [module(key, key, query)[0] for _ in range(2)]
+    assert torch.isfinite(trained[0]).all() and not torch.equal(trained[0], trained[1])  # a new draw each call
+    with torch.enable_grad():
+        torch.testing.assert_close(module.eval()(key, key, query)[0].detach(), evaluated, atol=1e-5, rtol=1e-4)
