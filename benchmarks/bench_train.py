@@ -4,9 +4,10 @@ Runs the stock `onmt_build_vocab` and `onmt_train` (with this plugin active) onc
 same data and reads the target tokens/s that OpenNMT-py reports, averaged over the report windows
 after the first (warm-up: CUDA context, Triton compilation, allocator). This is a benchmark, not a
 test. With --rounds N the variants are trained in turn N times (softmax, A, B, ..., softmax, A, ...)
-and each is reported by its median run: a 3-layer model on 4096-token batches is bound by the
-host (OpenNMT-py batches in the training process), and a single run moves by 10-25% with the load
-of a shared machine.
+and each is reported by its median run and by the median of its per-round ratios to softmax (runs
+close in time compared): a 3-layer model on 4096-token batches is bound by the host (OpenNMT-py
+batches in the training process), and a single run moves by 10-25% with the load of a shared
+machine.
 
     # GPU, 32k synthetic target vocabulary and Multi30k (copy ../shared/data/multi30k into an
     # ignored folder first when the data has to travel to another machine):
@@ -121,6 +122,70 @@ def tokens_per_second(log: str) -> tuple[float, int]:
     return statistics.mean(rates[1:]), len(rates) - 1
 
 
+def in_process_trainers(cfgs: dict[str, Path], n_batches: int, device_id: int) -> dict[str, tuple]:
+    """{variant: (trainer, batches)}: each variant's model, optimizer and loss built as onmt_train
+    builds them (this plugin active), and its first n_batches training batches, already on the GPU
+    (the same batches for every variant: same data, seed and batching)."""
+    import onmt_entmax.onmt as plugin
+    plugin.activate()
+    from onmt.bin.train import _get_parser
+    from onmt.constants import CorpusTask
+    from onmt.inputters.dynamic_iterator import build_dynamic_dataset_iter
+    from onmt.model_builder import build_model
+    from onmt.train_single import _get_model_opts, _init_train, configure_process
+    from onmt.trainer import build_trainer
+    from onmt.utils.optimizers import Optimizer
+    from onmt.utils.parse import ArgumentParser
+
+    out = {}
+    for name, cfg in cfgs.items():
+        opt = _get_parser().parse_args(["-config", str(cfg)])
+        ArgumentParser.validate_train_opts(opt)
+        ArgumentParser.update_model_opts(opt)
+        ArgumentParser.validate_model_opts(opt)
+        configure_process(opt, device_id)  # (seeds: every variant starts from the same state)
+        _, vocabs, transforms_cls = _init_train(opt)
+        model = build_model(_get_model_opts(opt), opt, vocabs, None, device_id)
+        trainer = build_trainer(opt, device_id, model, vocabs, Optimizer.from_opt(model, opt), model_saver=None)
+        it = build_dynamic_dataset_iter(opt, transforms_cls, vocabs, task=CorpusTask.TRAIN, copy=False,
+                                        device_id=device_id)
+        batches = []
+        for accum in trainer._accum_batches(it):
+            batches.append(accum)
+            if len(batches) == n_batches:
+                break
+        out[name] = (trainer, batches)
+    return out
+
+
+def in_process_rounds(trainers: dict[str, tuple], rounds: int, steps: int) -> dict[str, list[float]]:
+    """Target tokens/s of `steps` training steps (forward, loss, backward, optimizer: OpenNMT-py's
+    `Trainer._gradient_accumulation`) per variant and round, the variants in turn in every round:
+    batching excluded (the same for every variant), host drift shared by the variants of a round."""
+    import onmt.utils
+    import torch
+
+    def run(trainer, batches, n):
+        stats = onmt.utils.Statistics()
+        for i in range(n):
+            accum, norm = batches[i % len(batches)]
+            trainer._gradient_accumulation(accum, norm, stats, onmt.utils.Statistics())
+        return stats.n_words
+
+    for trainer, batches in trainers.values():  # warm-up: Triton compilation, allocator, cuBLAS plans
+        run(trainer, batches, len(batches))
+    rates = {name: [] for name in trainers}
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    for r in range(rounds):
+        for name, (trainer, batches) in trainers.items():
+            sync()
+            t0 = time.perf_counter()
+            words = run(trainer, batches, steps)
+            sync()
+            rates[name].append(words / (time.perf_counter() - t0))
+    return rates
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", choices=["synthetic", "multi30k"], default="synthetic")
@@ -139,6 +204,11 @@ def main() -> None:
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS), metavar="VARIANT")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--in-process", action="store_true",
+                    help="time training steps in this process instead of onmt_train runs: every variant "
+                         "built as onmt_train builds it, --rounds rounds of --steps steps each, the variants "
+                         "in turn within a round (batching excluded)")
+    ap.add_argument("--in-process-batches", type=int, default=40, help="distinct batches cycled through")
     ap.add_argument("--check-kernels", type=Path, default=None, metavar="DIR",
                     help="compare every short-row kernel call of onmt_train with the float64 reference "
                          "(onmt_entmax.ops.triton.check), wrong programs saved to DIR, exit status 1 if "
@@ -157,32 +227,41 @@ def main() -> None:
     if args.gpu:
         import torch
         device = torch.cuda.get_device_name()
-    runs, wrong = {name: [] for name in args.variants}, {}
-    for r in range(args.rounds):
-        for name in args.variants:
-            vdir = work / re.sub(r"\W+", "_", name)
-            cfg = vdir / "config.yaml"
-            if r == 0:
-                vdir.mkdir(exist_ok=True)
-                write_config(cfg, src, tgt, vdir, args, VARIANTS[name])
-                run(["onmt_build_vocab", "-config", str(cfg), "-n_sample", "-1"], vdir / "vocab.log")
-            log = run(train_command(cfg, args.check_kernels), vdir / f"train{r}.log")
+    runs, wrong, cfgs = {name: [] for name in args.variants}, {}, {}
+    for name in args.variants:
+        vdir = work / re.sub(r"\W+", "_", name)
+        vdir.mkdir(exist_ok=True)
+        cfgs[name] = vdir / "config.yaml"
+        write_config(cfgs[name], src, tgt, vdir, args, VARIANTS[name])
+        run(["onmt_build_vocab", "-config", str(cfgs[name]), "-n_sample", "-1"], vdir / "vocab.log")
+    if args.in_process:
+        trainers = in_process_trainers(cfgs, args.in_process_batches, 0 if args.gpu else -1)
+        for name, rates in in_process_rounds(trainers, args.rounds, args.steps).items():
+            runs[name] = [(rate, args.steps) for rate in rates]
+    for r in range(0 if args.in_process else args.rounds):
+        for name, cfg in cfgs.items():
+            log = run(train_command(cfg, args.check_kernels), cfg.parent / f"train{r}.log")
             runs[name].append(tokens_per_second(log))
             if args.check_kernels:
                 from onmt_entmax.ops.triton.check import WRONG
                 wrong[name] = wrong.get(name, 0) + log.count(WRONG)
     results = {name: (statistics.median(rate for rate, _ in rs), rs[0][1]) for name, rs in runs.items()}
     base = results.get("softmax", (None, 0))[0]
-    print(f"\nonmt_train tokens/s ({args.data}, {device}, {args.steps} steps, batch {args.batch_tokens} tokens, "
+    what = "training steps in one process (batching excluded)" if args.in_process else "onmt_train"
+    print(f"\n{what} tokens/s ({args.data}, {device}, {args.steps} steps, batch {args.batch_tokens} tokens, "
           f"{'tiny' if args.tiny else f'{args.layers}-layer'} Transformer, {args.dtype if args.gpu else 'fp32'}"
           f"{f', median of {args.rounds} rounds' if args.rounds > 1 else ''})")
-    print("| variant | target tok/s | vs softmax | windows | runs (tok/s, vs softmax of the round) |")
-    print("|---|---|---|---|---|")
+    print(f"| variant | target tok/s | vs softmax | median of round ratios | {'steps' if args.in_process else 'windows'} "
+          "| runs (tok/s, vs softmax of the round) |")
+    print("|---|---|---|---|---|---|")
     for name, (rate, windows) in results.items():
         ratio = f"{rate / base:.2f}x" if base else "n/a"
-        each = ", ".join(f"{x:.0f} ({x / s:.2f}x)" for (x, _), (s, _) in zip(runs[name], runs["softmax"])) \
-            if "softmax" in runs else ", ".join(f"{x:.0f}" for x, _ in runs[name])
-        print(f"| {name} | {rate:.0f} | {ratio} | {windows} | {each} |")
+        # paired: each run against the softmax run of its round (the machine's load drifts between rounds)
+        paired = [x / s for (x, _), (s, _) in zip(runs[name], runs["softmax"])] if "softmax" in runs else []
+        each = ", ".join(f"{x:.0f} ({r:.2f}x)" for (x, _), r in zip(runs[name], paired)) \
+            if paired else ", ".join(f"{x:.0f}" for x, _ in runs[name])
+        rounds = f"{statistics.median(paired):.2f}x" if paired else "n/a"
+        print(f"| {name} | {rate:.0f} | {ratio} | {rounds} | {windows} | {each} |")
     if args.check_kernels:
         print(f"\nkernel check (tokens/s above include the reference computations): calls with wrong rows "
               f"per variant {wrong}; wrong programs in {args.check_kernels}")

@@ -1,15 +1,18 @@
-"""Host cost of one decoding step of OpenNMT-py attention on the GPU: softmax (SDPA) vs sparse.
+"""One OpenNMT-py attention call on the GPU, softmax (SDPA) vs sparse: decoding step or training step.
 
-Beam-search decoding is host-bound: what matters is how long the host takes to issue one
-`MultiHeadedAttention` call (one query per hypothesis, the keys of the source or of the prefix).
-This times that call (source keys and values cached, as onmt_translate does), in a loop with one
-synchronisation at the end, for a stock softmax module
-(OpenNMT-py's SDPA branch), sparse modules on the fused path (onmt_entmax/onmt/fused_attention.py)
-and on the eager path they took before (matmul, mask, normalizer, matmul), and the pieces of the
-fused path alone, in rounds over the cases (each case's fastest round kept). Ratios are against
-softmax in the same run.
+Beam-search decoding and small-Transformer training are host-bound: what matters is how long the
+host takes to issue one `MultiHeadedAttention` call. Decoding (default): one query per hypothesis,
+source keys and values cached as onmt_translate does, no grad. Training (--train): the module in
+training mode (attention dropout 0.1), forward + backward, --rows sentences of --keys tokens
+(context attention over a source as long as the target). Each call is timed in a loop with one
+synchronisation at the end (the host's cost per call wherever the GPU's is smaller), for a stock
+softmax module (OpenNMT-py's SDPA branch), sparse modules on the fused path
+(onmt_entmax/onmt/fused_attention.py) and on the eager branch they took before (matmul, mask,
+normalizer, dropout, matmul), in rounds over the cases (each case's fastest round kept). Ratios are
+against softmax in the same run.
 
-    python benchmarks/bench_decode_attention.py [--rows 320] [--keys 30] [--reps 1000] [--rounds 5]
+    python benchmarks/bench_attention.py [--rows 320] [--keys 30] [--reps 1000] [--rounds 5]
+    python benchmarks/bench_attention.py --train --rows 128 --keys 32 --reps 200
 """
 from __future__ import annotations
 
@@ -24,16 +27,19 @@ from onmt_entmax.onmt import fused_attention
 from onmt_entmax.registry import get_transformation
 
 
-def attention_module(name: str, learn: bool, heads: int, dim: int):
+def attention_module(name: str, learn: bool, heads: int, dim: int, train: bool = False):
     from onmt.modules.multi_headed_attn import MultiHeadedAttention
 
-    module = MultiHeadedAttention(heads, dim, dropout=0.0, attn_type="context", self_attn_type="scaled-dot-flash")
+    module = MultiHeadedAttention(heads, dim, dropout=0.1 if train else 0.0, attn_type="context",
+                                  self_attn_type="scaled-dot-flash")
     if name != "softmax":
         module.softmax = AttentionNormalizer(get_transformation(name), heads=heads, learn_alpha=learn)
         module.self_attn_type = "scaled-dot"
     with torch.no_grad():
         for p in module.parameters():  # upstream builds its linears with skip_init
             p.normal_(0, 0.05)
+    if train:
+        return module.cuda().train()
     # decoding: the source keys / values are projected once and cached (what onmt_translate does)
     module.layer_cache = (True, {"keys": torch.tensor([]), "values": torch.tensor([])})
     return module.cuda().eval()
@@ -47,18 +53,23 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=512)
     ap.add_argument("--reps", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--train", action="store_true", help="training mode, forward + backward")
     args = ap.parse_args()
     plugin.activate()
     torch.manual_seed(0)
     key = torch.randn(args.rows, args.keys, args.dim, device="cuda")
-    query = torch.randn(args.rows, 1, args.dim, device="cuda")
+    query = torch.randn(args.rows, args.keys if args.train else 1, args.dim, device="cuda")
+    grad = torch.randn_like(query)
     pad = torch.zeros(args.rows, 1, 1, args.keys, dtype=torch.bool, device="cuda")
     pad[::3, ..., args.keys - 4:] = True
     cases = {}
-    with torch.no_grad():
+    with torch.set_grad_enabled(args.train):
         for name, learn in (("softmax", False), ("entmax15", False), ("entmax_bisect", True)):
-            m = attention_module(name, learn, args.heads, args.dim)
+            m = attention_module(name, learn, args.heads, args.dim, args.train)
             label = "learned alpha" if learn else name
+            if args.train:
+                cases[f"{label}: module call"] = lambda m=m: m(key, key, query, mask=pad)[0].backward(grad)
+                continue
             cases[f"{label}: module call"] = lambda m=m: m(key, key, query, mask=pad)
             if name == "softmax":
                 continue
@@ -85,8 +96,9 @@ def main() -> None:
             for name, fn in cases.items():
                 results[name] = min(results[name], host_us_per_call(fn, args.reps))
     base = results["softmax: module call"]
-    print(f"One decoding-step attention call, host-bound loop ({torch.cuda.get_device_name()}, {args.rows} rows, "
-          f"{args.heads} heads, {args.keys} keys, d={args.dim}, no grad)")
+    what = "training-step attention call (forward + backward)" if args.train else "decoding-step attention call"
+    print(f"One {what}, host-bound loop ({torch.cuda.get_device_name()}, {args.rows} rows, "
+          f"{args.heads} heads, {args.keys} keys, d={args.dim}{'' if args.train else ', no grad'})")
     print("| call | us / call | vs softmax module call |")
     print("|---|---|---|")
     for name, us in results.items():
