@@ -184,3 +184,29 @@ def test_public_op_with_grad_or_dropout_takes_the_training_kernel_on_cuda():
     assert out.requires_grad and weights.shape == (3, 4, 5, 9)
     with pytest.raises(ValueError, match="dropout_p"):
         ref_attention.sparse_attention(q, k, v, keep, kind="sparsemax", dropout_p=1.5)
+
+
+@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+@pytest.mark.parametrize("dtype", [torch.float32] + ([torch.bfloat16, torch.float16] if not INTERP else []))
+def test_training_attention_on_head_views_copies_nothing_and_matches(dtype):
+    """OpenNMT-py's (B, H, T, d) heads are transposed views of (B, T, H, d): short rows (the tiles) read
+    them in place, write the output in the layout upstream's unshape wants and the gradients in the
+    layouts of q, k and v; results as the reference's (float32 math, half inputs to 2e-2)."""
+    from onmt_entmax.ops.triton import attention_tiles
+    g = torch.Generator().manual_seed(11)
+    B, H, T, S, d = 3, 4, 13, 21, 32
+    q = (torch.randn(B, T, H, d, generator=g)).to(dtype).to(DEV).transpose(1, 2).requires_grad_()
+    k, v = ((torch.randn(B, S, H, d, generator=g)).to(dtype).to(DEV).transpose(1, 2).requires_grad_() for _ in range(2))
+    keep = (torch.rand(B, 1, 1, S, generator=g) > 0.2).to(DEV)
+    assert attention_tiles.fits(q, k, v)
+    out = KT.sparse_attention(q, k, v, keep, "entmax15", None, d ** -0.5, 0.0)
+    assert out.transpose(1, 2).is_contiguous()  # unshape's .contiguous() is then free
+    grad = torch.randn(out.shape, generator=g).to(dtype).to(DEV)
+    grads = torch.autograd.grad(out, (q, k, v), grad)
+    assert [x.stride() for x in grads] == [q.stride(), k.stride(), v.stride()]
+    q64, k64, v64 = (x.detach().double().cpu().requires_grad_() for x in (q, k, v))
+    ref = ref_attention._reference(q64, k64, v64, keep.cpu(), "entmax15", None, d ** -0.5, None)
+    tol = dict(atol=1e-4, rtol=1e-3) if dtype == torch.float32 else dict(atol=3e-2, rtol=3e-2)
+    torch.testing.assert_close(out.double().cpu(), ref, **tol)
+    for got, want in zip(grads, torch.autograd.grad(ref, (q64, k64, v64), grad.double().cpu())):
+        torch.testing.assert_close(got.double().cpu(), want, **tol)

@@ -31,6 +31,19 @@ _INTS = ["Tq", "H", "Tk", "D", "Dv", "sq_b", "sq_h", "sq_t", "sk_b", "sk_h", "sk
          "sm_b", "sm_h", "sm_q", "sm_k", "so_b", "so_h", "so_t", "sa_h"]
 
 
+@triton.jit
+def keep_at(KEEP, b, h, t, keys, msk, sm_b, sm_h, sm_q, sm_k):
+    """keep[b, h, t, key] of each entry (strides 0 where keep broadcasts; True outside msk)."""
+    return tl.load(KEEP + b * sm_b + h * sm_h + t * sm_q + keys * sm_k, mask=msk, other=1) != 0
+
+
+@triton.jit
+def dropout_keep(seed, off, drop):
+    """Attention dropout's m = [U >= r], U = Philox(seed, entry offset) uniform in [0, 1): a
+    backward draws the same m from the seed and the offsets."""
+    return tl.rand(seed, off.to(tl.int32)) >= drop
+
+
 # no specialisation on the ints (sizes, strides): one kernel per dtype / mask / tile shape, and a
 # launch key the host builds without looking at each of them (launch's `spec`)
 @triton.jit(do_not_specialize=_INTS)
@@ -56,8 +69,7 @@ def _attn_fwd_kernel(Q, K, V, KEEP, ALPHA, O, Tq, H, Tk, D, Dv, scale, tol,
         s += tl.sum(k * q[:, None], 0)
     s = s * scale
     if HAS_KEEP:
-        keep = tl.load(KEEP + b * sm_b + h * sm_h + t * sm_q + keys * sm_k, mask=kin, other=0)
-        s = tl.where(keep != 0, s, -1e18)
+        s = tl.where(keep_at(KEEP, b, h, t, keys, kin, sm_b, sm_h, sm_q, sm_k), s, -1e18)
     z = tl.where(kin, s, float("-inf"))[None, :]
     one = tl.full([1], 0, tl.int32)
     a1 = S.row_alpha(ALPHA + h * sa_h, one, one == 0, 1, MODE) - 1.0

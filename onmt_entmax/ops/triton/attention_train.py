@@ -21,9 +21,10 @@ import triton.language as tl
 from torch.autograd.function import once_differentiable
 
 from . import _solver as S
+from . import attention_tiles
 from ._config import cdiv, launch_config
 from ._launch import launch
-from .attention import strides4, supports as fused_supports
+from .attention import dropout_keep, keep_at, strides4, supports as fused_supports
 from .mapping import _MODES, _bwd_sums, _u_of_p, _weighted_mean, _dalpha, map_tile
 
 # sizes, strides and the seed are not specialised: one kernel per dtype and tile shape, a launch key
@@ -42,17 +43,8 @@ def _rows(ALPHA, n_rows, Tq, H, sa_h, BR: tl.constexpr, MODE: tl.constexpr):
 
 @triton.jit
 def _kept_keys(KEEP, r3, c3, msk3, Tq, H, sm_b, sm_h, sm_q, sm_k):
-    """keep[b, h, t, j] of each entry (strides 0 where keep broadcasts)."""
-    t = r3 % Tq
-    h = (r3 // Tq) % H
-    b = r3 // Tq // H
-    return tl.load(KEEP + b * sm_b + h * sm_h + t * sm_q + c3 * sm_k, mask=msk3, other=1) != 0
-
-
-@triton.jit
-def _dropout_mask(seed, off, drop):
-    """m = [U >= r], U = Philox(seed, entry) uniform in [0, 1): the forward and backward draw the same."""
-    return tl.rand(seed, off.to(tl.int32)) >= drop
+    """keep[b, h, t, j] of each entry of a tile of score rows r = (b H + h) Tq + t."""
+    return keep_at(KEEP, r3 // Tq // H, (r3 // Tq) % H, r3 % Tq, c3, msk3, sm_b, sm_h, sm_q, sm_k)
 
 
 @triton.jit(do_not_specialize=_INTS)
@@ -71,7 +63,7 @@ def _fwd_kernel(Sc, P, D, KEEP, ALPHA, n_rows, n_cols, Tq, H, sm_b, sm_h, sm_q, 
     p = tl.reshape(p, msk3.shape)
     tl.store(P + off, p, mask=msk3)
     if HAS_DROP:
-        p = tl.where(_dropout_mask(seed, off, drop), p * (1.0 / (1.0 - drop)), 0.0)
+        p = tl.where(dropout_keep(seed, off, drop), p * (1.0 / (1.0 - drop)), 0.0)
     if HAS_D:
         tl.store(D + off, p.to(D.dtype.element_ty), mask=msk3)
 
@@ -86,7 +78,7 @@ def _bwd_kernel(P, GD, DS, KEEP, ALPHA, DALPHA, n_rows, n_cols, Tq, H, sm_b, sm_
     p = tl.load(P + off, mask=msk3, other=0.0)
     g = tl.load(GD + off, mask=msk3, other=0.0).to(tl.float32)
     if HAS_DROP:
-        g = tl.where(_dropout_mask(seed, off, drop), g * (1.0 / (1.0 - drop)), 0.0)
+        g = tl.where(dropout_keep(seed, off, drop), g * (1.0 / (1.0 - drop)), 0.0)
     p = tl.reshape(p, [BR, BC])
     g = tl.reshape(g, [BR, BC])
     su, sug, sgp, splp, sgplp = _bwd_sums(p, g, a1, MODE)
@@ -174,27 +166,37 @@ class SparseAttention(torch.autograd.Function):
         if torch.is_autocast_enabled("cuda"):  # matmuls in the autocast dtype, as upstream's would run
             dt = torch.get_autocast_dtype("cuda")
             q, k, v = q.to(dt), k.to(dt), v.to(dt)
+        seed = int(torch.randint(0, 2**31 - 1, ())) if drop > 0 else 0  # (CPU generator: no sync)
+        a = alpha if torch.is_tensor(alpha) else None
+        if attention_tiles.fits(q, k, v):  # short rows: three launches, no copies
+            out, p, ctx.call = attention_tiles.forward(q, k, v, keep, alpha, mode, scale, drop, seed)
+            ctx.save_for_backward(q, k, v, p, a)
+            ctx.mark_non_differentiable(p)
+            return out, p
         # OpenNMT-py's heads are transposed views (B, T, H, d) -> (B, H, T, d), which every batched
         # matmul would copy again (6 matmuls, 12 copies a call): one copy each, saved for the backward
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-        seed = int(torch.randint(0, 2**31 - 1, ())) if drop > 0 else 0  # (CPU generator: no sync)
         s = torch.matmul(q, k.transpose(-2, -1))
-        p, d, call = scores_forward(s, keep, alpha, mode, scale, drop, seed, v.dtype)
-        ctx.save_for_backward(q, k, v, p, d, alpha if torch.is_tensor(alpha) else None)
-        ctx.call = call
+        p, d, ctx.call = scores_forward(s, keep, alpha, mode, scale, drop, seed, v.dtype)
+        ctx.save_for_backward(q, k, v, p, a, d)
         ctx.mark_non_differentiable(p)
         return torch.matmul(d, v), p
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad, _grad_p):
-        q, k, v, p, d, alpha = ctx.saved_tensors
-        grad = grad.to(v.dtype).contiguous()  # (the gradient of upstream's unshape: a transposed view)
-        gd = torch.matmul(grad, v.transpose(-2, -1))
-        dv = torch.matmul(d.transpose(-2, -1), grad) if ctx.needs_input_grad[2] else None
-        ds, da_rows = scores_backward(ctx.call, p, gd, q.dtype)
-        dq = torch.matmul(ds, k) if ctx.needs_input_grad[0] else None
-        dk = torch.matmul(ds.transpose(-2, -1), q) if ctx.needs_input_grad[1] else None
+        q, k, v, p, alpha, *d = ctx.saved_tensors
+        grad = grad.to(v.dtype)
+        if not d:  # (the tiles)
+            dq, dk, dv, da_rows = attention_tiles.backward(ctx.call, q, k, v, p, grad,
+                                                           ctx.needs_input_grad[1] or ctx.needs_input_grad[2])
+        else:
+            grad = grad.contiguous()  # (the gradient of upstream's unshape: a transposed view)
+            gd = torch.matmul(grad, v.transpose(-2, -1))
+            dv = torch.matmul(d[0].transpose(-2, -1), grad) if ctx.needs_input_grad[2] else None
+            ds, da_rows = scores_backward(ctx.call, p, gd, q.dtype)
+            dq = torch.matmul(ds, k) if ctx.needs_input_grad[0] else None
+            dk = torch.matmul(ds.transpose(-2, -1), q) if ctx.needs_input_grad[1] else None
         dalpha = None
         if ctx.needs_input_grad[4]:
             B, H, Tq, _ = p.shape
