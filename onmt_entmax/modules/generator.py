@@ -56,7 +56,7 @@ class EntmaxGenerator(nn.Linear):
 
     def tau_pending(self) -> bool:
         """True while alpha-ReLU waits for ``generator_tau: auto`` to be resolved."""
-        return hasattr(self, "tau") and bool(torch.isnan(self.tau).any())
+        return hasattr(self, "tau") and self._sync_tau().tau is None  # (read back only when it changed)
 
     def set_tau(self, tau: float) -> None:
         self.tau.fill_(float(tau))

@@ -103,15 +103,25 @@ def resolve_auto_tau(compute, batch: dict, output: Tensor) -> float:
     return tau
 
 
-def _attention_counts(attn: Tensor, keep: Tensor, time_first: bool) -> tuple[float, int]:
-    """(number of nonzero weights, rows) over the rows of non-pad target positions."""
+def _attention_counts(attn: Tensor, keep: Tensor, time_first: bool) -> Optional[tuple[Tensor, Tensor]]:
+    """(number of nonzero weights, rows) over the rows of non-pad target positions, as device
+    counts (no boolean indexing: that would synchronise the host), or None if the shapes differ."""
     if time_first:
         attn = attn.transpose(0, 1)
     attn = attn.reshape(-1, attn.size(-1))
     if attn.size(0) != keep.numel():
-        return 0.0, 0
-    rows = attn[keep]
-    return float((rows > 0).sum()), int(rows.size(0))
+        return None
+    return ((attn > 0) & keep[:, None]).sum(), keep.sum()
+
+
+def _settle(sums: dict) -> None:
+    """The counts this batch left on the device, read back in one transfer (one host sync a step,
+    not one a count)."""
+    pending = {k: v for k, v in sums.items() if isinstance(v, Tensor)}
+    if pending:
+        values = torch.stack([v.to(torch.float64) for v in pending.values()]).tolist()
+        for name, value in zip(pending, values):
+            sums[name] = value
 
 
 def wrap_forward(upstream: Callable) -> Callable:
@@ -123,18 +133,18 @@ def wrap_forward(upstream: Callable) -> Callable:
             resolve_auto_tau(self, batch, output)
         loss, stats = upstream(self, batch, output, attns, trunc_start, trunc_size)
         ctx: Optional[StatsContext] = getattr(self, "_entmax", None)
-        if ctx is not None:
-            sums = stats.__dict__.setdefault("entmax_sums", {})
-            attn = attns.get("std") if isinstance(attns, dict) else None
-            if isinstance(attn, Tensor):
-                start = trunc_start + self.tgt_shift_index
-                stop = trunc_start + (trunc_size if trunc_size is not None else batch["tgt"].size(1) - trunc_start)
-                keep = batch["tgt"][:, start:stop, 0].reshape(-1).ne(self.padding_idx)
-                with torch.no_grad():
-                    nnz, rows = _attention_counts(attn.detach(), keep, ctx.attn_time_first)
-                if rows:
-                    sums["attn_nnz"] = sums.get("attn_nnz", 0.0) + nnz
-                    sums["attn_rows"] = sums.get("attn_rows", 0) + rows
+        attn = attns.get("std") if isinstance(attns, dict) else None
+        if ctx is not None and isinstance(attn, Tensor):
+            start = trunc_start + self.tgt_shift_index
+            stop = trunc_start + (trunc_size if trunc_size is not None else batch["tgt"].size(1) - trunc_start)
+            keep = batch["tgt"][:, start:stop, 0].reshape(-1).ne(self.padding_idx)
+            with torch.no_grad():
+                counts = _attention_counts(attn.detach(), keep, ctx.attn_time_first)
+            if counts is not None:
+                sums = stats.__dict__.setdefault("entmax_sums", {})
+                sums["attn_nnz"] = sums.get("attn_nnz", 0.0) + counts[0]
+                sums["attn_rows"] = sums.get("attn_rows", 0) + counts[1]
+        _settle(getattr(stats, "entmax_sums", {}))  # (with the output counts of _stats)
         return loss, stats
 
     return forward
@@ -149,13 +159,13 @@ def wrap_stats(upstream: Callable) -> Callable:
         if isinstance(gen, EntmaxGenerator) and not self.copy_attn:
             t = gen.transformation
             stats.entmax_loss_name = t.loss_name
-            if t.sparse:
+            if t.sparse:  # device counts, read back with the attention counts (wrap_forward's _settle)
                 keep = target.ne(self.padding_idx)
                 with torch.no_grad():
-                    p = gen.probs(scores.detach()[keep].float())
+                    nnz = ((gen.probs(scores.detach().float()) > 0) & keep[:, None]).sum()
                 sums = stats.__dict__.setdefault("entmax_sums", {})
-                sums["out_nnz"] = sums.get("out_nnz", 0.0) + float((p > 0).sum())
-                sums["out_rows"] = sums.get("out_rows", 0) + int(p.size(0))
+                sums["out_nnz"] = sums.get("out_nnz", 0.0) + nnz
+                sums["out_rows"] = sums.get("out_rows", 0) + keep.sum()
         return stats
 
     return _stats

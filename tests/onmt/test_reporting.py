@@ -31,3 +31,19 @@ def test_sparse_output_validation_names_the_loss_and_reports_sparsity():
     said = _lines(ReportMgr(report_every=1), valid_stats=_stats(30.0, 10, "entmax15 FY loss"))
     assert "Validation entmax15 FY loss: 0.2" in said and "Validation attn nnz: 3.000" in said
     assert not any("perplexity" in line for line in said)
+
+
+def test_sparsity_counts_of_a_batch_match_a_direct_count_and_come_back_as_numbers():
+    """Counted on the device without indexing (no host sync a count), read back once a batch."""
+    import torch
+
+    from onmt_entmax.onmt import training
+
+    attn = torch.tensor([[[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]], [[0.2, 0.3, 0.5], [0.0, 0.0, 0.0]]])  # (B, T, S)
+    keep = torch.tensor([True, True, True, False])  # the last target position is padding
+    nnz, rows = training._attention_counts(attn, keep, time_first=False)
+    sums = {"attn_nnz": 1.0 + nnz, "attn_rows": 2 + rows, "out_nnz": 7.0}
+    training._settle(sums)
+    assert sums == {"attn_nnz": 1.0 + 2 + 1 + 3, "attn_rows": 2 + 3, "out_nnz": 7.0}
+    assert all(type(v) is float for v in sums.values())
+    assert training._attention_counts(attn, keep[:3], time_first=False) is None  # shapes differ: not counted
