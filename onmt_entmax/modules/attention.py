@@ -93,7 +93,9 @@ class AttentionNormalizer(nn.Module):
         the same tensor at every call until the alphas change (its validity is checked once)."""
         alpha = self.alpha()
         if torch.is_grad_enabled():
-            return alpha.view(-1, 1, 1)
+            # in [1.01, 2] for every finite parameter (NaN only after NaN gradients, which the loss
+            # shows): the ops need not check it again at every training call
+            return ops.alpha_in_range(alpha.view(-1, 1, 1))
         if getattr(self, "_view_of", None) is not alpha:
             self._view, self._view_of = alpha.view(-1, 1, 1), alpha
         return self._view

@@ -1,4 +1,5 @@
 """Math layer: sparse mappings and their Fenchel-Young losses (no OpenNMT-py import here)."""
+from ._common import alpha_in_range
 from .alpha_relu import alpha_relu, alpha_relu_log
 from .attention import sparse_attention
 from .entmax import entmax, entmax_threshold
@@ -20,7 +21,7 @@ from .tau_estimate import tau_first_batch, tau_formula
 
 __all__ = [
     "sparsemax", "entmax15", "entmax_bisect", "entmax", "alpha_relu", "alpha_relu_log", "entmax_threshold",
-    "softmax_safe", "sparse_attention",
+    "softmax_safe", "sparse_attention", "alpha_in_range",
     "SparsemaxLoss", "Entmax15Loss", "EntmaxBisectLoss", "AlphaReLULoss",
     "sparsemax_loss", "entmax15_loss", "entmax_bisect_loss", "alpha_relu_loss", "fy_loss",
     "tau_formula", "tau_first_batch",

@@ -47,6 +47,14 @@ def _remember_checked(alpha: Tensor, strict: bool) -> None:
     _CHECKED_ALPHA[id(alpha)] = (weakref.ref(alpha), alpha._version, strict)
 
 
+def alpha_in_range(alpha: Tensor) -> Tensor:
+    """Mark a tensor of alphas as known to be >= 1 (e.g. clamped into [1.01, 2] as learned alphas
+    are): `check_alpha` skips it while it is unchanged. A learned alpha is a new tensor at every
+    training call, and the check costs three device operations a call."""
+    _remember_checked(alpha, strict=False)
+    return alpha
+
+
 def check_alpha(alpha: Alpha, name: str = "alpha", strict: bool = False) -> None:
     """Raise ValueError unless alpha >= 1 (alpha > 1 when `strict`); NaN is refused too.
 

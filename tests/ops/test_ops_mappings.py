@@ -228,6 +228,16 @@ def test_alpha_below_one_raises_naming_alpha(alpha):
         oe.alpha_relu(z, alpha)
 
 
+def test_alpha_marked_in_range_is_checked_again_only_once_changed():
+    """alpha_in_range: for alphas in range by construction (learned ones are clamped), no check a call."""
+    z = torch.randn(2, 3)
+    alpha = torch.tensor([[0.5], [1.5]])  # (out of range only to see whether it is checked)
+    oe.entmax_bisect(z, oe.alpha_in_range(alpha))
+    alpha.mul_(1.0)  # changed in place: checked again
+    with pytest.raises(ValueError, match="alpha"):
+        oe.entmax_bisect(z, alpha)
+
+
 @pytest.mark.parametrize("alpha", [1.01, 1.5, 2.0, 4.0, 10.0])
 def test_large_alpha_and_huge_logits_stay_finite(alpha):
     z = torch.randn(4, 300) * 1e4

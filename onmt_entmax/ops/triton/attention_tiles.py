@@ -174,7 +174,7 @@ class _Call:
     @staticmethod
     def spec(tensors, ints) -> tuple:
         """What Triton specialises the launch on (launch's `spec`): dtypes, 16-byte alignment, 64-bit ints."""
-        return (tuple((t.dtype, t.data_ptr() % 16 == 0) for t in tensors), max(ints) >= 2**31)
+        return tuple([(t.dtype, t.data_ptr() % 16 == 0) for t in tensors]), max(ints) >= 2**31
 
 
 def forward(q, k, v, keep, alpha, mode: int, scale: float, drop: float, seed: int):

@@ -100,7 +100,7 @@ def _layout(n_cols: int, elem_size: int, mode: int, backward: bool, soft_rows: b
 
 def _spec(tensors, ints) -> tuple:
     """What Triton specialises the launch on (launch's `spec`): dtypes, 16-byte alignment, 64-bit ints."""
-    return (tuple((t.dtype, t.data_ptr() % 16 == 0) for t in tensors), max(ints) >= 2**31)
+    return tuple([(t.dtype, t.data_ptr() % 16 == 0) for t in tensors]), max(ints) >= 2**31
 
 
 class _Call:
