@@ -14,6 +14,8 @@ machine.
     python benchmarks/bench_train.py --gpu --data synthetic --vocab 32000 --steps 300
     python benchmarks/bench_train.py --gpu --data multi30k --multi30k-dir ../shared/data/multi30k
     python benchmarks/bench_train.py --gpu --data multi30k --steps 150 --report-every 30 --rounds 3
+    # the same variants built in this process, timed on the same batches in turn (less noise):
+    python benchmarks/bench_train.py --gpu --data multi30k --in-process --steps 20 --rounds 12
     # CPU smoke run (tiny model), to check the script itself:
     python benchmarks/bench_train.py --tiny --steps 20
     # a kernel change: every short-row kernel call of training against the float64 reference

@@ -16,7 +16,7 @@ import triton; print(torch.cuda.get_device_name(), 'torch', torch.__version__, '
 git rev-parse HEAD >> "$out/device.txt" 2>/dev/null || true
 # speed of wrong kernels means nothing: the kernel tests first (set -e stops on a failure)
 python3 -m pytest -q -p no:cacheprovider tests/ops/test_triton_kernels.py tests/ops/test_triton_codegen.py \
-    tests/onmt/test_cuda.py \
+    tests/ops/test_triton_attention.py tests/onmt/test_fused_attention.py tests/onmt/test_cuda.py \
     2>&1 | tee "$out/tests.txt" | tail -n 3
 # training rows are not test rows: every short-row kernel call of 100 training steps against the
 # float64 reference (exit status 1 on a wrong row)
@@ -25,6 +25,12 @@ python3 benchmarks/bench_train.py --gpu --data multi30k --multi30k-dir "$m30k" -
     --check-kernels "$out/check/wrong" > "$out/check.md"
 # VARIANTS=1: also the launch-shape sweeps (each short-row shape next to its correctness check)
 python3 benchmarks/bench_kernels.py ${VARIANTS:+--variants} --json "$out/kernels.json" > "$out/kernels.md"
+# training steps in one process, the variants in turn (onmt_train runs below move by 20-30% run to run)
+python3 benchmarks/bench_train.py --gpu --data multi30k --multi30k-dir "$m30k" --workdir "$out/inproc-multi30k" \
+    --in-process --steps 20 --rounds 12 --json "$out/train-inproc-multi30k.json" > "$out/train-inproc-multi30k.md"
+python3 benchmarks/bench_train.py --gpu --data synthetic --vocab 32000 --workdir "$out/inproc-32k" \
+    --in-process --steps 20 --rounds 12 --json "$out/train-inproc-32k.json" > "$out/train-inproc-32k.md"
+(cd benchmarks && python3 bench_attention.py --train --rows 128 --keys 32 --reps 200 --rounds 3) > "$out/attention-train.md"
 python3 benchmarks/bench_train.py --gpu --data multi30k --multi30k-dir "$m30k" --workdir "$out/train-multi30k" \
     --json "$out/train-multi30k.json" > "$out/train-multi30k.md"
 python3 benchmarks/bench_translate.py --workdir "$out/train-multi30k" --gpu --beam 5 --lines 1000 \
