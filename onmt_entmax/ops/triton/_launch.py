@@ -79,3 +79,9 @@ def launch(fn, grid: tuple, args: tuple, constexprs: dict, num_warps: int,
     kernel.run(g[0], g[1], g[2], stream, kernel.function, kernel.packed_metadata,
                kernel.launch_metadata(grid, stream, *full), knobs.runtime.launch_enter_hook,
                knobs.runtime.launch_exit_hook, *full)
+
+
+def launch_spec(tensors, ints) -> tuple:
+    """`launch`'s `spec` for a kernel whose ints are all `do_not_specialize`: the tensors' dtypes and
+    16-byte alignment, and whether any int needs 64 bits."""
+    return tuple([(t.dtype, t.data_ptr() % 16 == 0) for t in tensors]), max(ints) >= 2**31

@@ -20,7 +20,7 @@ import triton.language as tl
 from ..attention import KINDS
 from . import _solver as S
 from ._config import next_pow2
-from ._launch import launch
+from ._launch import launch, launch_spec
 from .mapping import _MODES, map_tile
 
 MAX_KEYS = 1024  # longer key rows: the unfused path
@@ -90,6 +90,16 @@ def strides4(x: torch.Tensor) -> tuple[int, int, int, int]:
     return tuple(0 if n == 1 else st for n, st in zip(x4.shape, x4.stride()))
 
 
+def head_alpha(alpha, mode: int, like: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """(the ALPHA argument, its stride over heads): alpha-entmax's float or (H or 1)-element alpha
+    as a float32 tensor; any tensor for the other modes, which do not read it."""
+    if mode != 2:
+        return like, 0
+    if not torch.is_tensor(alpha):
+        alpha = torch.full((1,), float(alpha), device=like.device, dtype=torch.float32)
+    return alpha, int(alpha.numel() > 1)
+
+
 def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None,
                      kind: str, alpha=None, scale: float | None = None) -> torch.Tensor:
     """(B, H, Tq, Dv) = pi(scale q k^T, keys where keep is False at -1e18) v, one launch.
@@ -103,17 +113,13 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: to
     if out.numel() == 0:
         return out
     mode = _MODES["bisect" if kind == "entmax_bisect" else kind]
-    if mode == 2 and not torch.is_tensor(alpha):
-        alpha = torch.full((1,), float(alpha), device=q.device, dtype=torch.float32)
-    a = alpha if mode == 2 else q
-    sa_h = int(a.numel() > 1) if mode == 2 else 0
+    a, sa_h = head_alpha(alpha, mode, q)
     bc = next_pow2(max(Tk, 16))
     bd = max(1, min(next_pow2(max(D, Dv)), _TILE // bc))
     sm = strides4(keep) if keep is not None else (0, 0, 0, 0)
     m = keep if keep is not None else q
     ints = (Tq, H, Tk, D, Dv, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *sm, *out.stride()[:3], sa_h)
-    spec = (q.dtype, m.dtype, a.dtype, q.data_ptr() % 16 == 0, k.data_ptr() % 16 == 0, v.data_ptr() % 16 == 0,
-            m.data_ptr() % 16 == 0, a.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0, max(ints) >= 2**31)
+    spec = launch_spec((q, k, v, m, a, out), ints)
     launch(_attn_fwd_kernel, (B * H * Tq,),
            (q, k, v, m, a, out, *ints[:5], float(scale if scale is not None else 1.0 / math.sqrt(D)), 1e-6,
             *ints[5:]),

@@ -23,8 +23,8 @@ import triton.language as tl
 
 from . import _solver as S
 from ._config import cdiv, next_pow2
-from ._launch import launch
-from .attention import dropout_keep, keep_at, strides4
+from ._launch import launch, launch_spec
+from .attention import dropout_keep, head_alpha, keep_at, strides4
 from .mapping import _bwd_sums, _dalpha, _u_of_p, _weighted_mean, map_tile
 
 MAX_KEYS = 128
@@ -158,23 +158,16 @@ class _Call:
         Tk, Dv = k.shape[2], v.shape[3]
         self.shape = (B, H, Tq, Tk)
         self.mode, self.scale, self.drop, self.seed = mode, scale, drop, seed
-        if mode == 2 and not torch.is_tensor(alpha):
-            alpha = torch.full((1,), float(alpha), device=q.device, dtype=torch.float32)
-        self.alpha = alpha if mode == 2 else q
+        self.alpha, sa_h = head_alpha(alpha, mode, q)
         self.keep = keep if keep is not None else q
         sm = strides4(keep) if keep is not None else (0, 0, 0, 0)
         self.sizes = (Tq, H, Tk, D, Dv)
         self.qkv = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3])
-        self.mask = (*sm, int(mode == 2 and self.alpha.numel() > 1))
+        self.mask = (*sm, sa_h)
         self.blocks = {"BD": next_pow2(max(D, 16)), "BDV": next_pow2(max(Dv, 16)),
                        "PREC": "ieee" if q.dtype == torch.float32 else "tf32"}
         self.flags = {"HAS_KEEP": keep is not None, "HAS_DROP": drop > 0}
         self.grid_q = (cdiv(Tq, BM), B * H)
-
-    @staticmethod
-    def spec(tensors, ints) -> tuple:
-        """What Triton specialises the launch on (launch's `spec`): dtypes, 16-byte alignment, 64-bit ints."""
-        return tuple([(t.dtype, t.data_ptr() % 16 == 0) for t in tensors]), max(ints) >= 2**31
 
 
 def forward(q, k, v, keep, alpha, mode: int, scale: float, drop: float, seed: int):
@@ -190,7 +183,7 @@ def forward(q, k, v, keep, alpha, mode: int, scale: float, drop: float, seed: in
     ints = (*call.sizes, *call.qkv, *out.stride()[:3], *call.mask, seed)
     launch(_fwd_kernel, call.grid_q, (*tensors, *ints, scale, drop, 1e-6),
            dict(MODE=mode, MAX_ITER=64 if mode == 2 else 32, BR=BM, BC=next_pow2(max(Tk, 16)), **call.blocks,
-                **call.flags), 4, False, spec=call.spec(tensors, ints))
+                **call.flags), 4, False, spec=launch_spec(tensors, ints))
     return out, p, call
 
 
@@ -207,7 +200,7 @@ def backward(call: _Call, q, k, v, p, grad, need_kv: bool):
     ints = (*call.sizes, *call.qkv, *go, *call.mask, call.seed)
     launch(_bwd_q_kernel, call.grid_q, (*tensors, *ints, call.scale, call.drop),
            dict(MODE=call.mode, BR=BM, BC=next_pow2(max(Tk, 16)), **call.blocks, **call.flags), 4, False,
-           spec=call.spec(tensors, ints))
+           spec=launch_spec(tensors, ints))
     dk = dv = None
     if need_kv:
         dk, dv = torch.empty_like(k), torch.empty_like(v)
@@ -215,5 +208,5 @@ def backward(call: _Call, q, k, v, p, grad, need_kv: bool):
         ints = (*call.sizes, *call.qkv, *go, call.seed)
         launch(_bwd_kv_kernel, (cdiv(Tk, BN), B * H), (*tensors, *ints, call.drop),
                dict(BR=BM, BN=BN, BD=call.blocks["BD"], BDV=call.blocks["BDV"], PREC=call.blocks["PREC"],
-                    HAS_DROP=call.flags["HAS_DROP"]), 4, True, spec=call.spec(tensors, ints))
+                    HAS_DROP=call.flags["HAS_DROP"]), 4, True, spec=launch_spec(tensors, ints))
     return dq, dk, dv, dalpha if call.mode == 2 else None

@@ -23,8 +23,8 @@ from torch.autograd.function import once_differentiable
 from . import _solver as S
 from . import attention_tiles
 from ._config import cdiv, launch_config
-from ._launch import launch
-from .attention import dropout_keep, keep_at, strides4, supports as fused_supports
+from ._launch import launch, launch_spec
+from .attention import dropout_keep, head_alpha, keep_at, strides4, supports as fused_supports
 from .mapping import _MODES, _bwd_sums, _u_of_p, _weighted_mean, _dalpha, map_tile
 
 # sizes, strides and the seed are not specialised: one kernel per dtype and tile shape, a launch key
@@ -98,11 +98,6 @@ def _layout(n_cols: int, elem_size: int, mode: int, backward: bool, soft_rows: b
     return dict(cfg, LANES=cfg["LANES"] or cfg["BR"])
 
 
-def _spec(tensors, ints) -> tuple:
-    """What Triton specialises the launch on (launch's `spec`): dtypes, 16-byte alignment, 64-bit ints."""
-    return tuple([(t.dtype, t.data_ptr() % 16 == 0) for t in tensors]), max(ints) >= 2**31
-
-
 class _Call:
     """One attention call's launch arguments shared by the forward and backward kernels."""
 
@@ -110,11 +105,8 @@ class _Call:
         B, H, Tq, Tk = s_shape
         self.n_rows, self.n_cols, self.mode, self.scale, self.drop, self.seed = B * H * Tq, Tk, mode, scale, drop, seed
         self.keep = keep if keep is not None else like
-        if mode == 2 and not torch.is_tensor(alpha):
-            alpha = torch.full((1,), float(alpha), device=like.device, dtype=torch.float32)
-        self.alpha = alpha if mode == 2 else like
         self.soft_rows = mode == 2 and torch.is_tensor(alpha)  # (a learned alpha may be 1: softmax rows)
-        sa_h = int(mode == 2 and self.alpha.numel() > 1)
+        self.alpha, sa_h = head_alpha(alpha, mode, like)
         self.ints = (self.n_rows, Tk, Tq, H, *(strides4(keep) if keep is not None else (0, 0, 0, 0)), sa_h, seed)
 
     def flags(self) -> dict:
@@ -137,7 +129,7 @@ def scores_forward(s: torch.Tensor, keep, alpha, mode: int, scale: float, drop: 
            (*tensors, *call.ints, scale, drop, 1e-6),
            dict(MODE=mode, MAX_ITER=64 if mode == 2 else 32, BR=cfg["BR"], BC=cfg["BC"], LANES=cfg["LANES"],
                 GROUPS=cfg["GROUPS"], GROUP_ITER=cfg["GROUP_ITER"], HAS_D=has_d, **call.flags()),
-           cfg["num_warps"], cfg["FP_FUSION"], spec=_spec(tensors, call.ints))
+           cfg["num_warps"], cfg["FP_FUSION"], spec=launch_spec(tensors, call.ints))
     return p, d, call
 
 
@@ -153,7 +145,7 @@ def scores_backward(call: _Call, p: torch.Tensor, gd: torch.Tensor, ds_dtype: to
     launch(_bwd_kernel, (cdiv(call.n_rows, cfg["BR"]),),
            (*tensors, *call.ints, call.scale, call.drop),
            dict(MODE=call.mode, BR=cfg["BR"], BC=cfg["BC"], LANES=cfg["LANES"], **call.flags()),
-           cfg["num_warps"], cfg["FP_FUSION"], spec=_spec(tensors, call.ints))
+           cfg["num_warps"], cfg["FP_FUSION"], spec=launch_spec(tensors, call.ints))
     return ds, dalpha
 
 
