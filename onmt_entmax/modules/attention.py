@@ -48,7 +48,7 @@ class LearnableAlpha(nn.Module):
         return self._cached
 
     def _alpha(self) -> Tensor:
-        return (1.0 + torch.sigmoid(self.a.float())).clamp(ALPHA_MIN, ALPHA_MAX)
+        return ops.bounded_alpha(self.a, ALPHA_MIN, ALPHA_MAX)
 
     def extra_repr(self) -> str:
         return f"heads={self.a.numel()}, init_alpha={self.init_alpha}"
@@ -89,15 +89,16 @@ class AttentionNormalizer(nn.Module):
         return self.transformation.mapping(scores, dim=-1, alpha=self._alpha_per_head())
 
     def _alpha_per_head(self) -> Tensor:
-        """The learned alphas as (H, 1, 1), broadcasting over (..., H, T_q, T_k) scores; without grad
-        the same tensor at every call until the alphas change (its validity is checked once)."""
+        """The learned alphas as (H, 1, 1), broadcasting over (..., H, T_q, T_k) scores (in range by
+        construction: not checked again); without grad the same tensor at every call until the
+        alphas change."""
         alpha = self.alpha()
         if torch.is_grad_enabled():
             # in [1.01, 2] for every finite parameter (NaN only after NaN gradients, which the loss
             # shows): the ops need not check it again at every training call
             return ops.alpha_in_range(alpha.view(-1, 1, 1))
         if getattr(self, "_view_of", None) is not alpha:
-            self._view, self._view_of = alpha.view(-1, 1, 1), alpha
+            self._view, self._view_of = ops.alpha_in_range(alpha.view(-1, 1, 1)), alpha
         return self._view
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = None, dropout_p: float = 0.0,

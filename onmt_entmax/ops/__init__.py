@@ -2,6 +2,7 @@
 from ._common import alpha_in_range
 from .alpha_relu import alpha_relu, alpha_relu_log
 from .attention import sparse_attention
+from .bounded_alpha import bounded_alpha
 from .entmax import entmax, entmax_threshold
 from .entmax15 import entmax15
 from .entmax_bisect import entmax_bisect, softmax_safe
@@ -21,7 +22,7 @@ from .tau_estimate import tau_first_batch, tau_formula
 
 __all__ = [
     "sparsemax", "entmax15", "entmax_bisect", "entmax", "alpha_relu", "alpha_relu_log", "entmax_threshold",
-    "softmax_safe", "sparse_attention", "alpha_in_range",
+    "softmax_safe", "sparse_attention", "alpha_in_range", "bounded_alpha",
     "SparsemaxLoss", "Entmax15Loss", "EntmaxBisectLoss", "AlphaReLULoss",
     "sparsemax_loss", "entmax15_loss", "entmax_bisect_loss", "alpha_relu_loss", "fy_loss",
     "tau_formula", "tau_first_batch",

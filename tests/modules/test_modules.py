@@ -139,22 +139,30 @@ def test_attend_is_the_normalizer_between_the_two_attention_matmuls(name, learn)
 
 
 def test_alpha_tensor_is_checked_once_until_it_changes(monkeypatch):
-    """Decoding passes the same per-head alpha every step: one validity check (three device operations
-    on CUDA), not one per call; a changed alpha is checked again, a failing one every time."""
+    """A learned alpha is in [1.01, 2] by construction and never checked; another alpha tensor (decoding
+    passes the same one every step) once until it changes (three device operations on CUDA), a
+    failing one every time."""
     from onmt_entmax.ops import _common
 
-    checked = []
-    real = _common._remember_checked
-    monkeypatch.setattr(_common, "_remember_checked", lambda a, strict: checked.append(1) or real(a, strict))
+    checks = []
+    real = _common._checked_before
+    monkeypatch.setattr(_common, "_checked_before", lambda a, strict: real(a, strict) or checks.append(1))
     norm = AttentionNormalizer(get_transformation("entmax15"), heads=2, learn_alpha=True).eval()
     scores = torch.randn(3, 2, 1, 7)
     with torch.no_grad():
         for _ in range(3):
             norm(scores)
-        assert len(checked) == 1
         norm.alpha.a.add_(0.5)  # an optimizer step or a loaded checkpoint
         norm(scores)
-        assert len(checked) == 2
+    norm.train()(scores.requires_grad_()).sum().backward()
+    assert checks == []
+    given = torch.tensor([1.2, 1.5]).view(2, 1, 1)
+    for _ in range(3):
+        ops.entmax_bisect(scores, given, -1)
+    assert len(checks) == 1
+    given.mul_(1.0)
+    ops.entmax_bisect(scores, given, -1)
+    assert len(checks) == 2
     bad = torch.tensor([0.5, 1.5]).view(2, 1, 1)
     for _ in range(2):
         with pytest.raises(ValueError, match="alpha"):

@@ -60,3 +60,13 @@ def test_bad_arguments_are_named():
         sparse_attention(q, k[..., :3], v, keep, kind="entmax15")
     with pytest.raises(ValueError, match="keep .* does not broadcast"):
         sparse_attention(q, k, v, keep[..., :5], kind="entmax15")
+
+
+def test_bounded_alpha_stays_in_range_and_refuses_bounds_below_one():
+    a = torch.tensor([-50.0, 0.0, 50.0], requires_grad=True)
+    alpha = oe.ops.bounded_alpha(a, 1.01, 2.0)
+    assert alpha.tolist() == pytest.approx([1.01, 1.5, 2.0])
+    alpha.sum().backward()
+    assert a.grad.tolist() == pytest.approx([0.0, 0.25, 0.0])  # d/da (1 + sigmoid(a)) = 1/4 at 0
+    with pytest.raises(ValueError, match="lo"):
+        oe.ops.bounded_alpha(a, 0.5, 2.0)

@@ -210,3 +210,20 @@ def test_training_attention_on_head_views_copies_nothing_and_matches(dtype):
     torch.testing.assert_close(out.double().cpu(), ref, **tol)
     for got, want in zip(grads, torch.autograd.grad(ref, (q64, k64, v64), grad.double().cpu())):
         torch.testing.assert_close(got.double().cpu(), want, **tol)
+
+
+@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+def test_bounded_alpha_kernel_equals_the_torch_chain_with_its_gradient():
+    """Learned per-head alphas: clamp(1 + sigmoid(a), 1.01, 2) in one launch each way."""
+    from onmt_entmax.ops.bounded_alpha import _reference
+    from onmt_entmax.ops.triton import alpha as KAL
+    a = torch.tensor([-8.0, -3.9, -0.5, 0.0, 0.7, 2.0, 40.0], device=DEV, requires_grad=True)
+    grad = torch.randn(7, generator=torch.Generator().manual_seed(0)).to(DEV)
+    out = KAL.bounded_alpha(a, 1.01, 2.0)
+    (da,) = torch.autograd.grad(out, a, grad)
+    a_ref = a.detach().clone().requires_grad_()
+    ref = _reference(a_ref, 1.01, 2.0)
+    (da_ref,) = torch.autograd.grad(ref, a_ref, grad)
+    torch.testing.assert_close(out, ref, atol=1e-6, rtol=0)
+    torch.testing.assert_close(da, da_ref, atol=1e-7, rtol=1e-5)
+    assert out.min() >= 1.01 and out.max() <= 2.0 and da[0] == 0  # clamped at 1.01: no gradient

@@ -5,7 +5,7 @@ take the kernel path; then `sparsemax(z, dim)`, `entmax15(z, dim)`, `entmax_bise
 dim, n_iter)`, `fy_loss(rows, target, kind, alpha, tau, ignore_index, label_smoothing)` and
 `sparse_attention(q, k, v, keep, kind, alpha, scale)` (forward only) and
 `sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights)`
-(differentiable) run it.
+(differentiable) and `bounded_alpha(a, lo, hi)` run it.
 The kernels live in submodules imported lazily, so this package imports where Triton is absent
 (`supports` is then False).
 """
@@ -53,6 +53,9 @@ def supports(op: str, z: torch.Tensor, dim: int = -1, alpha=None, kind: str | No
     if op == "sparse_attention":
         from . import attention
         return attention.supports(z, kw["k"], kw["v"], kw.get("keep"), kind, alpha)
+    if op == "bounded_alpha":
+        from . import alpha
+        return alpha.supports(z)
     if op == "sparse_attention_train":
         from . import attention_train
         return attention_train.supports(z, kw["k"], kw["v"], kw.get("keep"), kind, alpha, kw["dropout_p"])
@@ -92,6 +95,12 @@ def sparse_attention_train(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ke
     with return_weights also the weights before dropout: (out, weights)."""
     from . import attention_train
     return attention_train.sparse_attention(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights)
+
+
+def bounded_alpha(a: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
+    """clamp(1 + sigmoid(a), lo, hi), differentiable (kernel path, one launch each way)."""
+    from . import alpha
+    return alpha.bounded_alpha(a, lo, hi)
 
 
 def fy_loss(logits: torch.Tensor, target: torch.Tensor, kind: str, alpha=1.5, tau: float = 0.0,
