@@ -1,4 +1,4 @@
-"""Sparse attention for training in three launches and no copies, for short key rows.
+"""Sparse attention for training in two launches and no copies, for short key rows.
 
 OpenNMT-py's heads are transposed views, (B, T, H, d) in memory read as (B, H, T, d); cuBLAS's
 batched matmuls copy such views (`attention_train.py` copies q, k, v, the output gradient, and the
@@ -9,10 +9,9 @@ tile is loaded through its strides and stored in the layout of the tensor it bel
   fp32 inputs at IEEE precision as torch's matmul), keys where keep is False at -1e18, the
   mapping by the mappings' solver (`mapping.map_tile`), d = p m / (1 - r) with the Philox draw of
   `attention.dropout_keep`, out = d v; writes p (float32, for the backward) and out.
-- backward 1, same programs: dd = dO v^T, g = dd m / (1 - r), ds = scale (u g - (sum u g / sum u) u)
-  (0 at masked keys), dq = ds k, the per-row alpha-gradient; writes ds (float32) and dq.
-- backward 2, one program per (batch, head, BN keys): dk = ds^T q and dv = d^T dO summed over
-  the query blocks.
+- backward, one program per (batch, head), k and v held: for each block of BM queries,
+  dd = dO v^T, g = dd m / (1 - r), ds = scale (u g - (sum u g / sum u) u) (0 at masked keys),
+  dq = ds k and the per-row alpha-gradient written, dk += ds^T q and dv += d^T dO accumulated.
 Rows of up to MAX_KEYS keys and heads of up to MAX_HEAD_DIM; longer ones take `attention_train`.
 """
 from __future__ import annotations
@@ -30,7 +29,6 @@ from .mapping import _bwd_sums, _dalpha, _u_of_p, _weighted_mean, map_tile
 MAX_KEYS = 128
 MAX_HEAD_DIM = 128
 BM = 16  # queries a program (the smallest tl.dot tile)
-BN = 32  # keys a program in backward 2
 
 _INTS = ["Tq", "H", "Tk", "D", "Dv", "sq_b", "sq_h", "sq_t", "sk_b", "sk_h", "sk_t", "sv_b", "sv_h", "sv_t",
          "so_b", "so_h", "so_t", "sm_b", "sm_h", "sm_q", "sm_k", "sa_h", "seed"]
@@ -86,61 +84,44 @@ def _fwd_kernel(Q, K, V, O, P, KEEP, ALPHA, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, 
 
 
 @triton.jit(do_not_specialize=_INTS)
-def _bwd_q_kernel(Q, K, V, GO, P, DS, DQ, DALPHA, KEEP, ALPHA, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, sk_b, sk_h, sk_t,
-                  sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, seed, scale, drop,
-                  MODE: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
-                  HAS_KEEP: tl.constexpr, HAS_DROP: tl.constexpr, PREC: tl.constexpr):
-    bh = tl.program_id(1)
-    b, h, t, keys, off, msk = _block(bh, H, Tq, Tk, tl.program_id(0) * BR, BR, BC)
-    dv = tl.arange(0, BDV)
-    go = _tile(GO, b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
-    v = _tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
-    g = tl.dot(go, tl.trans(v), input_precision=PREC)
-    if HAS_DROP:
-        g = tl.where(dropout_keep(seed, off, drop), g * (1.0 / (1.0 - drop)), 0.0)
-    p = tl.load(P + off, mask=msk, other=0.0)
-    g = tl.where(msk, g, 0.0)
-    a1 = S.row_alpha(ALPHA, h * sa_h + 0 * t, t < Tq, BR, MODE) - 1.0
-    su, sug, sgp, splp, sgplp = _bwd_sums(p, g, a1, MODE)
-    qm = _weighted_mean(sug, su)
-    u, _lg = _u_of_p(p, a1, MODE)
-    ds = u * (g - qm[:, None]) * scale
-    if HAS_KEEP:  # (a fully masked row has p uniform and u > 0: its fill is a constant, no gradient)
-        ds = tl.where(keep_at(KEEP, b, h, t[:, None], keys[None, :], msk, sm_b, sm_h, sm_q, sm_k), ds, 0.0)
-    tl.store(DS + off, ds, mask=msk)
+def _bwd_kernel(Q, K, V, GO, P, DQ, DK, DV, DALPHA, KEEP, ALPHA, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, sk_b, sk_h,
+                sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, seed, scale, drop,
+                MODE: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
+                HAS_KEEP: tl.constexpr, HAS_DROP: tl.constexpr, PREC: tl.constexpr):
+    """One program per (batch, head): k, v held, dk and dv accumulated over the blocks of queries."""
+    bh = tl.program_id(0)
+    b, h, t, keys, off, msk = _block(bh, H, Tq, Tk, 0, BR, BC)
     d = tl.arange(0, BD)
+    dv = tl.arange(0, BDV)
     k = _tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, d, D)
-    _store_tile(DQ, tl.dot(ds.to(k.dtype), k, input_precision=PREC), b, h, sq_b, sq_h, sq_t, t, Tq, d, D)
-    if MODE == 2:
-        tl.store(DALPHA + bh * Tq + t, _dalpha(a1, qm, sgp, splp, sgplp), mask=t < Tq)
-
-
-@triton.jit(do_not_specialize=[n for n in _INTS if not n.startswith(("sm_", "sa_"))])
-def _bwd_kv_kernel(Q, GO, P, DS, DK, DV, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t,
-                   so_b, so_h, so_t, seed, drop, BR: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
-                   BDV: tl.constexpr, HAS_DROP: tl.constexpr, PREC: tl.constexpr):
-    bh = tl.program_id(1)
-    k0 = tl.program_id(0) * BN
-    d = tl.arange(0, BD)
-    dv = tl.arange(0, BDV)
-    dk = tl.zeros([BN, BD], tl.float32)
-    dvv = tl.zeros([BN, BDV], tl.float32)
+    v = _tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
+    dk = tl.zeros([BC, BD], tl.float32)
+    dvv = tl.zeros([BC, BDV], tl.float32)
+    a1 = S.row_alpha(ALPHA, h * sa_h + 0 * t, t < BR, BR, MODE) - 1.0  # (the same alpha on every row)
     for t0 in range(0, Tq, BR):
-        b, h, t, keys, off, msk = _block(bh, H, Tq, Tk, t0, BR, BN)
-        keys = k0 + keys
-        off = off + k0
-        msk = msk & (keys < Tk)[None, :]
-        ds = tl.load(DS + off, mask=msk, other=0.0)
+        b, h, t, keys, off, msk = _block(bh, H, Tq, Tk, t0, BR, BC)
+        go = _tile(GO, b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
+        g = tl.dot(go, tl.trans(v), input_precision=PREC)  # dd = dO v^T
         p = tl.load(P + off, mask=msk, other=0.0)
         if HAS_DROP:
-            p = tl.where(dropout_keep(seed, off, drop), p * (1.0 / (1.0 - drop)), 0.0)
+            m = dropout_keep(seed, off, drop)
+            g = tl.where(m, g * (1.0 / (1.0 - drop)), 0.0)
+            pd = tl.where(m, p * (1.0 / (1.0 - drop)), 0.0)
+        else:
+            pd = p
+        g = tl.where(msk, g, 0.0)
+        su, sug, sgp, splp, sgplp = _bwd_sums(p, g, a1, MODE)
+        qm = _weighted_mean(sug, su)
+        u, _lg = _u_of_p(p, a1, MODE)
+        ds = u * (g - qm[:, None]) * scale
+        if HAS_KEEP:  # (a fully masked row has p uniform and u > 0: its fill is a constant, no gradient)
+            ds = tl.where(keep_at(KEEP, b, h, t[:, None], keys[None, :], msk, sm_b, sm_h, sm_q, sm_k), ds, 0.0)
+        _store_tile(DQ, tl.dot(ds.to(k.dtype), k, input_precision=PREC), b, h, sq_b, sq_h, sq_t, t, Tq, d, D)
         q = _tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, d, D)
-        go = _tile(GO, b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
         dk += tl.dot(tl.trans(ds).to(q.dtype), q, input_precision=PREC)
-        dvv += tl.dot(tl.trans(p).to(go.dtype), go, input_precision=PREC)
-    b = (bh // H).to(tl.int64)
-    h = bh % H
-    keys = k0 + tl.arange(0, BN)
+        dvv += tl.dot(tl.trans(pd).to(go.dtype), go, input_precision=PREC)
+        if MODE == 2:
+            tl.store(DALPHA + bh * Tq + t, _dalpha(a1, qm, sgp, splp, sgplp), mask=t < Tq)
     _store_tile(DK, dk, b, h, sk_b, sk_h, sk_t, keys, Tk, d, D)
     _store_tile(DV, dvv, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
 
@@ -187,26 +168,18 @@ def forward(q, k, v, keep, alpha, mode: int, scale: float, drop: float, seed: in
     return out, p, call
 
 
-def backward(call: _Call, q, k, v, p, grad, need_kv: bool):
-    """(dq, dk, dv, per-row dalpha or None), dq / dk / dv in the layouts of q / k / v."""
+def backward(call: _Call, q, k, v, p, grad):
+    """(dq, dk, dv, per-row dalpha or None), dq / dk / dv in the layouts of q / k / v: one launch."""
     B, H, Tq, Tk = call.shape
     if grad.stride(-1) != 1:
         grad = grad.contiguous()
-    ds = torch.empty(call.shape, device=q.device, dtype=torch.float32)
-    dq = torch.empty_like(q)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     dalpha = torch.empty(B * H * Tq, device=q.device, dtype=torch.float32) if call.mode == 2 else p
-    go = grad.stride()[:3]
-    tensors = (q, k, v, grad, p, ds, dq, dalpha, call.keep, call.alpha)
-    ints = (*call.sizes, *call.qkv, *go, *call.mask, call.seed)
-    launch(_bwd_q_kernel, call.grid_q, (*tensors, *ints, call.scale, call.drop),
-           dict(MODE=call.mode, BR=BM, BC=next_pow2(max(Tk, 16)), **call.blocks, **call.flags), 4, False,
+    tensors = (q, k, v, grad, p, dq, dk, dv, dalpha, call.keep, call.alpha)
+    ints = (*call.sizes, *call.qkv, *grad.stride()[:3], *call.mask, call.seed)
+    bc = next_pow2(max(Tk, 16))
+    launch(_bwd_kernel, (B * H,), (*tensors, *ints, call.scale, call.drop),
+           dict(MODE=call.mode, BR=BM, BC=bc, **call.blocks, **call.flags),
+           4 if bc * max(call.blocks["BD"], call.blocks["BDV"]) <= 4096 else 8, False,
            spec=launch_spec(tensors, ints))
-    dk = dv = None
-    if need_kv:
-        dk, dv = torch.empty_like(k), torch.empty_like(v)
-        tensors = (q, grad, p, ds, dk, dv)
-        ints = (*call.sizes, *call.qkv, *go, call.seed)
-        launch(_bwd_kv_kernel, (cdiv(Tk, BN), B * H), (*tensors, *ints, call.drop),
-               dict(BR=BM, BN=BN, BD=call.blocks["BD"], BDV=call.blocks["BDV"], PREC=call.blocks["PREC"],
-                    HAS_DROP=call.flags["HAS_DROP"]), 4, True, spec=launch_spec(tensors, ints))
     return dq, dk, dv, dalpha if call.mode == 2 else None

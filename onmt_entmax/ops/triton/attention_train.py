@@ -160,7 +160,7 @@ class SparseAttention(torch.autograd.Function):
             q, k, v = q.to(dt), k.to(dt), v.to(dt)
         seed = int(torch.randint(0, 2**31 - 1, ())) if drop > 0 else 0  # (CPU generator: no sync)
         a = alpha if torch.is_tensor(alpha) else None
-        if attention_tiles.fits(q, k, v):  # short rows: three launches, no copies
+        if attention_tiles.fits(q, k, v):  # short rows: two launches, no copies
             out, p, ctx.call = attention_tiles.forward(q, k, v, keep, alpha, mode, scale, drop, seed)
             ctx.save_for_backward(q, k, v, p, a)
             ctx.mark_non_differentiable(p)
@@ -180,8 +180,7 @@ class SparseAttention(torch.autograd.Function):
         q, k, v, p, alpha, *d = ctx.saved_tensors
         grad = grad.to(v.dtype)
         if not d:  # (the tiles)
-            dq, dk, dv, da_rows = attention_tiles.backward(ctx.call, q, k, v, p, grad,
-                                                           ctx.needs_input_grad[1] or ctx.needs_input_grad[2])
+            dq, dk, dv, da_rows = attention_tiles.backward(ctx.call, q, k, v, p, grad)
         else:
             grad = grad.contiguous()  # (the gradient of upstream's unshape: a transposed view)
             gd = torch.matmul(grad, v.transpose(-2, -1))
