@@ -11,7 +11,9 @@ the seed and gives, with g = dd m / (1 - r) and u = p^(2 - alpha) on the support
 and the per-row alpha-gradient; dq = ds k, dk = ds^T q (cuBLAS).
 One autograd node and 3 + 5 launches where OpenNMT-py's eager branch runs a scaling, a matmul, a
 mask fill, the mapping, a dropout and a matmul, each with its own backward: training steps of a
-small Transformer are bound by this host work (docs/kernels.md).
+small Transformer are bound by this host work (docs/kernels.md). Rows of up to
+`attention_tiles.MAX_KEYS` keys take `attention_tiles.py` instead: two launches that also skip the
+copies cuBLAS makes of OpenNMT-py's transposed head views.
 """
 from __future__ import annotations
 
