@@ -5,8 +5,8 @@ batched matmuls copy such views (`attention_train.py` copies q, k, v, the output
 layer copies the output and dq, dk, dv back: 8 copies a call on a host-bound step). Here every
 tile is loaded through its strides and stored in the layout of the tensor it belongs to:
 
-- forward, one program per (batch, head, BM queries): s = scale q k^T on tensor cores (`tl.dot`,
-  fp32 inputs at IEEE precision as torch's matmul), keys where keep is False at -1e18, the
+- forward, one program per (batch, head, BM queries): s = scale q k^T by `tl.dot` (fp32 inputs at
+  IEEE precision as torch's matmul, half inputs on tensor cores), keys where keep is False at -1e18, the
   mapping by the mappings' solver (`mapping.map_tile`), d = p m / (1 - r) with the Philox draw of
   `attention.dropout_keep`, out = d v; writes p (float32, for the backward) and out.
 - backward, one program per (batch, head), k and v held: for each block of BM queries,
