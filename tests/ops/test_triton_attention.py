@@ -33,6 +33,14 @@ if ON_KERNEL:
 ALPHA = {"sparsemax": None, "entmax15": None, "entmax_bisect": 1.33, "per_head": [1.0, 1.2, 1.6, 2.0]}
 
 
+def _calls_of(monkeypatch, owner, name: str) -> list:
+    """owner.name still runs, each call appending to the returned list (undone after the test)."""
+    called = []
+    real = getattr(owner, name)
+    monkeypatch.setattr(owner, name, lambda *a, **kw: called.append(1) or real(*a, **kw))
+    return called
+
+
 def _case(Tq, Tk, D, Dv, seed, keep_shape):
     g = torch.Generator().manual_seed(seed)
     B, H = 3, 4
@@ -76,18 +84,13 @@ def test_half_inputs_strided_heads_and_no_mask(dtype):
 
 
 @pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
-def test_public_op_takes_the_kernel_only_without_grad():
+def test_public_op_takes_the_kernel_only_without_grad(monkeypatch):
     q, k, v, keep = (x.to(DEV) for x in _case(1, 9, 8, 8, seed=1, keep_shape=lambda B, H, Tq, Tk: (B, 1, 1, Tk)))
-    called = []
-    real = KA.sparse_attention
-    KA.sparse_attention = lambda *a, **kw: called.append(1) or real(*a, **kw)
-    try:
-        with torch.no_grad():
-            fused = ref_attention.sparse_attention(q, k, v, keep, kind="entmax15")
-        qg = q.clone().requires_grad_()
-        eager = ref_attention.sparse_attention(qg, k, v, keep, kind="entmax15")
-    finally:
-        KA.sparse_attention = real
+    called = _calls_of(monkeypatch, KA, "sparse_attention")
+    with torch.no_grad():
+        fused = ref_attention.sparse_attention(q, k, v, keep, kind="entmax15")
+    qg = q.clone().requires_grad_()
+    eager = ref_attention.sparse_attention(qg, k, v, keep, kind="entmax15")
     assert len(called) == (1 if q.is_cuda else 0)  # (CPU tensors: the reference, also under the interpreter)
     assert eager.requires_grad
     torch.testing.assert_close(fused, eager.detach(), atol=2e-5, rtol=1e-4)
@@ -168,18 +171,13 @@ def test_training_attention_dropout_is_inverted_dropout_and_its_gradient_uses_th
 
 
 @pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
-def test_public_op_with_grad_or_dropout_takes_the_training_kernel_on_cuda():
+def test_public_op_with_grad_or_dropout_takes_the_training_kernel_on_cuda(monkeypatch):
     q, k, v, keep = (x.to(DEV) for x in _case(5, 9, 8, 8, seed=1, keep_shape=lambda B, H, Tq, Tk: (B, 1, 1, Tk)))
-    called = []
-    real = KT.sparse_attention
-    KT.sparse_attention = lambda *a, **kw: called.append(1) or real(*a, **kw)
-    try:
-        qg = q.clone().requires_grad_()
-        out, weights = ref_attention.sparse_attention(qg, k, v, keep, kind="sparsemax", return_weights=True)
-        with torch.no_grad():
-            ref_attention.sparse_attention(q, k, v, keep, kind="sparsemax", dropout_p=0.5)
-    finally:
-        KT.sparse_attention = real
+    called = _calls_of(monkeypatch, KT, "sparse_attention")
+    qg = q.clone().requires_grad_()
+    out, weights = ref_attention.sparse_attention(qg, k, v, keep, kind="sparsemax", return_weights=True)
+    with torch.no_grad():
+        ref_attention.sparse_attention(q, k, v, keep, kind="sparsemax", dropout_p=0.5)
     assert len(called) == (2 if q.is_cuda else 0)
     assert out.requires_grad and weights.shape == (3, 4, 5, 9)
     with pytest.raises(ValueError, match="dropout_p"):
