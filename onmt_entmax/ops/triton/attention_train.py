@@ -110,9 +110,7 @@ class _Call:
         self.soft_rows = mode == 2 and torch.is_tensor(alpha)  # (a learned alpha may be 1: softmax rows)
         self.alpha, sa_h = head_alpha(alpha, mode, like)
         self.ints = (self.n_rows, Tk, Tq, H, *(strides4(keep) if keep is not None else (0, 0, 0, 0)), sa_h, seed)
-
-    def flags(self) -> dict:
-        return {"HAS_KEEP": self.keep.dtype == torch.bool, "HAS_DROP": self.drop > 0}
+        self.flags = {"HAS_KEEP": keep is not None, "HAS_DROP": drop > 0}
 
 
 def scores_forward(s: torch.Tensor, keep, alpha, mode: int, scale: float, drop: float, seed: int,
@@ -130,7 +128,7 @@ def scores_forward(s: torch.Tensor, keep, alpha, mode: int, scale: float, drop: 
     launch(_fwd_kernel, (cdiv(call.n_rows, cfg["BR"]),),
            (*tensors, *call.ints, scale, drop, 1e-6),
            dict(MODE=mode, MAX_ITER=64 if mode == 2 else 32, BR=cfg["BR"], BC=cfg["BC"], LANES=cfg["LANES"],
-                GROUPS=cfg["GROUPS"], GROUP_ITER=cfg["GROUP_ITER"], HAS_D=has_d, **call.flags()),
+                GROUPS=cfg["GROUPS"], GROUP_ITER=cfg["GROUP_ITER"], HAS_D=has_d, **call.flags),
            cfg["num_warps"], cfg["FP_FUSION"], spec=launch_spec(tensors, call.ints))
     return p, d, call
 
@@ -146,7 +144,7 @@ def scores_backward(call: _Call, p: torch.Tensor, gd: torch.Tensor, ds_dtype: to
     tensors = (p, gd, ds, call.keep, call.alpha, dalpha if dalpha is not None else p)
     launch(_bwd_kernel, (cdiv(call.n_rows, cfg["BR"]),),
            (*tensors, *call.ints, call.scale, call.drop),
-           dict(MODE=call.mode, BR=cfg["BR"], BC=cfg["BC"], LANES=cfg["LANES"], **call.flags()),
+           dict(MODE=call.mode, BR=cfg["BR"], BC=cfg["BC"], LANES=cfg["LANES"], **call.flags),
            cfg["num_warps"], cfg["FP_FUSION"], spec=launch_spec(tensors, call.ints))
     return ds, dalpha
 
