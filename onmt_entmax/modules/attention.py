@@ -104,12 +104,18 @@ class AttentionNormalizer(nn.Module):
     def attend(self, q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = None, dropout_p: float = 0.0,
                return_weights: bool = False):
         """drop(pi(q k^T / sqrt(d))) v, keys where ``keep`` is False masked: attention with this
-        normalizer in one call (on CUDA one fused kernel without gradient, one autograd node with).
+        normalizer in one call (on CUDA one fused kernel without gradient, one autograd node with,
+        learned alphas included).
         q, k, v (B, H, T, d); ``return_weights``: (out, the weights before dropout, no gradient)."""
         t = self.transformation
+        n_iter = getattr(t, "n_iter", None)
+        if self.alpha is not None and torch.is_grad_enabled():  # (the op takes the parameter itself)
+            return ops.sparse_attention(q, k, v, keep, kind=t.name, n_iter=n_iter, dropout_p=dropout_p,
+                                        return_weights=return_weights, alpha_logit=self.alpha.a,
+                                        alpha_bounds=(ALPHA_MIN, ALPHA_MAX))
         alpha = self._alpha_per_head() if self.alpha is not None else t.alpha
-        return ops.sparse_attention(q, k, v, keep, kind=t.name, alpha=alpha, n_iter=getattr(t, "n_iter", None),
-                                    dropout_p=dropout_p, return_weights=return_weights)
+        return ops.sparse_attention(q, k, v, keep, kind=t.name, alpha=alpha, n_iter=n_iter, dropout_p=dropout_p,
+                                    return_weights=return_weights)
 
     def extra_repr(self) -> str:
         return self.transformation.describe()

@@ -18,8 +18,9 @@ policy as the reference, `dim` any int):
         ignore_index give 0; targets are already validated.
     sparse_attention(q, k, v, keep, kind, alpha, scale) -> (B, H, Tq, Dv)  # no grad; supports()
         gets q as z and k=, v=, keep=, kind=, alpha= as keywords
-    sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights)
-        -> (B, H, Tq, Dv) or (that, weights)  # differentiable; supports() also gets dropout_p=
+    sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights, alpha_bounds)
+        -> (B, H, Tq, Dv) or (that, weights)  # differentiable; supports() also gets dropout_p=;
+        with alpha_bounds (lo, hi), alpha holds logits a of alpha = clamp(1 + sigmoid(a), lo, hi)
 """
 from __future__ import annotations
 

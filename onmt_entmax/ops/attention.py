@@ -20,7 +20,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from . import _dispatch
-from ._common import Alpha, check_alpha, check_input, compute_dtype
+from ._common import Alpha, alpha_in_range, check_alpha, check_input, compute_dtype
+from .bounded_alpha import bounded_alpha
 from .entmax15 import entmax15
 from .entmax_bisect import entmax_bisect
 from .sparsemax import sparsemax
@@ -46,7 +47,8 @@ def _reference(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor], kind: st
 
 def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = None, kind: str = "entmax15",
                      alpha: Alpha = 1.5, scale: Optional[float] = None, n_iter: Optional[int] = None,
-                     dropout_p: float = 0.0, return_weights: bool = False) -> Union[Tensor, tuple[Tensor, Tensor]]:
+                     dropout_p: float = 0.0, return_weights: bool = False, alpha_logit: Optional[Tensor] = None,
+                     alpha_bounds: tuple[float, float] = (1.01, 2.0)) -> Union[Tensor, tuple[Tensor, Tensor]]:
     """drop(pi(scale q k^T)) v with keys where ``keep`` is False masked (weight 0).
 
     q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv); ``keep`` a bool tensor broadcastable to
@@ -57,6 +59,11 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = N
     ``scaled_dot_product_attention``'s: pass 0 outside training). Scores of float16/bfloat16 inputs
     are computed in float32; the result has v's dtype. ``return_weights``: also the attention weights
     pi(scale q k^T) (before dropout, float32 or float64, no gradient), as (out, weights).
+
+    ``alpha_logit`` (entmax_bisect, instead of ``alpha``): a 1-D tensor of H or 1 logits a, one per
+    head (dim -3 of q), of the learned alphas of "Adaptively Sparse Transformers",
+    alpha = clamp(1 + sigmoid(a), *alpha_bounds), differentiated through; on CUDA with gradients the
+    attention kernels compute alpha and dL/da themselves (no separate op and reduction a call).
     """
     for name, x in (("q", q), ("k", k), ("v", v)):
         check_input(x, name)
@@ -67,13 +74,22 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = N
                          "need q and k to share the last dim and k and v the key dim")
     if keep is not None and keep.dtype != torch.bool:
         raise TypeError(f"sparse_attention: keep must be a bool mask, got dtype {keep.dtype}")
-    if kind == "entmax_bisect":
+    if alpha_logit is not None:
+        _check_alpha_logit(alpha_logit, kind, alpha_bounds, q)
+    elif kind == "entmax_bisect":
         check_alpha(alpha)
     if not 0.0 <= dropout_p <= 1.0:
         raise ValueError(f"sparse_attention: dropout_p must be in [0, 1], got {dropout_p!r}")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     wants_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or (
-        isinstance(alpha, Tensor) and alpha.requires_grad))
+        isinstance(alpha, Tensor) and alpha.requires_grad) or (alpha_logit is not None and alpha_logit.requires_grad))
+    if alpha_logit is not None:
+        if wants_grad:
+            fast = _dispatch.kernel("sparse_attention_train", q, k=k, v=v, keep=keep, kind=kind, alpha=alpha_logit,
+                                    dropout_p=dropout_p)
+            if fast is not None:
+                return fast(q, k, v, keep, kind, alpha_logit, scale, dropout_p, return_weights, alpha_bounds)
+        alpha = alpha_in_range(bounded_alpha(alpha_logit, *alpha_bounds).view(-1, 1, 1))
     if wants_grad or dropout_p > 0 or return_weights:
         fast = _dispatch.kernel("sparse_attention_train", q, k=k, v=v, keep=keep, kind=kind, alpha=alpha,
                                 dropout_p=dropout_p)
@@ -86,6 +102,25 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = N
     if keep is not None:  # (the kernel's supports() refuses a keep of the wrong shape: checked here)
         _check_keep(keep, q, k)
     return _reference(q, k, v, keep, kind, alpha, scale, n_iter, dropout_p, return_weights)
+
+
+def _check_alpha_logit(alpha_logit: Tensor, kind: str, bounds: tuple[float, float], q: Tensor) -> None:
+    """ValueError unless alpha_logit holds one float per head of q (dim -3), or one, for entmax_bisect,
+    and the bounds are 1 <= lo <= hi."""
+    if kind != "entmax_bisect":
+        raise ValueError(f"sparse_attention: alpha_logit is for kind='entmax_bisect', got kind={kind!r}")
+    if not isinstance(alpha_logit, Tensor):
+        raise TypeError(f"sparse_attention: alpha_logit must be a tensor, got {type(alpha_logit).__name__}")
+    if q.dim() < 3:
+        raise ValueError(f"sparse_attention: alpha_logit needs q with a head dim, (..., H, Tq, D), got q "
+                         f"{tuple(q.shape)}")
+    heads = q.shape[-3]
+    if not (alpha_logit.is_floating_point() and alpha_logit.dim() == 1 and alpha_logit.numel() in (1, heads)):
+        raise ValueError(f"sparse_attention: alpha_logit must be a 1-D float tensor of {heads} (one per head) or "
+                         f"1 values, got shape {tuple(alpha_logit.shape)}, dtype {alpha_logit.dtype}")
+    lo, hi = bounds
+    if not 1.0 <= lo <= hi:
+        raise ValueError(f"sparse_attention: alpha_bounds must satisfy 1 <= lo <= hi, got {bounds!r}")
 
 
 def _check_keep(keep: Tensor, q: Tensor, k: Tensor) -> None:

@@ -70,3 +70,31 @@ def test_bounded_alpha_stays_in_range_and_refuses_bounds_below_one():
     assert a.grad.tolist() == pytest.approx([0.0, 0.25, 0.0])  # d/da (1 + sigmoid(a)) = 1/4 at 0
     with pytest.raises(ValueError, match="lo"):
         oe.ops.bounded_alpha(a, 0.5, 2.0)
+
+
+def test_alpha_logits_give_the_attention_of_their_bounded_alphas_with_gradients():
+    """Learned per-head alphas passed as their logits a: the same output and gradients as alpha =
+    bounded_alpha(a) passed per head."""
+    q, k, v, keep = _inputs()
+    logits = torch.tensor([-6.0, 0.0, 1.5], dtype=torch.float64)
+    a1, a2 = logits.clone().requires_grad_(), logits.clone().requires_grad_()
+    out = sparse_attention(q, k, v, keep, kind="entmax_bisect", alpha_logit=a1)
+    ref = sparse_attention(q, k, v, keep, kind="entmax_bisect",
+                           alpha=oe.ops.bounded_alpha(a2, 1.01, 2.0).double().view(3, 1, 1))
+    torch.testing.assert_close(out, ref)
+    out.square().sum().backward()
+    ref.square().sum().backward()
+    torch.testing.assert_close(a1.grad, a2.grad)
+    assert a1.grad[0] == 0 and (a1.grad[1:] != 0).all()  # head 0 clamped at alpha = 1.01
+
+
+def test_bad_alpha_logits_are_named():
+    q, k, v, keep = _inputs()
+    with pytest.raises(ValueError, match="alpha_logit is for kind='entmax_bisect'"):
+        sparse_attention(q, k, v, keep, kind="entmax15", alpha_logit=torch.zeros(3))
+    with pytest.raises(ValueError, match="alpha_logit must be a 1-D float tensor of 3"):
+        sparse_attention(q, k, v, keep, kind="entmax_bisect", alpha_logit=torch.zeros(4))
+    with pytest.raises(TypeError, match="alpha_logit must be a tensor"):
+        sparse_attention(q, k, v, keep, kind="entmax_bisect", alpha_logit=0.5)
+    with pytest.raises(ValueError, match="alpha_bounds"):
+        sparse_attention(q, k, v, keep, kind="entmax_bisect", alpha_logit=torch.zeros(3), alpha_bounds=(0.5, 2.0))

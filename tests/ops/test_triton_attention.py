@@ -137,6 +137,30 @@ def test_training_attention_and_its_gradients_match_float64_reference(kind, Tq, 
 
 
 @pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+@pytest.mark.parametrize("Tk", [23, 130 if INTERP else 600])
+def test_learned_alpha_logits_inside_the_kernels_match_the_bounded_alpha_reference(Tk):
+    """alpha = clamp(1 + sigmoid(a), 1.01, 2) from the logits a computed by the attention kernels:
+    output and dq, dk, dv, da as autograd through bounded_alpha and the float64 reference (da = 0 for a
+    head clamped at 1.01), on the tiles (23 keys) and the cuBLAS path."""
+    from onmt_entmax.ops.bounded_alpha import _reference as bounded
+    Tq, D = 4, 16
+    q, k, v, keep = _case(Tq, Tk, D, D, seed=Tk, keep_shape=lambda B, H, Tq, Tk: (B, 1, 1, Tk))
+    logits = torch.tensor([-6.0, -1.0, 0.3, 2.5])  # alphas 1.01 (clamped), 1.27, 1.57, 1.92
+    q64, k64, v64, a64 = (x.double().requires_grad_() for x in (q, k, v, logits))
+    ref = ref_attention._reference(q64, k64, v64, keep, "entmax_bisect", bounded(a64, 1.01, 2.0).double().view(-1, 1, 1),
+                                   D ** -0.5, 200)
+    grad = torch.randn(ref.shape, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    ref_grads = _grads(ref, (q64, k64, v64, a64), grad)
+    qd, kd, vd, ad = (x.to(DEV).requires_grad_() for x in (q, k, v, logits))
+    out = KT.sparse_attention(qd, kd, vd, keep.to(DEV), "entmax_bisect", ad, D ** -0.5, 0.0, alpha_bounds=(1.01, 2.0))
+    torch.testing.assert_close(out.double().cpu(), ref.detach(), atol=2e-5, rtol=1e-4)
+    got_grads = _grads(out, (qd, kd, vd, ad), grad.float().to(DEV))
+    for got, want in zip(got_grads, ref_grads):
+        torch.testing.assert_close(got.double().cpu(), want, atol=1e-4, rtol=1e-3)
+    assert got_grads[3][0] == 0 and (got_grads[3][1:] != 0).all()
+
+
+@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
 @pytest.mark.parametrize("kind", ["entmax15", "per_head"])
 def test_training_attention_dropout_is_inverted_dropout_and_its_gradient_uses_the_same_draw(kind):
     B, H, Tq, Tk, D, r = 3, 4, 9, 40, 16, 0.3

@@ -4,7 +4,7 @@ Contract with `onmt_entmax.ops._dispatch`: `supports(op, z, dim, **kw)` says whe
 take the kernel path; then `sparsemax(z, dim)`, `entmax15(z, dim)`, `entmax_bisect(z, alpha,
 dim, n_iter)`, `fy_loss(rows, target, kind, alpha, tau, ignore_index, label_smoothing)` and
 `sparse_attention(q, k, v, keep, kind, alpha, scale)` (forward only) and
-`sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights)`
+`sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights, alpha_bounds)`
 (differentiable) and `bounded_alpha(a, lo, hi)` run it.
 The kernels live in submodules imported lazily, so this package imports where Triton is absent
 (`supports` is then False).
@@ -90,11 +90,14 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, ki
 
 
 def sparse_attention_train(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha=None,
-                           scale: float = 1.0, dropout_p: float = 0.0, return_weights: bool = False):
-    """Fused drop(pi(scale q k^T, masked)) v with gradients (kernel path; matmuls by cuBLAS);
-    with return_weights also the weights before dropout: (out, weights)."""
+                           scale: float = 1.0, dropout_p: float = 0.0, return_weights: bool = False,
+                           alpha_bounds: tuple[float, float] | None = None):
+    """Fused drop(pi(scale q k^T, masked)) v with gradients (kernel path); with return_weights also
+    the weights before dropout: (out, weights); with alpha_bounds, alpha holds the logits of a
+    learned alpha = clamp(1 + sigmoid(alpha), *alpha_bounds)."""
     from . import attention_train
-    return attention_train.sparse_attention(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights)
+    return attention_train.sparse_attention(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights,
+                                            alpha_bounds)
 
 
 def bounded_alpha(a: torch.Tensor, lo: float, hi: float) -> torch.Tensor:

@@ -11,17 +11,24 @@ from ._launch import launch
 
 
 @triton.jit
+def bounded(a, lo, hi):
+    """(alpha, d alpha / d a) = (clamp(1 + s, lo, hi), s (1 - s) [lo <= 1 + s <= hi]), s = sigmoid(a)."""
+    s = tl.sigmoid(a.to(tl.float32))
+    inside = (1.0 + s >= lo) & (1.0 + s <= hi)
+    return tl.minimum(tl.maximum(1.0 + s, lo), hi), tl.where(inside, s * (1.0 - s), 0.0)
+
+
+@triton.jit
 def _alpha_kernel(A, G, OUT, n, lo, hi, BLOCK: tl.constexpr, GRAD: tl.constexpr):
-    """OUT = clamp(1 + s, lo, hi) or (GRAD) G s (1 - s) [lo <= 1 + s <= hi], s = sigmoid(a)."""
+    """OUT = alpha or (GRAD) G d alpha / d a, alpha = clamp(1 + sigmoid(a), lo, hi) (`bounded`)."""
     i = tl.arange(0, BLOCK)
     m = i < n
-    s = tl.sigmoid(tl.load(A + i, mask=m, other=0.0).to(tl.float32))
+    alpha, chain = bounded(tl.load(A + i, mask=m, other=0.0), lo, hi)
     if GRAD:
-        inside = (1.0 + s >= lo) & (1.0 + s <= hi)
         g = tl.load(G + i, mask=m, other=0.0).to(tl.float32)
-        tl.store(OUT + i, tl.where(inside, g * s * (1.0 - s), 0.0).to(OUT.dtype.element_ty), mask=m)
+        tl.store(OUT + i, (g * chain).to(OUT.dtype.element_ty), mask=m)
     else:
-        tl.store(OUT + i, tl.minimum(tl.maximum(1.0 + s, lo), hi), mask=m)
+        tl.store(OUT + i, alpha, mask=m)
 
 
 def _run(a: torch.Tensor, g, out: torch.Tensor, lo: float, hi: float) -> torch.Tensor:

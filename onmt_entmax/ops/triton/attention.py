@@ -21,6 +21,7 @@ from ..attention import KINDS
 from . import _solver as S
 from ._config import next_pow2
 from ._launch import launch, launch_spec
+from .alpha import bounded
 from .mapping import _MODES, map_tile
 
 MAX_KEYS = 1024  # longer key rows: the unfused path
@@ -42,6 +43,19 @@ def dropout_keep(seed, off, drop):
     """Attention dropout's m = [U >= r], U = Philox(seed, entry offset) uniform in [0, 1): a
     backward draws the same m from the seed and the offsets."""
     return tl.rand(seed, off.to(tl.int32)) >= drop
+
+
+@triton.jit
+def alpha_rows(ALPHA, idx, mask, BR: tl.constexpr, MODE: tl.constexpr, LOGIT: tl.constexpr, LO: tl.constexpr,
+               HI: tl.constexpr):
+    """(alpha - 1, d alpha / d ALPHA) of each row [BR], ALPHA[idx] read as alpha, or (LOGIT) as the
+    logit a of a learned alpha = clamp(1 + sigmoid(a), LO, HI) (`alpha.bounded`)."""
+    if LOGIT:
+        al, chain = bounded(tl.load(ALPHA + idx, mask=mask, other=0.0), LO, HI)
+    else:
+        al = S.row_alpha(ALPHA, idx, mask, BR, MODE)
+        chain = tl.full([BR], 1.0, tl.float32)
+    return al - 1.0, chain
 
 
 # no specialisation on the ints (sizes, strides): one kernel per dtype / mask / tile shape, and a
@@ -98,6 +112,13 @@ def head_alpha(alpha, mode: int, like: torch.Tensor) -> tuple[torch.Tensor, int]
     if not torch.is_tensor(alpha):
         alpha = torch.full((1,), float(alpha), device=like.device, dtype=torch.float32)
     return alpha, int(alpha.numel() > 1)
+
+
+def alpha_flags(bounds) -> dict:
+    """`alpha_rows`' constexprs: ALPHA holds alphas (bounds None) or logits a of alpha = clamp(1 +
+    sigmoid(a), lo, hi) (bounds (lo, hi))."""
+    lo, hi = (1.0, 2.0) if bounds is None else map(float, bounds)
+    return {"LOGIT": bounds is not None, "LO": lo, "HI": hi}
 
 
 def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None,

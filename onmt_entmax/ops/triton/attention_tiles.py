@@ -11,7 +11,9 @@ tile is loaded through its strides and stored in the layout of the tensor it bel
   `attention.dropout_keep`, out = d v; writes p (float32, for the backward) and out.
 - backward, one program per (batch, head), k and v held: for each block of BM queries,
   dd = dO v^T, g = dd m / (1 - r), ds = scale (u g - (sum u g / sum u) u) (0 at masked keys),
-  dq = ds k and the per-row alpha-gradient written, dk += ds^T q and dv += d^T dO accumulated.
+  dq = ds k written, dk += ds^T q, dv += d^T dO and the head's alpha-gradient accumulated; the
+  alpha-gradient is added to its (H or 1) entries atomically, through the clamp(1 + sigmoid(a))
+  of a learned alpha when the kernels are given its logits a (`attention.alpha_rows`).
 Rows of up to MAX_KEYS keys and heads of up to MAX_HEAD_DIM; longer ones take `attention_train`.
 """
 from __future__ import annotations
@@ -20,10 +22,9 @@ import torch
 import triton
 import triton.language as tl
 
-from . import _solver as S
 from ._config import cdiv, next_pow2
 from ._launch import launch, launch_spec
-from .attention import dropout_keep, head_alpha, keep_at, strides4
+from .attention import alpha_flags, alpha_rows, dropout_keep, head_alpha, keep_at, strides4
 from .mapping import _bwd_sums, _dalpha, _u_of_p, _weighted_mean, map_tile
 
 MAX_KEYS = 128
@@ -62,7 +63,8 @@ def _block(bh, H, Tq, Tk, t0, BR: tl.constexpr, BC: tl.constexpr):
 def _fwd_kernel(Q, K, V, O, P, KEEP, ALPHA, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, sk_b, sk_h, sk_t, sv_b, sv_h,
                 sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, seed, scale, drop, tol,
                 MODE: tl.constexpr, MAX_ITER: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr, BD: tl.constexpr,
-                BDV: tl.constexpr, HAS_KEEP: tl.constexpr, HAS_DROP: tl.constexpr, PREC: tl.constexpr):
+                BDV: tl.constexpr, HAS_KEEP: tl.constexpr, HAS_DROP: tl.constexpr, PREC: tl.constexpr,
+                LOGIT: tl.constexpr, LO: tl.constexpr, HI: tl.constexpr):
     bh = tl.program_id(1)
     b, h, t, keys, off, msk = _block(bh, H, Tq, Tk, tl.program_id(0) * BR, BR, BC)
     d = tl.arange(0, BD)
@@ -72,7 +74,7 @@ def _fwd_kernel(Q, K, V, O, P, KEEP, ALPHA, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, 
     if HAS_KEEP:
         s = tl.where(keep_at(KEEP, b, h, t[:, None], keys[None, :], msk, sm_b, sm_h, sm_q, sm_k), s, -1e18)
     z = tl.where(msk, s, float("-inf"))
-    a1 = S.row_alpha(ALPHA, h * sa_h + 0 * t, t < Tq, BR, MODE) - 1.0
+    a1, _chain = alpha_rows(ALPHA, h * sa_h + 0 * t, t < Tq, BR, MODE, LOGIT, LO, HI)
     p, _it = map_tile(z, a1, msk, tol, MODE, MAX_ITER, BR, BC, False, 1)
     tl.store(P + off, p, mask=msk)
     if HAS_DROP:
@@ -87,8 +89,10 @@ def _fwd_kernel(Q, K, V, O, P, KEEP, ALPHA, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, 
 def _bwd_kernel(Q, K, V, GO, P, DQ, DK, DV, DALPHA, KEEP, ALPHA, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, sk_b, sk_h,
                 sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, seed, scale, drop,
                 MODE: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
-                HAS_KEEP: tl.constexpr, HAS_DROP: tl.constexpr, PREC: tl.constexpr):
-    """One program per (batch, head): k, v held, dk and dv accumulated over the blocks of queries."""
+                HAS_KEEP: tl.constexpr, HAS_DROP: tl.constexpr, PREC: tl.constexpr, LOGIT: tl.constexpr,
+                LO: tl.constexpr, HI: tl.constexpr, HAS_DALPHA: tl.constexpr):
+    """One program per (batch, head): k, v held, dk and dv accumulated over the blocks of queries;
+    (HAS_DALPHA) the head's alpha-gradient summed over its queries and added to DALPHA[h]."""
     bh = tl.program_id(0)
     b, h, t, keys, off, msk = _block(bh, H, Tq, Tk, 0, BR, BC)
     d = tl.arange(0, BD)
@@ -97,7 +101,9 @@ def _bwd_kernel(Q, K, V, GO, P, DQ, DK, DV, DALPHA, KEEP, ALPHA, Tq, H, Tk, D, D
     v = _tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
     dk = tl.zeros([BC, BD], tl.float32)
     dvv = tl.zeros([BC, BDV], tl.float32)
-    a1 = S.row_alpha(ALPHA, h * sa_h + 0 * t, t < BR, BR, MODE) - 1.0  # (the same alpha on every row)
+    # (the same alpha on every row)
+    a1, chain = alpha_rows(ALPHA, h * sa_h + 0 * t, t < BR, BR, MODE, LOGIT, LO, HI)
+    da = tl.zeros([BR], tl.float32)
     for t0 in range(0, Tq, BR):
         b, h, t, keys, off, msk = _block(bh, H, Tq, Tk, t0, BR, BC)
         go = _tile(GO, b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
@@ -120,10 +126,12 @@ def _bwd_kernel(Q, K, V, GO, P, DQ, DK, DV, DALPHA, KEEP, ALPHA, Tq, H, Tk, D, D
         q = _tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, d, D)
         dk += tl.dot(tl.trans(ds).to(q.dtype), q, input_precision=PREC)
         dvv += tl.dot(tl.trans(pd).to(go.dtype), go, input_precision=PREC)
-        if MODE == 2:
-            tl.store(DALPHA + bh * Tq + t, _dalpha(a1, qm, sgp, splp, sgplp), mask=t < Tq)
+        if HAS_DALPHA:
+            da += tl.where(t < Tq, _dalpha(a1, qm, sgp, splp, sgplp), 0.0)
     _store_tile(DK, dk, b, h, sk_b, sk_h, sk_t, keys, Tk, d, D)
     _store_tile(DV, dvv, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
+    if HAS_DALPHA:  # (B programs add to each head's entry)
+        tl.atomic_add(DALPHA + h * sa_h, tl.sum(da * chain))
 
 
 def fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
@@ -132,9 +140,9 @@ def fits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
 
 
 class _Call:
-    """Shapes, strides and flags of one call, shared by its three kernels."""
+    """Shapes, strides and flags of one call, shared by its two kernels."""
 
-    def __init__(self, q, k, v, keep, alpha, mode: int, scale: float, drop: float, seed: int):
+    def __init__(self, q, k, v, keep, alpha, bounds, mode: int, scale: float, drop: float, seed: int):
         B, H, Tq, D = q.shape
         Tk, Dv = k.shape[2], v.shape[3]
         self.shape = (B, H, Tq, Tk)
@@ -147,14 +155,14 @@ class _Call:
         self.mask = (*sm, sa_h)
         self.blocks = {"BD": next_pow2(max(D, 16)), "BDV": next_pow2(max(Dv, 16)),
                        "PREC": "ieee" if q.dtype == torch.float32 else "tf32"}
-        self.flags = {"HAS_KEEP": keep is not None, "HAS_DROP": drop > 0}
+        self.flags = {"HAS_KEEP": keep is not None, "HAS_DROP": drop > 0, **alpha_flags(bounds)}
         self.grid_q = (cdiv(Tq, BM), B * H)
 
 
-def forward(q, k, v, keep, alpha, mode: int, scale: float, drop: float, seed: int):
+def forward(q, k, v, keep, alpha, bounds, mode: int, scale: float, drop: float, seed: int):
     """(out (B, H, Tq, Dv), a view of (B, Tq, H, Dv) memory as OpenNMT-py's unshape wants it;
-    p float32 (B, H, Tq, Tk); the call)."""
-    call = _Call(q, k, v, keep, alpha, mode, scale, drop, seed)
+    p float32 (B, H, Tq, Tk); the call). alpha: alphas, or logits with bounds (`alpha_flags`)."""
+    call = _Call(q, k, v, keep, alpha, bounds, mode, scale, drop, seed)
     B, H, Tq, Tk = call.shape
     out = torch.empty((B, Tq, H, v.shape[3]), device=q.device, dtype=v.dtype).transpose(1, 2)
     p = torch.empty(call.shape, device=q.device, dtype=torch.float32)
@@ -168,18 +176,18 @@ def forward(q, k, v, keep, alpha, mode: int, scale: float, drop: float, seed: in
     return out, p, call
 
 
-def backward(call: _Call, q, k, v, p, grad):
-    """(dq, dk, dv, per-row dalpha or None), dq / dk / dv in the layouts of q / k / v: one launch."""
+def backward(call: _Call, q, k, v, p, grad, dalpha):
+    """(dq, dk, dv) in the layouts of q / k / v, and the gradient of the alpha tensor (alphas or
+    logits) added to ``dalpha`` (float32 zeros of its size) unless that is None: one launch."""
     B, H, Tq, Tk = call.shape
     if grad.stride(-1) != 1:
         grad = grad.contiguous()
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    dalpha = torch.empty(B * H * Tq, device=q.device, dtype=torch.float32) if call.mode == 2 else p
-    tensors = (q, k, v, grad, p, dq, dk, dv, dalpha, call.keep, call.alpha)
+    tensors = (q, k, v, grad, p, dq, dk, dv, dalpha if dalpha is not None else p, call.keep, call.alpha)
     ints = (*call.sizes, *call.qkv, *grad.stride()[:3], *call.mask, call.seed)
     bc = next_pow2(max(Tk, 16))
     launch(_bwd_kernel, (B * H,), (*tensors, *ints, call.scale, call.drop),
-           dict(MODE=call.mode, BR=BM, BC=bc, **call.blocks, **call.flags),
+           dict(MODE=call.mode, BR=BM, BC=bc, **call.blocks, **call.flags, HAS_DALPHA=dalpha is not None),
            4 if bc * max(call.blocks["BD"], call.blocks["BDV"]) <= 4096 else 8, False,
            spec=launch_spec(tensors, ints))
-    return dq, dk, dv, dalpha if call.mode == 2 else None
+    return dq, dk, dv

@@ -8,7 +8,9 @@ writing p (float32, for the backward) and d (v's dtype); out = d v (cuBLAS).
 Backward, with G = dL/d out: dd = G v^T and dv = d^T G (cuBLAS); one kernel regenerates m from
 the seed and gives, with g = dd m / (1 - r) and u = p^(2 - alpha) on the support (mapping.py),
     ds = scale (u g - (sum u g / sum u) u),  0 at masked keys,
-and the per-row alpha-gradient; dq = ds k, dk = ds^T q (cuBLAS).
+and the alpha-gradient of each row, added atomically to its head's entry (through the clamp(1 +
+sigmoid(a)) of a learned alpha given as logits a: `attention.alpha_rows`); dq = ds k, dk = ds^T q
+(cuBLAS).
 One autograd node and 3 + 5 launches where OpenNMT-py's eager branch runs a scaling, a matmul, a
 mask fill, the mapping, a dropout and a matmul, each with its own backward: training steps of a
 small Transformer are bound by this host work (docs/kernels.md). Rows of up to
@@ -26,7 +28,8 @@ from . import _solver as S
 from . import attention_tiles
 from ._config import cdiv, launch_config
 from ._launch import launch, launch_spec
-from .attention import dropout_keep, head_alpha, keep_at, strides4, supports as fused_supports
+from .attention import alpha_flags, alpha_rows, dropout_keep, head_alpha, keep_at, strides4
+from .attention import supports as fused_supports
 from .mapping import _MODES, _bwd_sums, _u_of_p, _weighted_mean, _dalpha, map_tile
 
 # sizes, strides and the seed are not specialised: one kernel per dtype and tile shape, a launch key
@@ -35,12 +38,16 @@ _INTS = ["n_rows", "n_cols", "Tq", "H", "sm_b", "sm_h", "sm_q", "sm_k", "sa_h", 
 
 
 @triton.jit
-def _rows(ALPHA, n_rows, Tq, H, sa_h, BR: tl.constexpr, MODE: tl.constexpr):
-    """(score rows [BR] of this program, their mask, alpha - 1 of each): row = (b H + h) Tq + t,
-    alpha from the head h (sa_h = 1) or shared (sa_h = 0)."""
+def _rows(ALPHA, n_rows, Tq, H, sa_h, BR: tl.constexpr, MODE: tl.constexpr, LOGIT: tl.constexpr,
+          LO: tl.constexpr, HI: tl.constexpr):
+    """(score rows [BR] of this program, their mask, the index of their alpha, alpha - 1 and
+    d alpha / d ALPHA of each (`alpha_rows`)): row = (b H + h) Tq + t, alpha from the head h
+    (sa_h = 1) or shared (sa_h = 0)."""
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
     rmask = rows < n_rows
-    return rows, rmask, S.row_alpha(ALPHA, ((rows // Tq) % H) * sa_h, rmask, BR, MODE) - 1.0
+    ai = ((rows // Tq) % H) * sa_h
+    a1, chain = alpha_rows(ALPHA, ai, rmask, BR, MODE, LOGIT, LO, HI)
+    return rows, rmask, ai, a1, chain
 
 
 @triton.jit
@@ -53,8 +60,9 @@ def _kept_keys(KEEP, r3, c3, msk3, Tq, H, sm_b, sm_h, sm_q, sm_k):
 def _fwd_kernel(Sc, P, D, KEEP, ALPHA, n_rows, n_cols, Tq, H, sm_b, sm_h, sm_q, sm_k, sa_h, seed,
                 scale, drop, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, BR: tl.constexpr,
                 BC: tl.constexpr, LANES: tl.constexpr, GROUPS: tl.constexpr, GROUP_ITER: tl.constexpr,
-                HAS_KEEP: tl.constexpr, HAS_DROP: tl.constexpr, HAS_D: tl.constexpr):
-    rows, rmask, a1 = _rows(ALPHA, n_rows, Tq, H, sa_h, BR, MODE)
+                HAS_KEEP: tl.constexpr, HAS_DROP: tl.constexpr, HAS_D: tl.constexpr, LOGIT: tl.constexpr,
+                LO: tl.constexpr, HI: tl.constexpr):
+    rows, rmask, _ai, a1, _chain = _rows(ALPHA, n_rows, Tq, H, sa_h, BR, MODE, LOGIT, LO, HI)
     r3, c3, msk3 = S.lane_cols(rows, rmask, n_cols, BR, BC, LANES)
     off = r3 * n_cols + c3
     z = tl.load(Sc + off, mask=msk3, other=float("-inf")).to(tl.float32) * scale
@@ -73,8 +81,9 @@ def _fwd_kernel(Sc, P, D, KEEP, ALPHA, n_rows, n_cols, Tq, H, sm_b, sm_h, sm_q, 
 @triton.jit(do_not_specialize=_INTS)
 def _bwd_kernel(P, GD, DS, KEEP, ALPHA, DALPHA, n_rows, n_cols, Tq, H, sm_b, sm_h, sm_q, sm_k, sa_h,
                 seed, scale, drop, MODE: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
-                LANES: tl.constexpr, HAS_KEEP: tl.constexpr, HAS_DROP: tl.constexpr):
-    rows, rmask, a1 = _rows(ALPHA, n_rows, Tq, H, sa_h, BR, MODE)
+                LANES: tl.constexpr, HAS_KEEP: tl.constexpr, HAS_DROP: tl.constexpr, LOGIT: tl.constexpr,
+                LO: tl.constexpr, HI: tl.constexpr, HAS_DALPHA: tl.constexpr):
+    rows, rmask, ai, a1, chain = _rows(ALPHA, n_rows, Tq, H, sa_h, BR, MODE, LOGIT, LO, HI)
     r3, c3, msk3 = S.lane_cols(rows, rmask, n_cols, BR, BC, LANES)
     off = r3 * n_cols + c3
     p = tl.load(P + off, mask=msk3, other=0.0)
@@ -90,8 +99,8 @@ def _bwd_kernel(P, GD, DS, KEEP, ALPHA, DALPHA, n_rows, n_cols, Tq, H, sm_b, sm_
     if HAS_KEEP:  # (a fully masked row has p uniform and u > 0: its fill is a constant, no gradient)
         ds = tl.where(_kept_keys(KEEP, r3, c3, msk3, Tq, H, sm_b, sm_h, sm_q, sm_k), ds, 0.0)
     tl.store(DS + off, ds.to(DS.dtype.element_ty), mask=msk3)
-    if MODE == 2:
-        tl.store(DALPHA + rows, _dalpha(a1, q, sgp, splp, sgplp), mask=rmask)
+    if HAS_DALPHA:  # (rows of one head add to its entry)
+        tl.atomic_add(DALPHA + ai, _dalpha(a1, q, sgp, splp, sgplp) * chain, mask=rmask)
 
 
 def _layout(n_cols: int, elem_size: int, mode: int, backward: bool, soft_rows: bool) -> dict:
@@ -103,21 +112,21 @@ def _layout(n_cols: int, elem_size: int, mode: int, backward: bool, soft_rows: b
 class _Call:
     """One attention call's launch arguments shared by the forward and backward kernels."""
 
-    def __init__(self, s_shape, keep, alpha, mode: int, scale: float, drop: float, seed: int, like):
+    def __init__(self, s_shape, keep, alpha, bounds, mode: int, scale: float, drop: float, seed: int, like):
         B, H, Tq, Tk = s_shape
         self.n_rows, self.n_cols, self.mode, self.scale, self.drop, self.seed = B * H * Tq, Tk, mode, scale, drop, seed
         self.keep = keep if keep is not None else like
         self.soft_rows = mode == 2 and torch.is_tensor(alpha)  # (a learned alpha may be 1: softmax rows)
         self.alpha, sa_h = head_alpha(alpha, mode, like)
         self.ints = (self.n_rows, Tk, Tq, H, *(strides4(keep) if keep is not None else (0, 0, 0, 0)), sa_h, seed)
-        self.flags = {"HAS_KEEP": keep is not None, "HAS_DROP": drop > 0}
+        self.flags = {"HAS_KEEP": keep is not None, "HAS_DROP": drop > 0, **alpha_flags(bounds)}
 
 
-def scores_forward(s: torch.Tensor, keep, alpha, mode: int, scale: float, drop: float, seed: int,
+def scores_forward(s: torch.Tensor, keep, alpha, bounds, mode: int, scale: float, drop: float, seed: int,
                    d_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, _Call]:
     """(p float32, d = dropout(p) in d_dtype (p itself when that is the same), the call) for
-    contiguous scores s (B, H, Tq, Tk)."""
-    call = _Call(s.shape, keep, alpha, mode, scale, drop, seed, s)
+    contiguous scores s (B, H, Tq, Tk); alpha: alphas, or logits with bounds (`alpha_flags`)."""
+    call = _Call(s.shape, keep, alpha, bounds, mode, scale, drop, seed, s)
     p = torch.empty(s.shape, device=s.device, dtype=torch.float32)
     has_d = drop > 0 or d_dtype != torch.float32
     d = torch.empty(s.shape, device=s.device, dtype=d_dtype) if has_d else p
@@ -133,27 +142,28 @@ def scores_forward(s: torch.Tensor, keep, alpha, mode: int, scale: float, drop: 
     return p, d, call
 
 
-def scores_backward(call: _Call, p: torch.Tensor, gd: torch.Tensor, ds_dtype: torch.dtype
-                    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(ds in ds_dtype, per-row dalpha or None) from p and dd = dL/dd (contiguous, p's shape)."""
+def scores_backward(call: _Call, p: torch.Tensor, gd: torch.Tensor, ds_dtype: torch.dtype, dalpha) -> torch.Tensor:
+    """ds in ds_dtype from p and dd = dL/dd (contiguous, p's shape); the gradient of the alpha
+    tensor added to ``dalpha`` (float32 zeros of its size) unless that is None."""
     ds = torch.empty(p.shape, device=p.device, dtype=ds_dtype)
-    dalpha = torch.empty(call.n_rows, device=p.device, dtype=torch.float32) if call.mode == 2 else None
     if p.numel() == 0:
-        return ds, dalpha
+        return ds
     cfg = _layout(call.n_cols, max(4, gd.element_size()), call.mode, True, call.soft_rows)
     tensors = (p, gd, ds, call.keep, call.alpha, dalpha if dalpha is not None else p)
     launch(_bwd_kernel, (cdiv(call.n_rows, cfg["BR"]),),
            (*tensors, *call.ints, call.scale, call.drop),
-           dict(MODE=call.mode, BR=cfg["BR"], BC=cfg["BC"], LANES=cfg["LANES"], **call.flags),
+           dict(MODE=call.mode, BR=cfg["BR"], BC=cfg["BC"], LANES=cfg["LANES"], **call.flags,
+                HAS_DALPHA=dalpha is not None),
            cfg["num_warps"], cfg["FP_FUSION"], spec=launch_spec(tensors, call.ints))
-    return ds, dalpha
+    return ds
 
 
 class SparseAttention(torch.autograd.Function):
-    """out = drop(pi(scale q k^T, masked)) v with gradients w.r.t. q, k, v and a per-head alpha."""
+    """out = drop(pi(scale q k^T, masked)) v with gradients w.r.t. q, k, v and a per-head alpha (or
+    the logits of a learned one: `alpha_flags`)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, keep, alpha, mode: int, scale: float, drop: float):
+    def forward(ctx, q, k, v, keep, alpha, bounds, mode: int, scale: float, drop: float):
         """(out, p): p the weights before dropout (float32, not differentiable)."""
         if torch.is_autocast_enabled("cuda"):  # matmuls in the autocast dtype, as upstream's would run
             dt = torch.get_autocast_dtype("cuda")
@@ -161,7 +171,7 @@ class SparseAttention(torch.autograd.Function):
         seed = int(torch.randint(0, 2**31 - 1, ())) if drop > 0 else 0  # (CPU generator: no sync)
         a = alpha if torch.is_tensor(alpha) else None
         if attention_tiles.fits(q, k, v):  # short rows: two launches, no copies
-            out, p, ctx.call = attention_tiles.forward(q, k, v, keep, alpha, mode, scale, drop, seed)
+            out, p, ctx.call = attention_tiles.forward(q, k, v, keep, alpha, bounds, mode, scale, drop, seed)
             ctx.save_for_backward(q, k, v, p, a)
             ctx.mark_non_differentiable(p)
             return out, p
@@ -169,7 +179,7 @@ class SparseAttention(torch.autograd.Function):
         # matmul would copy again (6 matmuls, 12 copies a call): one copy each, saved for the backward
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
         s = torch.matmul(q, k.transpose(-2, -1))
-        p, d, ctx.call = scores_forward(s, keep, alpha, mode, scale, drop, seed, v.dtype)
+        p, d, ctx.call = scores_forward(s, keep, alpha, bounds, mode, scale, drop, seed, v.dtype)
         ctx.save_for_backward(q, k, v, p, a, d)
         ctx.mark_non_differentiable(p)
         return torch.matmul(d, v), p
@@ -179,29 +189,31 @@ class SparseAttention(torch.autograd.Function):
     def backward(ctx, grad, _grad_p):
         q, k, v, p, alpha, *d = ctx.saved_tensors
         grad = grad.to(v.dtype)
+        # (atomically added to by the kernels: rows of one head run in different programs)
+        dalpha = torch.zeros(alpha.numel(), device=p.device, dtype=torch.float32) if ctx.needs_input_grad[4] else None
         if not d:  # (the tiles)
-            dq, dk, dv, da_rows = attention_tiles.backward(ctx.call, q, k, v, p, grad)
+            dq, dk, dv = attention_tiles.backward(ctx.call, q, k, v, p, grad, dalpha)
         else:
             grad = grad.contiguous()  # (the gradient of upstream's unshape: a transposed view)
             gd = torch.matmul(grad, v.transpose(-2, -1))
             dv = torch.matmul(d[0].transpose(-2, -1), grad) if ctx.needs_input_grad[2] else None
-            ds, da_rows = scores_backward(ctx.call, p, gd, q.dtype)
+            ds = scores_backward(ctx.call, p, gd, q.dtype, dalpha)
             dq = torch.matmul(ds, k) if ctx.needs_input_grad[0] else None
             dk = torch.matmul(ds.transpose(-2, -1), q) if ctx.needs_input_grad[1] else None
-        dalpha = None
-        if ctx.needs_input_grad[4]:
-            B, H, Tq, _ = p.shape
-            dalpha = da_rows.view(B, H, Tq, 1).sum_to_size(alpha.shape).to(alpha.dtype)
-        return dq, dk, dv, None, dalpha, None, None, None
+        if dalpha is not None:
+            dalpha = dalpha.view(alpha.shape).to(alpha.dtype)
+        return dq, dk, dv, None, dalpha, None, None, None, None
 
 
 def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha=None,
-                     scale: float = 1.0, dropout_p: float = 0.0, return_weights: bool = False):
+                     scale: float = 1.0, dropout_p: float = 0.0, return_weights: bool = False,
+                     alpha_bounds: tuple[float, float] | None = None):
     """(B, H, Tq, Dv) = drop(pi(scale q k^T, keys where keep is False at -1e18)) v, differentiable
     (and the weights before dropout, float32, with return_weights); the arguments as
-    `attention.sparse_attention`'s (alpha: a float or H or 1 values)."""
+    `attention.sparse_attention`'s (alpha: a float or H or 1 values; with alpha_bounds (lo, hi),
+    H or 1 logits a of alpha = clamp(1 + sigmoid(a), lo, hi), differentiated through)."""
     mode = _MODES["bisect" if kind == "entmax_bisect" else kind]
-    out, p = SparseAttention.apply(q, k, v, keep, alpha, mode, float(scale), float(dropout_p))
+    out, p = SparseAttention.apply(q, k, v, keep, alpha, alpha_bounds, mode, float(scale), float(dropout_p))
     return (out, p) if return_weights else out
 
 
