@@ -76,8 +76,10 @@ class Transformation:
         ignore_index: int = -100,
         reduction: str = "sum",
         label_smoothing: float = 0.0,
-    ) -> Tensor:
-        """Fenchel-Young loss of ``logits`` (N, V) against ``target`` (N,)."""
+        return_support: bool = False,
+    ) -> Union[Tensor, tuple[Tensor, Tensor]]:
+        """Fenchel-Young loss of ``logits`` (N, V) against ``target`` (N,); ``return_support``:
+        (loss, number of nonzero probabilities of each row, 0 where the target is ignore_index)."""
         raise NotImplementedError
 
     def log_probs(self, z: Tensor, dim: int = -1) -> Tensor:
@@ -113,10 +115,15 @@ class Softmax(Transformation):
     def log_probs(self, z, dim=-1):
         return torch.log_softmax(z, dim=dim)
 
-    def loss(self, logits, target, ignore_index=-100, reduction="sum", label_smoothing=0.0):
-        return F.cross_entropy(
+    def loss(self, logits, target, ignore_index=-100, reduction="sum", label_smoothing=0.0, return_support=False):
+        loss = F.cross_entropy(
             logits, target, ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing
         )
+        if not return_support:
+            return loss
+        with torch.no_grad():  # (exp underflows to 0 far below the maximum)
+            nonzero = (torch.softmax(logits.float(), dim=-1) > 0) & (target != ignore_index).unsqueeze(-1)
+        return loss, nonzero.sum(-1).to(torch.float32)
 
 
 @register_transformation
@@ -130,9 +137,10 @@ class Sparsemax(Transformation):
     def mapping(self, z, dim=-1, alpha=None):
         return ops.sparsemax(z, dim=dim)
 
-    def loss(self, logits, target, ignore_index=-100, reduction="sum", label_smoothing=0.0):
+    def loss(self, logits, target, ignore_index=-100, reduction="sum", label_smoothing=0.0, return_support=False):
         return ops.sparsemax_loss(
-            logits, target, ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing
+            logits, target, ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing,
+            return_support=return_support,
         )
 
 
@@ -147,9 +155,10 @@ class Entmax15(Transformation):
     def mapping(self, z, dim=-1, alpha=None):
         return ops.entmax15(z, dim=dim)
 
-    def loss(self, logits, target, ignore_index=-100, reduction="sum", label_smoothing=0.0):
+    def loss(self, logits, target, ignore_index=-100, reduction="sum", label_smoothing=0.0, return_support=False):
         return ops.entmax15_loss(
-            logits, target, ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing
+            logits, target, ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing,
+            return_support=return_support,
         )
 
 
@@ -175,7 +184,7 @@ class EntmaxBisect(Transformation):
     def mapping(self, z, dim=-1, alpha=None):
         return ops.entmax_bisect(z, alpha=self.alpha if alpha is None else alpha, dim=dim, n_iter=self.n_iter)
 
-    def loss(self, logits, target, ignore_index=-100, reduction="sum", label_smoothing=0.0):
+    def loss(self, logits, target, ignore_index=-100, reduction="sum", label_smoothing=0.0, return_support=False):
         return ops.entmax_bisect_loss(
             logits,
             target,
@@ -184,6 +193,7 @@ class EntmaxBisect(Transformation):
             ignore_index=ignore_index,
             reduction=reduction,
             label_smoothing=label_smoothing,
+            return_support=return_support,
         )
 
 
@@ -225,7 +235,7 @@ class AlphaReLU(Transformation):
     def log_probs(self, z, dim=-1):
         return ops.alpha_relu_log(z, alpha=self.alpha, tau=self._tau())
 
-    def loss(self, logits, target, ignore_index=-100, reduction="sum", label_smoothing=0.0):
+    def loss(self, logits, target, ignore_index=-100, reduction="sum", label_smoothing=0.0, return_support=False):
         return ops.alpha_relu_loss(
             logits,
             target,
@@ -234,6 +244,7 @@ class AlphaReLU(Transformation):
             ignore_index=ignore_index,
             reduction=reduction,
             label_smoothing=label_smoothing,
+            return_support=return_support,
         )
 
 

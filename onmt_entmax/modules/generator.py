@@ -71,9 +71,10 @@ class EntmaxGenerator(nn.Linear):
         return self._sync_tau().log_probs(logits, dim=-1)
 
     def loss(self, logits: Tensor, target: Tensor, ignore_index: int, label_smoothing: float = 0.0,
-             reduction: str = "sum") -> Tensor:
+             reduction: str = "sum", return_support: bool = False):
+        """The transformation's Fenchel-Young loss; ``return_support``: (loss, support size of each row)."""
         return self._sync_tau().loss(logits, target, ignore_index=ignore_index, reduction=reduction,
-                                     label_smoothing=label_smoothing)
+                                     label_smoothing=label_smoothing, return_support=return_support)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, transformation={self.transformation.describe()}"

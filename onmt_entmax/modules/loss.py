@@ -1,6 +1,9 @@
 """Training criterion in OpenNMT-py's convention: criterion(float32 logits (N, V), target (N,)) -> sum."""
 from __future__ import annotations
 
+import weakref
+from typing import Optional
+
 from torch import Tensor, nn
 
 from .generator import EntmaxGenerator
@@ -12,6 +15,8 @@ class TransformationLoss(nn.Module):
     Reads the transformation through the generator at call time, so an alpha-ReLU threshold
     resolved on the first batch (``generator_tau: auto``) is the one the loss uses. The generator is
     held outside the module tree (it is already a submodule of the model and of ``LossCompute``).
+    The loss also gives the support size of each row, kept for the last call (``support_of``): what
+    training reports count, without computing the probabilities a second time.
     """
 
     def __init__(self, generator: EntmaxGenerator, ignore_index: int, label_smoothing: float = 0.0):
@@ -19,6 +24,7 @@ class TransformationLoss(nn.Module):
         self._generator = [generator]
         self.ignore_index = ignore_index
         self.label_smoothing = float(label_smoothing)
+        self._last: tuple = (lambda: None, None)  # (weak reference to the target, support sizes)
 
     @property
     def generator(self) -> EntmaxGenerator:
@@ -33,8 +39,17 @@ class TransformationLoss(nn.Module):
         return self.generator.transformation.sparse
 
     def forward(self, logits: Tensor, target: Tensor) -> Tensor:
-        return self.generator.loss(logits, target, ignore_index=self.ignore_index,
-                                   label_smoothing=self.label_smoothing, reduction="sum")
+        loss, support = self.generator.loss(logits, target, ignore_index=self.ignore_index,
+                                            label_smoothing=self.label_smoothing, reduction="sum", return_support=True)
+        self._last = (weakref.ref(target), support)
+        return loss
+
+    def support_of(self, target: Tensor) -> Optional[Tensor]:
+        """Number of nonzero probabilities of each row (N,), 0 where the target is ignore_index, if
+        the last call was for this very ``target`` tensor (OpenNMT-py passes the same one to the
+        criterion and to ``_stats``), else None."""
+        ref, support = self._last
+        return support if ref() is target else None
 
     def extra_repr(self) -> str:
         return (f"{self.generator.transformation.describe()}, ignore_index={self.ignore_index}, "

@@ -114,6 +114,17 @@ def _attention_counts(attn: Tensor, keep: Tensor, time_first: bool) -> Optional[
     return ((attn > 0) & keep[:, None]).sum(), keep.sum()
 
 
+def _output_nonzeros(criterion, gen: EntmaxGenerator, scores: Tensor, target: Tensor, keep: Tensor,
+                     padding_idx: int) -> Tensor:
+    """Nonzero output probabilities over the non-pad rows: the support sizes the loss just computed
+    for this target, else (another criterion) counted from pi(scores)."""
+    support = criterion.support_of(target) if isinstance(criterion, TransformationLoss) \
+        and criterion.ignore_index == padding_idx else None
+    if support is not None:
+        return support.sum()
+    return ((gen.probs(scores.detach().float()) > 0) & keep[:, None]).sum()
+
+
 def _settle(sums: dict) -> None:
     """The counts this batch left on the device, read back in one transfer (one host sync a step,
     not one a count)."""
@@ -162,7 +173,7 @@ def wrap_stats(upstream: Callable) -> Callable:
             if t.sparse:  # device counts, read back with the attention counts (wrap_forward's _settle)
                 keep = target.ne(self.padding_idx)
                 with torch.no_grad():
-                    nnz = ((gen.probs(scores.detach().float()) > 0) & keep[:, None]).sum()
+                    nnz = _output_nonzeros(self.criterion, gen, scores, target, keep, self.padding_idx)
                 sums = stats.__dict__.setdefault("entmax_sums", {})
                 sums["out_nnz"] = sums.get("out_nnz", 0.0) + nnz
                 sums["out_rows"] = sums.get("out_rows", 0) + keep.sum()

@@ -13,9 +13,10 @@ policy as the reference, `dim` any int):
     entmax15(z, dim) -> Tensor
     entmax_bisect(z, alpha, dim, n_iter) -> Tensor       # alpha float or tensor (size 1 along dim)
     fy_loss(logits (N, V), target (N,), kind: str, alpha, tau, ignore_index: int,
-            label_smoothing: float) -> per-row loss (N,) float32
+            label_smoothing: float, return_support: bool) -> per-row loss (N,) float32
         kind in {"sparsemax", "entmax15", "entmax_bisect", "alpha_relu"}; rows whose target is
-        ignore_index give 0; targets are already validated.
+        ignore_index give 0; targets are already validated. return_support: (loss, the number
+        of nonzero probabilities of each row (N,) float32, 0 on ignore_index rows).
     sparse_attention(q, k, v, keep, kind, alpha, scale) -> (B, H, Tq, Dv)  # no grad; supports()
         gets q as z and k=, v=, keep=, kind=, alpha= as keywords
     sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights, alpha_bounds)

@@ -25,7 +25,7 @@ the mean (a mean over no rows is 0, not NaN); a target outside [0, C) raises Val
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 from torch import Tensor, nn
@@ -124,11 +124,12 @@ def _finite_classes(z: Tensor) -> tuple[Optional[Tensor], Tensor, Tensor]:
 
 
 class FYLossFunction(Function):
-    """Per-row Fenchel-Young loss of 2-D logits; backward (p - q) * g and, for entmax_bisect, dL/dalpha."""
+    """Per-row Fenchel-Young loss of 2-D logits and (want_support) the support size of each row;
+    backward (p - q) * g and, for entmax_bisect, dL/dalpha."""
 
     @staticmethod
     def forward(ctx, z: Tensor, target: Tensor, alpha: Tensor, kind: str, tau: float, n_iter: int,
-                ignore_index: int, eps: float) -> Tensor:
+                ignore_index: int, eps: float, want_support: bool) -> tuple[Tensor, Tensor]:
         keep = target != ignore_index
         y = torch.where(keep, target, torch.zeros_like(target)).unsqueeze(-1)
         a = _prepare(z, alpha)
@@ -148,10 +149,12 @@ class FYLossFunction(Function):
         ctx.save_for_backward(p, y, keep, finite, n_finite, a, p_alpha)
         ctx.dh_q = dh_q
         ctx.kind, ctx.eps, ctx.alpha_shape = kind, eps, alpha.shape
-        return loss
+        support = ((p > 0) & keep.unsqueeze(-1)).sum(-1).to(torch.float32) if want_support else loss.new_empty(0)
+        ctx.mark_non_differentiable(support)
+        return loss, support
 
     @staticmethod
-    def backward(ctx, g: Tensor):
+    def backward(ctx, g: Tensor, _g_support: Tensor):
         p, y, keep, finite, n_finite, a, p_alpha = ctx.saved_tensors
         scale = (g * keep.to(g.dtype)).unsqueeze(-1)
         grad = p * scale
@@ -165,7 +168,7 @@ class FYLossFunction(Function):
             if ctx.dh_q is not None:
                 dl = dl - ctx.dh_q
             da = reduce_to_shape(dl * scale, ctx.alpha_shape)
-        return grad, None, da, None, None, None, None, None
+        return grad, None, da, None, None, None, None, None, None
 
 
 def _flatten(logits: Tensor, target: Tensor) -> tuple[Tensor, Tensor, tuple]:
@@ -197,8 +200,12 @@ def _check_target(target: Tensor, n_classes: int, ignore_index: int) -> None:
 
 def fy_loss(logits: Tensor, target: Tensor, kind: str, alpha: Alpha = 1.5, tau: float = 0.0,
             n_iter: Optional[int] = None, ignore_index: int = -100, reduction: str = "mean",
-            label_smoothing: float = 0.0) -> Tensor:
-    """Fenchel-Young loss of `kind` (one of KINDS) in the nn.CrossEntropyLoss convention."""
+            label_smoothing: float = 0.0, return_support: bool = False) -> Union[Tensor, tuple[Tensor, Tensor]]:
+    """Fenchel-Young loss of `kind` (one of KINDS) in the nn.CrossEntropyLoss convention.
+
+    ``return_support``: (loss, support) with support the number of nonzero probabilities of each
+    row, float32 in the shape of the unreduced loss, 0 where the target is ignore_index (what
+    sparsity reports count; computed by the loss itself, no second mapping)."""
     if kind not in KINDS:
         raise ValueError(f"unknown loss kind {kind!r}; expected one of {KINDS}")
     if reduction not in REDUCTIONS:
@@ -219,48 +226,56 @@ def fy_loss(logits: Tensor, target: Tensor, kind: str, alpha: Alpha = 1.5, tau: 
     cdt = compute_dtype(rows.dtype)
     fast = _dispatch.kernel("fy_loss", rows, -1, kind=kind, alpha=alpha)
     if fast is not None:
-        per_row = fast(rows, flat_target, kind, alpha, tau, ignore_index, eps)
+        per_row = fast(rows, flat_target, kind, alpha, tau, ignore_index, eps, return_support)
+        per_row, support = per_row if return_support else (per_row, None)
     else:
         n = default_n_iter(cdt) if n_iter is None else int(n_iter)
         a = alpha.to(cdt) if isinstance(alpha, Tensor) else torch.tensor(float(alpha), dtype=cdt, device=rows.device)
         if a.dim() > 0:
             a = a.reshape(-1, 1) if a.numel() > 1 else a.reshape(1, 1)
-        per_row = FYLossFunction.apply(rows.to(cdt), flat_target, a, kind, tau, n, ignore_index, eps)
+        per_row, support = FYLossFunction.apply(rows.to(cdt), flat_target, a, kind, tau, n, ignore_index, eps,
+                                                return_support)
+    loss = _reduce(per_row, flat_target, ignore_index, reduction, shape).to(logits.dtype)
+    return (loss, support.reshape(shape)) if return_support else loss
+
+
+def _reduce(per_row: Tensor, flat_target: Tensor, ignore_index: int, reduction: str, shape: tuple) -> Tensor:
     if reduction == "none":
-        return per_row.reshape(shape).to(logits.dtype) if shape else per_row.reshape(()).to(logits.dtype)
+        return per_row.reshape(shape)
     total = per_row.sum()
     if reduction == "sum":
-        return total.to(logits.dtype)
-    count = (flat_target != ignore_index).sum().clamp(min=1)
-    return (total / count).to(logits.dtype)
+        return total
+    return total / (flat_target != ignore_index).sum().clamp(min=1)
 
 
 def sparsemax_loss(logits: Tensor, target: Tensor, ignore_index: int = -100, reduction: str = "mean",
-                   label_smoothing: float = 0.0) -> Tensor:
+                   label_smoothing: float = 0.0, return_support: bool = False) -> Union[Tensor, tuple[Tensor, Tensor]]:
     """Sparsemax loss (Martins & Astudillo 2016): FY loss with H = (1 - ||p||^2) / 2."""
     return fy_loss(logits, target, "sparsemax", 2.0, ignore_index=ignore_index, reduction=reduction,
-                   label_smoothing=label_smoothing)
+                   label_smoothing=label_smoothing, return_support=return_support)
 
 
 def entmax15_loss(logits: Tensor, target: Tensor, ignore_index: int = -100, reduction: str = "mean",
-                  label_smoothing: float = 0.0) -> Tensor:
+                  label_smoothing: float = 0.0, return_support: bool = False) -> Union[Tensor, tuple[Tensor, Tensor]]:
     """1.5-entmax loss: FY loss with H = (1 - sum p^1.5) / 0.75."""
     return fy_loss(logits, target, "entmax15", 1.5, ignore_index=ignore_index, reduction=reduction,
-                   label_smoothing=label_smoothing)
+                   label_smoothing=label_smoothing, return_support=return_support)
 
 
 def entmax_bisect_loss(logits: Tensor, target: Tensor, alpha: Alpha = 1.5, n_iter: Optional[int] = None,
-                       ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+                       ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0,
+                       return_support: bool = False) -> Union[Tensor, tuple[Tensor, Tensor]]:
     """alpha-entmax loss for any alpha >= 1 (a float, or a tensor of one alpha or one per row of N)."""
     return fy_loss(logits, target, "entmax_bisect", alpha, n_iter=n_iter, ignore_index=ignore_index,
-                   reduction=reduction, label_smoothing=label_smoothing)
+                   reduction=reduction, label_smoothing=label_smoothing, return_support=return_support)
 
 
 def alpha_relu_loss(logits: Tensor, target: Tensor, alpha: float = 1.5, tau: float = 0.0,
-                    ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+                    ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0,
+                    return_support: bool = False) -> Union[Tensor, tuple[Tensor, Tensor]]:
     """alpha-ReLU loss: gradient alpha_relu(z) - e_y (see the module docstring)."""
     return fy_loss(logits, target, "alpha_relu", alpha, tau=tau, ignore_index=ignore_index,
-                   reduction=reduction, label_smoothing=label_smoothing)
+                   reduction=reduction, label_smoothing=label_smoothing, return_support=return_support)
 
 
 class _FYLoss(nn.Module):

@@ -167,3 +167,13 @@ def test_alpha_tensor_is_checked_once_until_it_changes(monkeypatch):
     for _ in range(2):
         with pytest.raises(ValueError, match="alpha"):
             ops.entmax_bisect(scores, bad, -1)
+
+
+def test_criterion_keeps_the_support_sizes_of_its_last_target_for_the_reports():
+    gen = EntmaxGenerator.from_linear(nn.Linear(4, 6), get_transformation("entmax15"))
+    crit = TransformationLoss(gen, ignore_index=1)
+    z, y = torch.randn(7, 6) * 3, torch.tensor([0, 1, 2, 3, 1, 5, 4])
+    crit(z, y)
+    expected = (ops.entmax15(z, -1) > 0).sum(-1).float() * (y != 1)
+    assert torch.equal(crit.support_of(y), expected)
+    assert crit.support_of(y.clone()) is None  # another target tensor: not this call's rows

@@ -208,3 +208,22 @@ def test_agrees_with_pypi_entmax_losses():
     assert torch.allclose(oe.sparsemax_loss(z, y, reduction="none"), entmax.sparsemax_loss(z, y))
     assert torch.allclose(oe.entmax_bisect_loss(z, y, 1.3, reduction="none"),
                           entmax.entmax_bisect_loss(z, y, 1.3), atol=1e-7)
+
+
+@pytest.mark.parametrize("kind,mapping", [
+    ("sparsemax", lambda z: oe.sparsemax(z, -1)),
+    ("entmax15", lambda z: oe.entmax15(z, -1)),
+    ("entmax_bisect", lambda z: oe.entmax_bisect(z, 1.33, -1)),
+    ("alpha_relu", lambda z: oe.ops.alpha_relu(z, alpha=1.5, tau=0.2)),
+])
+def test_loss_gives_the_support_size_of_each_row_it_solved(kind, mapping):
+    """return_support: the number of nonzero probabilities per row, as counting pi(z) > 0, with 0 on
+    ignore_index rows, and the loss unchanged (what the training reports count)."""
+    z = torch.randn(6, 13, dtype=torch.float64) * 3
+    y = torch.tensor([0, 4, -100, 12, 3, 3])
+    kw = {"alpha": 1.33} if kind == "entmax_bisect" else {"alpha": 1.5, "tau": 0.2} if kind == "alpha_relu" else {}
+    loss, support = oe.ops.fy_loss(z, y, kind, reduction="sum", return_support=True, **kw)
+    assert torch.equal(loss, oe.ops.fy_loss(z, y, kind, reduction="sum", **kw))
+    expected = (mapping(z) > 0).sum(-1).float() * (y != -100)
+    assert support.dtype == torch.float32 and torch.equal(support, expected)
+    assert support[2] == 0 and (support[[0, 1, 3]] >= 1).all()

@@ -142,10 +142,12 @@ def test_fused_loss_matches_reference(kind, alpha, tau, n_cols, eps):
     g = torch.rand(n, generator=gen, dtype=torch.float64)
     z = z.float().double()
     zr = z.clone().requires_grad_()
-    ref = ref_losses.fy_loss(zr, y, kind, alpha, tau=tau, reduction="none", label_smoothing=eps)
+    ref, support = ref_losses.fy_loss(zr, y, kind, alpha, tau=tau, reduction="none", label_smoothing=eps,
+                                      return_support=True)
     (ref * g).sum().backward()
     zd, yd = z.float().to(DEV), y.to(DEV)
     loss, stats, a_rows = KL.fy_loss_rows(zd, yd, kind, alpha, tau, -100, eps)
+    assert torch.equal(stats[:, 5].cpu(), support), "support sizes (what training reports count)"
     dz = KL.fy_grad_rows(zd, yd, g.float().to(DEV), stats, a_rows, kind, -100, eps,
                          out=torch.full_like(zd, float("nan")))
     scale = ref.detach().abs().max().clamp(min=1.0)

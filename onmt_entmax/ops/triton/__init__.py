@@ -2,7 +2,7 @@
 
 Contract with `onmt_entmax.ops._dispatch`: `supports(op, z, dim, **kw)` says whether the call can
 take the kernel path; then `sparsemax(z, dim)`, `entmax15(z, dim)`, `entmax_bisect(z, alpha,
-dim, n_iter)`, `fy_loss(rows, target, kind, alpha, tau, ignore_index, label_smoothing)` and
+dim, n_iter)`, `fy_loss(rows, target, kind, alpha, tau, ignore_index, label_smoothing, return_support)` and
 `sparse_attention(q, k, v, keep, kind, alpha, scale)` (forward only) and
 `sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights, alpha_bounds)`
 (differentiable) and `bounded_alpha(a, lo, hi)` run it.
@@ -107,7 +107,8 @@ def bounded_alpha(a: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
 
 
 def fy_loss(logits: torch.Tensor, target: torch.Tensor, kind: str, alpha=1.5, tau: float = 0.0,
-            ignore_index: int = -100, label_smoothing: float = 0.0) -> torch.Tensor:
-    """Per-row Fenchel-Young loss (N,) float32 of (N, V) logits (kernel path)."""
+            ignore_index: int = -100, label_smoothing: float = 0.0, return_support: bool = False):
+    """Per-row Fenchel-Young loss (N,) float32 of (N, V) logits (kernel path); with return_support
+    also the support size of each row: (loss, support)."""
     from . import loss
-    return loss.fy_loss(logits, target, kind, alpha, tau, ignore_index, label_smoothing)
+    return loss.fy_loss(logits, target, kind, alpha, tau, ignore_index, label_smoothing, return_support)

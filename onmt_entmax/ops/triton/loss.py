@@ -7,8 +7,9 @@ Forward, one program per row tile: threshold tau (sort-free solver, see _solver.
 m = max z (alpha-ReLU: p = [(alpha-1) z - tau]_+^(1/(alpha-1)) with its fixed tau, and
 L = sum p^alpha / alpha - z_y + (1 + alpha tau) / (alpha (alpha - 1))). FY label smoothing
 adds eps (z_y - mean_u z) - H_alpha(q), q = (1-eps) e_y + eps u, u uniform over finite logits.
-Only per-row scalars (m, tau, norm, n_finite, dL/dalpha) are kept: no (N, V) buffer lives
-between forward and backward besides the logits themselves.
+Only per-row scalars (m, tau, norm, n_finite, dL/dalpha, support size |{p > 0}|) are kept: no
+(N, V) buffer lives between forward and backward besides the logits themselves. The support size
+is what training reports count (`fy_loss(..., return_support=True)`): no second mapping pass.
 
 Backward, an elementwise kernel: recompute p from the saved row scalars in one pass and write
 dz = (p - q) g_row (zero on ignore_index rows). Total traffic: read z (forward; solver
@@ -26,13 +27,14 @@ from ._config import cdiv, launch_config, next_pow2
 from ._launch import launch
 
 _KINDS = {"sparsemax": 0, "entmax15": 1, "entmax_bisect": 2, "alpha_relu": 3}
-_NSTAT = 5  # m, tau, norm, n_finite, dL/dalpha
+_NSTAT = 6  # m, tau, norm, n_finite, dL/dalpha, support size
+NSTAT = tl.constexpr(_NSTAT)
 
 
 @triton.jit
 def _loss_elems(x, tau, norm, beta, al, MODE: tl.constexpr):
     """Elementwise terms: p (z - m), p^alpha, p^alpha log p (zero off the support; alpha-ReLU:
-    p^alpha is NaN at a NaN logit).
+    p^alpha is NaN at a NaN logit), [p > 0].
     alpha-entmax / alpha-ReLU: with d = [x - tau]_+ and p = d^beta / norm, alpha beta = beta + 1
     gives p^alpha = p d norm^(1 - alpha) and log2 p = beta log2 d - log2 norm: one log2 and one
     exp2 per entry."""
@@ -56,7 +58,7 @@ def _loss_elems(x, tau, norm, beta, al, MODE: tl.constexpr):
         if MODE == 3:  # a NaN logit makes the loss NaN (alpha-ReLU is elementwise: its gradient
             pa = tl.where(x != x, x, pa)  # is NaN at that entry only, in _fy_bwd_kernel)
     pos = p > 0
-    return tl.where(pos, p * zm, 0.0), pa, palp
+    return tl.where(pos, p * zm, 0.0), pa, palp, pos.to(tl.float32)
 
 
 @triton.jit
@@ -118,10 +120,11 @@ def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, n_rows, n_cols, stride, ignore_inde
         x = (z - m[:, None]) * a1[:, None]
         if MODE != 3:
             tau, norm, _it, _p = S.solve_tile(x, beta, row_ok & keep, tol, tau0, MODE, MAX_ITER)
-        e1, e2, e3 = _loss_elems(x, tau, norm, beta, al, MODE)
+        e1, e2, e3, e4 = _loss_elems(x, tau, norm, beta, al, MODE)
         pz = tl.sum(e1, 1)
         spa = tl.sum(e2, 1)
         spalp = tl.sum(e3, 1)
+        nnz = tl.sum(e4, 1)
     else:
         if MODE != 3:
             tau, norm, _it = S.solve_stream(Z, rows, keep, n_cols, stride, m, a1, beta,
@@ -129,16 +132,19 @@ def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, n_rows, n_cols, stride, ignore_inde
         pz2 = tl.zeros([BR, BC], tl.float32)
         spa2 = tl.zeros([BR, BC], tl.float32)
         spalp2 = tl.zeros([BR, BC], tl.float32)
+        nnz2 = tl.zeros([BR, BC], tl.float32)
         for c0 in range(0, n_cols, BC):
             cols = c0 + tl.arange(0, BC)
             x = S.load_scaled(Z, rows, keep, cols, n_cols, stride, m, a1)
-            e1, e2, e3 = _loss_elems(x, tau, norm, beta, al, MODE)
+            e1, e2, e3, e4 = _loss_elems(x, tau, norm, beta, al, MODE)
             pz2 += e1
             spa2 += e2
             spalp2 += e3
+            nnz2 += e4
         pz = tl.sum(pz2, 1)
         spa = tl.sum(spa2, 1)
         spalp = tl.sum(spalp2, 1)
+        nnz = tl.sum(nnz2, 1)
     ysafe = tl.where(keep, y, 0)
     zy = tl.load(Z + r64 * stride + ysafe, mask=keep, other=0.0).to(tl.float32) - m
     h = al * a1
@@ -157,12 +163,13 @@ def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, n_rows, n_cols, stride, ignore_inde
     loss = tl.where(nan_row, float("nan"), loss)
     norm = tl.where(nan_row, float("nan"), norm)
     tl.store(LOSS + rows, tl.where(keep, loss, 0.0), mask=rmask)
-    sp = STATS + r64 * 5
+    sp = STATS + r64 * NSTAT
     tl.store(sp + 0, m, mask=rmask)
     tl.store(sp + 1, tau, mask=rmask)
     tl.store(sp + 2, norm, mask=rmask)
     tl.store(sp + 3, tl.maximum(nfin, 1.0), mask=rmask)
     tl.store(sp + 4, dal, mask=rmask)
+    tl.store(sp + 5, tl.where(keep, nnz, 0.0), mask=rmask)
 
 
 @triton.jit(do_not_specialize=["n_rows"])  # n_rows only masks: one kernel for any count
@@ -177,7 +184,7 @@ def _fy_bwd_kernel(Z, Y, G, STATS, ALPHA, DZ, n_rows, n_cols, stride, ignore_ind
     r64 = rows.to(tl.int64)
     g = tl.load(G + rows, mask=rmask, other=0.0).to(tl.float32)
     g = tl.where(keep, g, 0.0)
-    sp = STATS + r64 * 5
+    sp = STATS + r64 * NSTAT
     m = tl.load(sp + 0, mask=rmask, other=0.0)
     tau = tl.load(sp + 1, mask=rmask, other=0.0)
     norm = tl.load(sp + 2, mask=rmask, other=1.0)
@@ -212,7 +219,7 @@ def _alpha_rows(alpha, n_rows: int, device) -> torch.Tensor:
 def fy_loss_rows(z: torch.Tensor, target: torch.Tensor, kind: str, alpha=1.5, tau: float = 0.0,
                  ignore_index: int = -100, eps: float = 0.0, config: dict | None = None,
                  max_iter: int = 64, tol: float = 1e-6):
-    """Forward kernel only: (per-row loss float32 (N,), row stats (N, 5), alpha rows)."""
+    """Forward kernel only: (per-row loss float32 (N,), row stats (N, _NSTAT), alpha rows)."""
     n_rows, n_cols = z.shape
     mode = _KINDS[kind]
     loss = torch.empty(n_rows, device=z.device, dtype=torch.float32)
@@ -257,11 +264,13 @@ class _FYLoss(torch.autograd.Function):
         ctx.save_for_backward(z, target, stats, a_rows if a_rows is not None else stats[:0])
         ctx.kind, ctx.ignore_index, ctx.eps = kind, ignore_index, eps
         ctx.alpha_shape = alpha.shape if torch.is_tensor(alpha) else None
-        return loss
+        support = stats[:, 5]
+        ctx.mark_non_differentiable(support)
+        return loss, support
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, g):
+    def backward(ctx, g, _g_support):
         z, target, stats, a_rows = ctx.saved_tensors
         a_rows = a_rows if ctx.kind in ("entmax_bisect", "alpha_relu") else None
         g = g.contiguous().to(torch.float32)
@@ -285,11 +294,13 @@ def _numel(shape) -> int:
 
 
 def fy_loss(logits: torch.Tensor, target: torch.Tensor, kind: str, alpha=1.5, tau: float = 0.0,
-            ignore_index: int = -100, label_smoothing: float = 0.0) -> torch.Tensor:
+            ignore_index: int = -100, label_smoothing: float = 0.0, return_support: bool = False):
     """Per-row Fenchel-Young loss (N,) float32 of (N, V) logits; autograd to logits and alpha.
-    Targets must already be validated (in [0, V) or ignore_index)."""
-    return _FYLoss.apply(logits, alpha, target.contiguous(), kind, float(tau), int(ignore_index),
-                         float(label_smoothing))
+    Targets must already be validated (in [0, V) or ignore_index). ``return_support``: also the
+    number of nonzero probabilities of each row (N,) float32 (0 on ignore_index rows), as (loss, that)."""
+    loss, support = _FYLoss.apply(logits, alpha, target.contiguous(), kind, float(tau), int(ignore_index),
+                                  float(label_smoothing))
+    return (loss, support) if return_support else loss
 
 
 def sparsemax_loss(logits, target, ignore_index: int = -100, label_smoothing: float = 0.0):
