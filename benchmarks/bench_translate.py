@@ -135,11 +135,12 @@ def main() -> None:
           f"{'median' if args.median else 'fastest'} of {args.repeat}"
     print(f"\nonmt_translate sentences/s ({device}, beam {args.beam}, batch {args.batch}, {len(lines)} lines, "
           f"{mode}; {how})")
-    print(f"| variant | sentences/s | vs softmax | output words | lines of {max_len}+ words |")
-    print("|---|---|---|---|---|")
-    for name, rate in rows.items():
+    print(f"| variant | sentences/s | vs softmax | output words | lines of {max_len}+ words | runs (ms a sentence) |")
+    print("|---|---|---|---|---|---|")
+    for folder in folders:
+        name, rate = folder.name, rows[folder.name]
         print(f"| {name} | {rate:.1f} | {f'{rate / base:.2f}x' if base else 'n/a'} | {words[name]} | "
-              f"{at_max[name]} |")
+              f"{at_max[name]} | {' '.join(f'{ms:.3f}' for ms in runs[folder])} |")
 
 if __name__ == "__main__":
     main()
