@@ -229,7 +229,7 @@ def main() -> None:
     if args.gpu:
         import torch
         device = torch.cuda.get_device_name()
-    runs, wrong, cfgs = {name: [] for name in args.variants}, {}, {}
+    runs, wrong, checked, cfgs = {name: [] for name in args.variants}, {}, {}, {}
     for name in args.variants:
         vdir = work / re.sub(r"\W+", "_", name)
         vdir.mkdir(exist_ok=True)
@@ -247,6 +247,8 @@ def main() -> None:
             if args.check_kernels:
                 from onmt_entmax.ops.triton.check import WRONG
                 wrong[name] = wrong.get(name, 0) + log.count(WRONG)
+                done = re.findall(r"\[kernel check\] (\d+) calls checked", log)
+                checked[name] = checked.get(name, 0) + sum(map(int, done))
     results = {name: (statistics.median(rate for rate, _ in rs), rs[0][1]) for name, rs in runs.items()}
     base = results.get("softmax", (None, 0))[0]
     what = "training steps in one process (batching excluded)" if args.in_process else "onmt_train"
@@ -265,8 +267,8 @@ def main() -> None:
         rounds = f"{statistics.median(paired):.2f}x" if paired else "n/a"
         print(f"| {name} | {rate:.0f} | {ratio} | {rounds} | {windows} | {each} |")
     if args.check_kernels:
-        print(f"\nkernel check (tokens/s above include the reference computations): calls with wrong rows "
-              f"per variant {wrong}; wrong programs in {args.check_kernels}")
+        print(f"\nkernel check (tokens/s above include the reference computations): calls checked per variant "
+              f"{checked}, calls with wrong rows {wrong}; wrong programs in {args.check_kernels}")
         if any(wrong.values()):
             sys.exit("kernel check failed: a kernel returned wrong rows during training")
     if args.json:

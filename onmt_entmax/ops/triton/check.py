@@ -13,6 +13,7 @@ computation per call: not for timing.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 from pathlib import Path
@@ -142,4 +143,6 @@ def watch(out_dir, tol: float = 1e-4, max_cols: int = 512, max_saved: int = 6) -
     attention_train.scores_forward = w.scores_forward(attention_train.scores_forward)
     print(f"[kernel check] watching short-row mapping and training attention kernels (pid {os.getpid()})",
           file=sys.stderr, flush=True)
+    atexit.register(lambda: print(f"[kernel check] {w.calls} calls checked, {w.wrong_calls} with wrong rows "
+                                  f"(pid {os.getpid()})", file=sys.stderr, flush=True))
     return w
