@@ -14,9 +14,10 @@ from onmt_entmax.ops.triton import attention_tiles, attention_train, check, mapp
 
 @pytest.fixture(autouse=True)
 def _kernels_restored(monkeypatch):
-    """watch() replaces module globals: put them back after each test."""
+    """watch() replaces module globals: put them back after each test (and no exit summary lines)."""
     for owner, name in ((mapping, "forward_rows"), (attention_tiles, "forward"), (attention_train, "scores_forward")):
         monkeypatch.setattr(owner, name, getattr(owner, name))
+    monkeypatch.setattr(check, "_summary_at_exit", lambda w: None)
 
 
 def _fake_kernel(corrupt_row=None):

@@ -143,6 +143,11 @@ def watch(out_dir, tol: float = 1e-4, max_cols: int = 512, max_saved: int = 6) -
     attention_train.scores_forward = w.scores_forward(attention_train.scores_forward)
     print(f"[kernel check] watching short-row mapping and training attention kernels (pid {os.getpid()})",
           file=sys.stderr, flush=True)
+    _summary_at_exit(w)
+    return w
+
+
+def _summary_at_exit(w: _Watch) -> None:
+    """How many calls were checked, printed when the process ends (a check that saw no call is no check)."""
     atexit.register(lambda: print(f"[kernel check] {w.calls} calls checked, {w.wrong_calls} with wrong rows "
                                   f"(pid {os.getpid()})", file=sys.stderr, flush=True))
-    return w
