@@ -42,7 +42,8 @@ class LearnableAlpha(nn.Module):
             return self._alpha()
         # no grad (decoding): the same alphas at every call until `a` changes (in-place updates
         # bump its version, .to() / loading replace its storage); one computation, not one a call
-        key = (self.a._version, self.a.data_ptr(), self.a.device)
+        a = self.a
+        key = (a._version, a.data_ptr(), a.device)
         if getattr(self, "_cached_key", None) != key:
             self._cached, self._cached_key = self._alpha(), key
         return self._cached
@@ -92,13 +93,17 @@ class AttentionNormalizer(nn.Module):
         """The learned alphas as (H, 1, 1), broadcasting over (..., H, T_q, T_k) scores (in range by
         construction: not checked again); without grad the same tensor at every call until the
         alphas change."""
-        alpha = self.alpha()
+        learned = self.alpha
         if torch.is_grad_enabled():
             # in [1.01, 2] for every finite parameter (NaN only after NaN gradients, which the loss
             # shows): the ops need not check it again at every training call
-            return ops.alpha_in_range(alpha.view(-1, 1, 1))
-        if getattr(self, "_view_of", None) is not alpha:
-            self._view, self._view_of = ops.alpha_in_range(alpha.view(-1, 1, 1)), alpha
+            return ops.alpha_in_range(learned().view(-1, 1, 1))
+        # decoding asks at every step of every layer: the key of LearnableAlpha's own cache, read
+        # here without a module call
+        a = learned.a
+        key = (a._version, a.data_ptr(), a.device)
+        if self.__dict__.get("_view_key") != key:
+            self._view, self._view_key = ops.alpha_in_range(learned().view(-1, 1, 1)), key
         return self._view
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = None, dropout_p: float = 0.0,

@@ -116,6 +116,19 @@ def test_learnable_alpha_is_computed_once_while_decoding_and_follows_updates():
     assert alpha().requires_grad  # training: a fresh, differentiable computation
 
 
+def test_normalizer_reuses_its_per_head_alphas_while_decoding_until_they_change():
+    norm = AttentionNormalizer(get_transformation("entmax_bisect"), heads=2, learn_alpha=True)
+    with torch.no_grad():
+        first = norm._alpha_per_head()
+        assert norm._alpha_per_head() is first and first.shape == (2, 1, 1)
+        norm.alpha.a.add_(torch.tensor([1.0, -1.0]))  # an optimizer step
+        moved = norm._alpha_per_head()
+        norm.load_state_dict({"alpha.a": torch.tensor([3.0, 0.0])})
+        loaded = norm._alpha_per_head()
+    torch.testing.assert_close(moved.flatten(), 1 + torch.sigmoid(torch.tensor([1.0, -1.0])))
+    torch.testing.assert_close(loaded.flatten(), 1 + torch.sigmoid(torch.tensor([3.0, 0.0])))
+
+
 def test_learn_alpha_refuses_softmax_and_sparsemax():
     for name in ("softmax", "sparsemax"):
         with pytest.raises(ValueError, match="learn_alpha"):
