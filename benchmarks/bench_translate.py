@@ -18,6 +18,7 @@ This is a benchmark, not a test.
 from __future__ import annotations
 
 import argparse
+import gc
 import re
 import subprocess
 import sys
@@ -49,7 +50,11 @@ def translate_args(model: Path, src: Path, out: Path, args: argparse.Namespace) 
 class InProcess:
     """Decoding time of OpenNMT-py's ``Inference._translate`` (the model already loaded), every
     model translated in this one process: no variation between processes (host-bound decoding
-    drifted by tens of percent from one process to the next on the GPU machines)."""
+    drifted by tens of percent from one process to the next on the GPU machines). A full garbage
+    collection runs before each timed call, untimed: a process that loads model after model
+    collects its oldest generation every other call or so (~0.2 s on the H100 hosts, 10% of a
+    1000-sentence run), and without the collection those pauses landed on the same models round
+    after round."""
 
     def __init__(self, gpu: bool):
         import torch
@@ -60,6 +65,7 @@ class InProcess:
         upstream, sync = Inference._translate, torch.cuda.synchronize if gpu else (lambda: None)
 
         def timed(inference, *a, **kw):
+            gc.collect()
             sync()
             t0 = time.perf_counter()
             out = upstream(inference, *a, **kw)
