@@ -226,8 +226,8 @@ def fy_loss(logits: Tensor, target: Tensor, kind: str, alpha: Alpha = 1.5, tau: 
     cdt = compute_dtype(rows.dtype)
     fast = _dispatch.kernel("fy_loss", rows, -1, kind=kind, alpha=alpha)
     if fast is not None:
-        per_row = fast(rows, flat_target, kind, alpha, tau, ignore_index, eps, return_support)
-        per_row, support = per_row if return_support else (per_row, None)
+        out = fast(rows, flat_target, kind, alpha, tau, ignore_index, eps, return_support)
+        per_row, support = out if return_support else (out, None)
     else:
         n = default_n_iter(cdt) if n_iter is None else int(n_iter)
         a = alpha.to(cdt) if isinstance(alpha, Tensor) else torch.tensor(float(alpha), dtype=cdt, device=rows.device)
