@@ -40,13 +40,17 @@ class LearnableAlpha(nn.Module):
     def forward(self) -> Tensor:
         if torch.is_grad_enabled():
             return self._alpha()
-        # no grad (decoding): the same alphas at every call until `a` changes (in-place updates
-        # bump its version, .to() / loading replace its storage); one computation, not one a call
-        a = self.a
-        key = (a._version, a.data_ptr(), a.device)
+        # no grad (decoding): the same alphas at every call until `a` changes; one computation, not one a call
+        key = self.state_key()
         if getattr(self, "_cached_key", None) != key:
             self._cached, self._cached_key = self._alpha(), key
         return self._cached
+
+    def state_key(self) -> tuple:
+        """Changes whenever the alphas may have: in-place updates (optimizer steps, loading) bump the
+        parameter's version, .to() and assignment replace its storage."""
+        a = self.a
+        return a._version, a.data_ptr(), a.device
 
     def _alpha(self) -> Tensor:
         return ops.bounded_alpha(self.a, ALPHA_MIN, ALPHA_MAX)
@@ -98,10 +102,9 @@ class AttentionNormalizer(nn.Module):
             # in [1.01, 2] for every finite parameter (NaN only after NaN gradients, which the loss
             # shows): the ops need not check it again at every training call
             return ops.alpha_in_range(learned().view(-1, 1, 1))
-        # decoding asks at every step of every layer: the key of LearnableAlpha's own cache, read
+        # decoding asks at every step of every layer: keyed as LearnableAlpha's own cache, checked
         # here without a module call
-        a = learned.a
-        key = (a._version, a.data_ptr(), a.device)
+        key = learned.state_key()
         if self.__dict__.get("_view_key") != key:
             self._view, self._view_key = ops.alpha_in_range(learned().view(-1, 1, 1)), key
         return self._view
