@@ -22,6 +22,7 @@ import torch
 
 from .. import entmax15, entmax_bisect, sparsemax
 from ..attention import MASKED
+from ..bounded_alpha import _reference as bounded_reference
 from . import attention_tiles, attention_train, mapping
 from ._config import launch_config
 
@@ -80,10 +81,10 @@ class _Watch:
             z = z.masked_fill(~keep, MASKED)
         alpha_rows = None
         if mode == 2:
-            a = (alpha if torch.is_tensor(alpha) else torch.tensor([float(alpha)])).detach().double().reshape(-1)
-            if bounds is not None:
-                a = (1.0 + torch.sigmoid(a)).clamp(*bounds)
-            alpha_rows = a.to(p.device).view(1, -1, 1).expand(B, H, Tq).reshape(-1)
+            a = (alpha if torch.is_tensor(alpha) else torch.tensor([float(alpha)])).detach().reshape(-1)
+            if bounds is not None:  # (the torch reference of ops.bounded_alpha, not its kernel)
+                a = bounded_reference(a, *bounds)
+            alpha_rows = a.double().to(p.device).view(1, -1, 1).expand(B, H, Tq).reshape(-1)
         z2, p2, name = z.expand(B, H, Tq, Tk).reshape(-1, Tk), p.reshape(-1, Tk), _NAMES[mode]
         ref = reference(z2, name, alpha_rows)
         bad = wrong_rows(p2, ref, self.tol)
