@@ -89,4 +89,3 @@ def make_sdpa(upstream: Callable) -> Callable:
         return out
 
     return scaled_dot_product_attention
-
