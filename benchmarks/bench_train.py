@@ -24,6 +24,7 @@ machine.
 from __future__ import annotations
 
 import argparse
+import gc
 import gzip
 import json
 import random
@@ -180,6 +181,7 @@ def in_process_rounds(trainers: dict[str, tuple], rounds: int, steps: int) -> di
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     for r in range(rounds):
         for name, (trainer, batches) in trainers.items():
+            gc.collect()  # untimed: a full collection (~0.2 s on the H100 hosts) would land in some variant's window
             sync()
             t0 = time.perf_counter()
             words = run(trainer, batches, steps)
