@@ -5,10 +5,13 @@ run (one sub-folder per variant, each holding its last `model_step_*.pt`), and r
 from the translation time that `onmt_translate -report_time` measures itself (its average ms per
 sentence: model loading and process start excluded, which the wall time of a ~1 s decode could not
 separate from noise). The first run of each model, over the whole source, is not timed (it compiles
-the Triton kernels for every shape the timed runs meet, into the on-disk cache); then --repeat rounds time every model in turn, and each model's fastest run is
-kept (host-bound decoding: the host's speed drifts between processes by tens of percent).
-With --in-process every model is translated in this one process instead (OpenNMT-py's translate(),
-timed around Inference._translate), which removes the variation between processes.
+the Triton kernels for every shape the timed runs meet, into the on-disk cache); then --repeat
+rounds time every model in turn, each round starting one model later, and each model's fastest run
+is kept (--median: its median run; host-bound decoding: the host's speed drifts between processes by
+tens of percent). "median of round ratios" pairs each run with softmax's run of the same round.
+With --in-process every model is translated in this one process instead, by an inference engine
+built once per model (timed around OpenNMT-py's Inference._translate), which removes the
+variation between processes and between model loads.
 This is a benchmark, not a test.
 
     python benchmarks/bench_train.py --gpu --workdir runs/bench --steps 300
@@ -48,20 +51,21 @@ def translate_args(model: Path, src: Path, out: Path, args: argparse.Namespace) 
 
 
 class InProcess:
-    """Decoding time of OpenNMT-py's ``Inference._translate`` (the model already loaded), every
-    model translated in this one process: no variation between processes (host-bound decoding
-    drifted by tens of percent from one process to the next on the GPU machines). A full garbage
-    collection runs before each timed call, untimed: a process that loads model after model
-    collects its oldest generation every other call or so (~0.2 s on the H100 hosts, 10% of a
-    1000-sentence run), and without the collection those pauses landed on the same models round
+    """Decoding time of OpenNMT-py's ``Inference._translate``, every model translated in this one
+    process by its own inference engine, built once (the model loaded once, as a translation server
+    keeps it): no variation between processes (host-bound decoding drifted by tens of percent from
+    one process to the next on the GPU machines), and no model reloads between timed calls. A full
+    garbage collection runs before each timed call, untimed: a process that loaded model after
+    model collected its oldest generation every other call or so (~0.2 s on the H100 hosts, 10% of
+    a 1000-sentence run), and without the collection those pauses landed on the same models round
     after round."""
 
     def __init__(self, gpu: bool):
         import torch
-        from onmt.bin.translate import _get_parser, translate
         from onmt.translate.translator import Inference
 
-        self._parser, self._translate, self.times = _get_parser, translate, []
+        self._engines: dict = {}
+        self.times: list[float] = []
         upstream, sync = Inference._translate, torch.cuda.synchronize if gpu else (lambda: None)
 
         def timed(inference, *a, **kw):
@@ -75,8 +79,32 @@ class InProcess:
 
         Inference._translate = timed
 
+    def _engine(self, model: Path, src: Path, out: Path, args: argparse.Namespace):
+        """The model's inference engine (built on first use), writing to ``out`` from its start."""
+        import codecs
+
+        from onmt.bin.translate import _get_parser
+        from onmt.inference_engine import InferenceEnginePY
+        from onmt.utils.parse import ArgumentParser
+
+        engine = self._engines.get(model)
+        if engine is None:
+            opt = _get_parser().parse_args(translate_args(model, src, out, args))
+            ArgumentParser.validate_translate_opts(opt)  # as onmt.bin.translate.translate does
+            ArgumentParser._get_all_transform_translate(opt)
+            ArgumentParser._validate_transforms_opts(opt)
+            ArgumentParser.validate_translate_opts_dynamic(opt)
+            engine = self._engines[model] = InferenceEnginePY(opt)
+        translator = engine.translator
+        translator.out_file.close()
+        translator.out_file = codecs.open(str(out), "w+", "utf-8")
+        engine.opt.src = str(src)
+        return engine
+
     def ms_per_sentence(self, model: Path, src: Path, out: Path, args: argparse.Namespace) -> float:
-        self._translate(self._parser().parse_args(translate_args(model, src, out, args)))
+        engine = self._engine(model, src, out, args)
+        engine.infer_file()
+        engine.translator.out_file.flush()
         return self.times[-1] * 1000.0 / max(1, sum(1 for _ in src.open()))
 
 
@@ -124,12 +152,16 @@ def main() -> None:
         # 1.4-1.9 after, H100), into Triton's cache on disk for the onmt_translate processes
         timer(last_checkpoint(folder), src, folder / "warmup.out", args)
     runs: dict = {folder: [] for folder in folders}
-    for _ in range(args.repeat):  # rounds over the models, so a slow spell of the host hits all of them
-        for folder in folders:
+    for r in range(args.repeat):  # rounds over the models, so a slow spell of the host hits all of them;
+        for folder in folders[r % len(folders):] + folders[:r % len(folders)]:  # each round starts elsewhere
             runs[folder].append(timer(last_checkpoint(folder), src, folder / "bench.out", args))
+    soft = next((f for f in folders if f.name == "softmax"), None)
+    ratios = {}
     for folder in folders:
-        ms = min(runs[folder]) if not args.median else sorted(runs[folder])[len(runs[folder]) // 2]
+        ms = min(runs[folder]) if not args.median else _median(runs[folder])
         rows[folder.name] = 1000.0 / ms
+        if soft is not None:  # softmax's time over this model's, round by round
+            ratios[folder.name] = _median([a / b for a, b in zip(runs[soft], runs[folder])])
         lengths = [len(line.split()) for line in (folder / "bench.out").open()]
         words[folder.name] = sum(lengths)
         at_max[folder.name] = sum(n >= max_len for n in lengths)
@@ -143,12 +175,18 @@ def main() -> None:
           f"{'median' if args.median else 'fastest'} of {args.repeat}"
     print(f"\nonmt_translate sentences/s ({device}, beam {args.beam}, batch {args.batch}, {len(lines)} lines, "
           f"{mode}; {how})")
-    print(f"| variant | sentences/s | vs softmax | output words | lines of {max_len}+ words | runs (ms a sentence) |")
-    print("|---|---|---|---|---|---|")
+    print(f"| variant | sentences/s | vs softmax | median of round ratios | output words | lines of {max_len}+ words "
+          f"| runs (ms a sentence) |")
+    print("|---|---|---|---|---|---|---|")
     for folder in folders:
         name, rate = folder.name, rows[folder.name]
-        print(f"| {name} | {rate:.1f} | {f'{rate / base:.2f}x' if base else 'n/a'} | {words[name]} | "
+        paired = f"{ratios[name]:.2f}x" if name in ratios else "n/a"
+        print(f"| {name} | {rate:.1f} | {f'{rate / base:.2f}x' if base else 'n/a'} | {paired} | {words[name]} | "
               f"{at_max[name]} | {' '.join(f'{ms:.3f}' for ms in runs[folder])} |")
+
+
+def _median(xs: list) -> float:
+    return sorted(xs)[len(xs) // 2]
 
 if __name__ == "__main__":
     main()
