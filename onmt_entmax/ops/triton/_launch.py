@@ -76,9 +76,19 @@ def launch(fn, grid: tuple, args: tuple, constexprs: dict, num_warps: int,
     stream = driver.active.get_current_stream(dev)
     g = tuple(grid) + (1, 1)
     full = args + consts
+    enter, leave = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
+    if _no_hooks(enter) and _no_hooks(leave):
+        # nothing to call: the launcher skips None hooks, and no launch metadata is built for them
+        kernel.run(g[0], g[1], g[2], stream, kernel.function, kernel.packed_metadata, None, None, None, *full)
+        return
     kernel.run(g[0], g[1], g[2], stream, kernel.function, kernel.packed_metadata,
-               kernel.launch_metadata(grid, stream, *full), knobs.runtime.launch_enter_hook,
-               knobs.runtime.launch_exit_hook, *full)
+               kernel.launch_metadata(grid, stream, *full), enter, leave, *full)
+
+
+def _no_hooks(hook) -> bool:
+    """True for an unset launch hook: None, or (Triton 3.4+) a HookChain with nothing added (Triton's
+    own launch still calls that empty chain twice a launch, after building the launch metadata)."""
+    return hook is None or getattr(hook, "calls", None) == []
 
 
 def launch_spec(tensors, ints) -> tuple:
