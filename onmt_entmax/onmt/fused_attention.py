@@ -61,12 +61,15 @@ def wrap_forward(upstream: Callable) -> Callable:
             return upstream(self, *args, **kwargs)
         call = _Call(self)
         token = _SPARSE_CALL.set(call)
-        saved = self.self_attn_type
-        self.self_attn_type = "scaled-dot-flash"
+        # a plain string attribute: written to the instance dict directly (nn.Module.__setattr__
+        # looks through parameters, buffers and submodules first, twice a call at every decoding step)
+        attrs = self.__dict__
+        saved = attrs["self_attn_type"]
+        attrs["self_attn_type"] = "scaled-dot-flash"
         try:
             out, attn = upstream(self, *args, **kwargs)
         finally:
-            self.self_attn_type = saved
+            attrs["self_attn_type"] = saved
             _SPARSE_CALL.reset(token)
         return out, attn if attn is not None else call.weights
 
