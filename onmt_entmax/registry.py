@@ -137,6 +137,9 @@ class Sparsemax(Transformation):
     def mapping(self, z, dim=-1, alpha=None):
         return ops.sparsemax(z, dim=dim)
 
+    def log_probs(self, z, dim=-1):
+        return ops.log_probs(z, "sparsemax", dim=dim)
+
     def loss(self, logits, target, ignore_index=-100, reduction="sum", label_smoothing=0.0, return_support=False):
         return ops.sparsemax_loss(
             logits, target, ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing,
@@ -154,6 +157,9 @@ class Entmax15(Transformation):
 
     def mapping(self, z, dim=-1, alpha=None):
         return ops.entmax15(z, dim=dim)
+
+    def log_probs(self, z, dim=-1):
+        return ops.log_probs(z, "entmax15", dim=dim)
 
     def loss(self, logits, target, ignore_index=-100, reduction="sum", label_smoothing=0.0, return_support=False):
         return ops.entmax15_loss(
@@ -183,6 +189,9 @@ class EntmaxBisect(Transformation):
 
     def mapping(self, z, dim=-1, alpha=None):
         return ops.entmax_bisect(z, alpha=self.alpha if alpha is None else alpha, dim=dim, n_iter=self.n_iter)
+
+    def log_probs(self, z, dim=-1):
+        return ops.log_probs(z, "entmax_bisect", alpha=self.alpha, dim=dim, n_iter=self.n_iter)
 
     def loss(self, logits, target, ignore_index=-100, reduction="sum", label_smoothing=0.0, return_support=False):
         return ops.entmax_bisect_loss(

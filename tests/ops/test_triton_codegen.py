@@ -53,7 +53,7 @@ def _mapping_fwd(n_cols, mode, fp_fusion=None, lanes=True):
     cfg = launch_config(n_cols, 4, {"LANE_TILES": lanes}, mode=MODES[mode], soft_rows=False)
     runtime = {"Z": F32, "P": F32, "ALPHA": F32, "n_rows": "i32", "n_cols": "i32",
                "stride": "i32", "tol": "fp32"}
-    const = {"ITERS": None, "MODE": MODES[mode], "MAX_ITER": 32, "BR": cfg["BR"], "BC": cfg["BC"]}
+    const = {"ITERS": None, "MODE": MODES[mode], "MAX_ITER": 32, "BR": cfg["BR"], "BC": cfg["BC"], "LOG": False}
     if cfg["LANES"]:
         fn, const = KM._fwd_lanes_kernel, dict(const, LANES=cfg["LANES"])
     else:

@@ -62,10 +62,11 @@ class _Watch:
             return p
         self.calls += 1
         ref = reference(z2, mode, alpha_rows)
-        bad = wrong_rows(p, ref, self.tol)
+        q = p.exp() if kwargs.get("log") else p  # (decoding's kernels store log p)
+        bad = wrong_rows(q, ref, self.tol)
         if bad.numel():
             self.wrong_calls += 1
-            self._report(z2, mode, alpha_rows, p, ref, bad, kwargs.get("config"))
+            self._report(z2, mode, alpha_rows, q, ref, bad, kwargs.get("config"))
         return p
 
     def attention(self, s: torch.Tensor, p: torch.Tensor, keep, alpha, bounds, mode: int, scale: float) -> None:

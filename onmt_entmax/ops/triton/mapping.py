@@ -29,6 +29,14 @@ def _softmax_rows(p, z, m, soft, msk):
 
 
 @triton.jit
+def _stored(p, LOG: tl.constexpr):
+    """What a forward kernel writes: p, or (LOG) log p with -inf exactly where p = 0 (NaN stays NaN)."""
+    if LOG:
+        return tl.where(p > 0, tl.log(p), tl.where(p == 0, float("-inf"), p))
+    return p
+
+
+@triton.jit
 def _row_block(ALPHA, n_rows, BR: tl.constexpr, MODE: tl.constexpr):
     """(rows [BR], their mask, alpha - 1 of each) of this program's block of rows."""
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
@@ -74,7 +82,7 @@ def map_tile(z, a1, msk, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, BR: tl
 def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
                 MODE: tl.constexpr, MAX_ITER: tl.constexpr, BR: tl.constexpr,
                 BC: tl.constexpr, SINGLE: tl.constexpr, GROUPS: tl.constexpr,
-                GROUP_ITER: tl.constexpr):
+                GROUP_ITER: tl.constexpr, LOG: tl.constexpr):
     rows, rmask, a1 = _row_block(ALPHA, n_rows, BR, MODE)
     beta = 1.0 / a1
     roff = rows.to(tl.int64)[:, None] * stride
@@ -83,7 +91,7 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
         msk = rmask[:, None] & (cols[None, :] < n_cols)
         z = tl.load(Z + roff + cols[None, :], mask=msk, other=float("-inf")).to(tl.float32)
         p, it = map_tile(z, a1, msk, tol, MODE, MAX_ITER, BR, BC, GROUPS, GROUP_ITER)
-        tl.store(P + roff + cols[None, :], p.to(P.dtype.element_ty), mask=msk)
+        tl.store(P + roff + cols[None, :], _stored(p, LOG).to(P.dtype.element_ty), mask=msk)
     else:
         m, _s, _c, zg = S.row_max(Z, rows, rmask, n_cols, stride, BR, BC)
         nan_row = m != m
@@ -104,7 +112,7 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
             msk = rmask[:, None] & (cols[None, :] < n_cols)
             x = S.load_scaled(Z, rows, rmask, cols, n_cols, stride, m, a1)
             p = S.probs(x, tau, norm, beta, MODE)
-            tl.store(P + roff + cols[None, :], p.to(P.dtype.element_ty), mask=msk)
+            tl.store(P + roff + cols[None, :], _stored(p, LOG).to(P.dtype.element_ty), mask=msk)
     if ITERS is not None:
         tl.store(ITERS + tl.program_id(0), it)
 
@@ -117,13 +125,13 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
 @triton.jit(do_not_specialize=["n_rows", "n_cols", "stride"])
 def _fwd_lanes_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol, MODE: tl.constexpr,
                       MAX_ITER: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr,
-                      LANES: tl.constexpr):
+                      LANES: tl.constexpr, LOG: tl.constexpr):
     rows, rmask, a1 = _row_block(ALPHA, n_rows, BR, MODE)
     r3, c3, msk3 = S.lane_cols(rows, rmask, n_cols, BR, BC, LANES)
     z = tl.load(Z + r3 * stride + c3, mask=msk3, other=float("-inf")).to(tl.float32)
     p, it = map_tile(tl.reshape(z, [BR, BC]), a1, tl.reshape(msk3, [BR, BC]), tol, MODE,
                      MAX_ITER, BR, BC, False, 1)
-    tl.store(P + r3 * stride + c3, tl.reshape(p, msk3.shape).to(P.dtype.element_ty), mask=msk3)
+    tl.store(P + r3 * stride + c3, tl.reshape(_stored(p, LOG), msk3.shape).to(P.dtype.element_ty), mask=msk3)
     if ITERS is not None:
         tl.store(ITERS + tl.program_id(0), it)
 
@@ -266,8 +274,9 @@ def _alpha_rows(alpha, z: torch.Tensor, dim: int) -> torch.Tensor:
 def forward_rows(z2: torch.Tensor, mode: str, alpha_rows: torch.Tensor | None = None,
                  n_iter: int | None = None, tol: float = 1e-6, out_dtype=None,
                  config: dict | None = None, iters: torch.Tensor | None = None,
-                 out: torch.Tensor | None = None, soft_rows: bool = True) -> torch.Tensor:
-    """p for a contiguous (n_rows, n_cols) CUDA tensor (written into `out` if given).
+                 out: torch.Tensor | None = None, soft_rows: bool = True, log: bool = False) -> torch.Tensor:
+    """p for a contiguous (n_rows, n_cols) CUDA tensor (written into `out` if given); log: log p
+    instead, -inf exactly where p = 0 (computed in float32 before the cast to the output dtype).
     soft_rows=False promises alpha_rows > 1 everywhere (a float alpha): long rows may stream."""
     n_rows, n_cols = z2.shape
     p = out if out is not None else torch.empty(z2.shape, device=z2.device,
@@ -280,7 +289,7 @@ def forward_rows(z2: torch.Tensor, mode: str, alpha_rows: torch.Tensor | None = 
     grid = (cdiv(n_rows, cfg["BR"]),)
     args = (z2, p, alpha_rows if alpha_rows is not None else z2, iters, n_rows, n_cols,
             z2.stride(0), tol)
-    shape = {"MODE": m, "MAX_ITER": max_iter, "BR": cfg["BR"], "BC": cfg["BC"]}
+    shape = {"MODE": m, "MAX_ITER": max_iter, "BR": cfg["BR"], "BC": cfg["BC"], "LOG": log}
     if cfg["LANES"]:
         launch(_fwd_lanes_kernel, grid, args, dict(shape, LANES=cfg["LANES"]), cfg["num_warps"],
                cfg["FP_FUSION"])
@@ -316,11 +325,11 @@ def backward_rows(p2: torch.Tensor, g2: torch.Tensor, mode: str,
     return dz, dalpha
 
 
-def _forward(z, alpha, mode: str, dim: int, n_iter):
-    """(p, p as rows, alpha rows, row shape) for dim in [0, z.dim())."""
+def _forward(z, alpha, mode: str, dim: int, n_iter, log: bool = False):
+    """(p, p as rows, alpha rows, row shape) for dim in [0, z.dim()); log: log p instead."""
     z2, shape = _as_rows(z, dim)
     a_rows = _alpha_rows(alpha, z, dim) if mode == "bisect" else None
-    p2 = forward_rows(z2, mode, a_rows, n_iter, soft_rows=torch.is_tensor(alpha))
+    p2 = forward_rows(z2, mode, a_rows, n_iter, soft_rows=torch.is_tensor(alpha), log=log)
     p = p2.view(shape)
     return (p if dim == z.dim() - 1 else p.movedim(-1, dim)), p2, a_rows, shape
 
@@ -382,3 +391,12 @@ def entmax_bisect(z: torch.Tensor, alpha=1.5, dim: int = -1, n_iter: int | None 
     |sum p - 1| <= 1e-6 then renormalised; alpha a float or a tensor broadcastable to z with
     size 1 along dim (differentiable)."""
     return _map(z, alpha, "bisect", dim, n_iter)
+
+
+def log_probs(z: torch.Tensor, kind: str, alpha=None, dim: int = -1) -> torch.Tensor:
+    """log pi(z) along dim, -inf exactly where pi(z) = 0, in one launch (no gradient): the mapping
+    kernel stores log p instead of p. kind: sparsemax, entmax15 or entmax_bisect (alpha a float or
+    a tensor broadcastable to z with size 1 along dim)."""
+    mode = "bisect" if kind == "entmax_bisect" else kind
+    alpha = {"sparsemax": 2.0, "entmax15": 1.5}.get(mode, alpha)
+    return _forward(z, alpha, mode, dim % z.dim(), None, log=True)[0]
