@@ -20,6 +20,8 @@ from typing import Iterable
 import torch
 from torch import Tensor
 
+from onmt_entmax.ops import beam_stats
+
 NEG_INF = float("-inf")
 
 
@@ -47,10 +49,11 @@ class SentenceCertificate:
 class CertificateTracker:
     """Collects certificates for a batch of sentences while a beam search runs.
 
-    A step costs the host three operations (count the finite candidates, take the best pruned
-    one, remember both with the step's sentence ids): decoding is host-bound, and the per-sentence
-    bookkeeping (scatters by sentence id) is done for all steps at once, on the device, when a
-    certificate is first asked for after new steps (typically once per batch, one transfer back).
+    A step costs the host one operation (`ops.beam_stats`: count the finite candidates and take the
+    best pruned one, one kernel on CUDA) and remembering both with the step's sentence ids: decoding
+    is host-bound, and the per-sentence bookkeeping (scatters by sentence id) is done for all steps
+    at once, on the device, when a certificate is first asked for after new steps (typically once
+    per batch, one transfer back).
     """
 
     def __init__(self, batch_size: int) -> None:
@@ -67,16 +70,16 @@ class CertificateTracker:
         candidate_scores: (B_alive, N) scores of every (hypothesis, token) candidate of the alive
         sentences, -inf where the probability is zero; ``slots`` of them are kept;
         kept: optionally the (B_alive, slots) positions the search kept (its top-k), which saves a
-        second top-k here (a top-k on CUDA is some ten kernel launches; this is three).
+        second top-k here (a top-k on CUDA is some ten kernel launches; this is one).
         """
         scores = candidate_scores.detach()
-        n_finite = (scores > NEG_INF).sum(-1)  # (one comparison a step; isfinite is four operations)
         # the best candidate not kept, i.e. the (slots+1)-th score; it counts only where pruning happened
         if slots >= scores.size(-1):
-            best_left = None
+            n_finite, best_left = (scores > NEG_INF).sum(-1), None
         elif kept is not None:
-            best_left = scores.scatter(-1, kept, NEG_INF).amax(-1)
+            n_finite, best_left = beam_stats(scores, kept)  # (one kernel on CUDA)
         else:
+            n_finite = (scores > NEG_INF).sum(-1)
             best_left = torch.topk(scores, slots + 1, dim=-1).values[:, slots]
         self._pending.append((sentence_ids, n_finite, best_left, slots))
 

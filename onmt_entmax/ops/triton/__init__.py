@@ -3,6 +3,8 @@
 Contract with `onmt_entmax.ops._dispatch`: `supports(op, z, dim, **kw)` says whether the call can
 take the kernel path; then `sparsemax(z, dim)`, `entmax15(z, dim)`, `entmax_bisect(z, alpha,
 dim, n_iter)`, `fy_loss(rows, target, kind, alpha, tau, ignore_index, label_smoothing, return_support)` and
+`log_probs(z, kind, alpha, dim)` and `alpha_relu_log(z, alpha, tau)` (decoding's scores, no gradient),
+`beam_stats(scores, kept)` (the certificate's reductions of a beam step),
 `sparse_attention(q, k, v, keep, kind, alpha, scale)` (forward only) and
 `sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights, alpha_bounds)`
 (differentiable) and `bounded_alpha(a, lo, hi)` run it.
@@ -38,6 +40,15 @@ def supports(op: str, z: torch.Tensor, dim: int = -1, alpha=None, kind: str | No
     if not available(z):
         return False
     n_cols = z.shape[dim] if z.dim() else 1
+    if op == "log_probs":  # decoding's scores: the mapping kernel of `kind`, storing log p
+        if kind not in _MAPPINGS:
+            return False
+        op = kind
+    if op == "beam_stats":
+        kept = kw["kept"]
+        return z.dim() == 2 and kept.device == z.device and kept.shape[1] <= 64
+    if op == "alpha_relu_log":
+        return alpha is not None and float(alpha) > 1.0
     if op in _MAPPINGS:
         if op == "entmax_bisect":
             if torch.is_tensor(alpha):
@@ -80,6 +91,24 @@ def entmax_bisect(z: torch.Tensor, alpha=1.5, dim: int = -1, n_iter: int | None 
     (at most 64 passes) whatever n_iter, which counts bisection steps on the reference path."""
     from . import mapping
     return mapping.entmax_bisect(z, alpha, dim)
+
+
+def log_probs(z: torch.Tensor, kind: str, alpha=None, dim: int = -1) -> torch.Tensor:
+    """log pi(z) along dim, -inf where pi(z) = 0, one launch, no gradient (kernel path)."""
+    from . import mapping
+    return mapping.log_probs(z, kind, alpha, dim)
+
+
+def alpha_relu_log(z: torch.Tensor, alpha: float, tau: float) -> torch.Tensor:
+    """log [(alpha - 1) z - tau]_+ / (alpha - 1), one launch, no gradient (kernel path)."""
+    from . import alpha_relu
+    return alpha_relu.alpha_relu_log(z, alpha, tau)
+
+
+def beam_stats(scores: torch.Tensor, kept: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(finite candidates, best score not kept) of each row, one launch (kernel path)."""
+    from . import beam_step
+    return beam_step.beam_stats(scores, kept)
 
 
 def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha=None,
