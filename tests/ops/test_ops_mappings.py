@@ -294,3 +294,43 @@ def test_fully_masked_long_row_is_uniform(name, dtype):
     for n in (65, 700):
         p = fn(torch.full((2, n), -1e18, dtype=dtype))
         torch.testing.assert_close(p, torch.full_like(p, 1.0 / n))
+
+
+@pytest.mark.parametrize("kind, alpha", [("sparsemax", None), ("entmax15", None), ("entmax_bisect", 1.33)])
+def test_log_probs_are_the_log_of_the_mapping_with_minus_inf_on_zeros(kind, alpha):
+    z = torch.randn(5, 40) * 3
+    z[0, :20] = float("-inf")
+    z[1] = float("-inf")  # a fully masked row: p = 0 everywhere
+    p = {"sparsemax": oe.sparsemax, "entmax15": oe.entmax15,
+         "entmax_bisect": lambda x: oe.entmax_bisect(x, alpha)}[kind](z)
+    lp = oe.ops.log_probs(z, kind, alpha=alpha if alpha is not None else 1.5)
+    assert torch.equal(lp == float("-inf"), p == 0)
+    live = p > 0
+    torch.testing.assert_close(lp[live], p[live].log())
+    z[2, 3] = float("nan")
+    assert oe.ops.log_probs(z, kind, alpha=alpha if alpha is not None else 1.5)[2].isnan().all()
+
+
+def test_log_probs_keeps_the_gradient_of_the_log_and_names_a_bad_kind():
+    z = (torch.randn(3, 10) * 0.01).requires_grad_()  # flat rows: every p > 0
+    w = torch.randn(3, 10)
+    (oe.ops.log_probs(z, "entmax15") * w).sum().backward()
+    zz = z.detach().clone().requires_grad_()
+    (oe.entmax15(zz).log() * w).sum().backward()
+    torch.testing.assert_close(z.grad, zz.grad)
+    with pytest.raises(ValueError, match="log_probs kind"):
+        oe.ops.log_probs(z, "softmax")
+
+
+def test_beam_stats_count_the_finite_candidates_and_the_best_one_not_kept():
+    s = torch.tensor([[0.0, -1.0, float("-inf"), -3.0, -0.5],
+                      [float("-inf")] * 5,
+                      [-2.0, float("nan"), -1.0, -4.0, float("-inf")]])
+    kept = torch.tensor([[0, 4], [1, 2], [0, 2]])
+    n, best = oe.ops.beam_stats(s, kept)
+    assert n.tolist() == [4, 0, 3] and n.dtype == torch.int64
+    assert best[0] == -1.0 and best[1] == float("-inf") and best[2].isnan()  # a NaN left out shows
+    kept[2, 0] = 1  # ... unless kept
+    assert oe.ops.beam_stats(s, kept)[1][2] == -2.0
+    with pytest.raises(ValueError, match="beam_stats"):
+        oe.ops.beam_stats(s[0], kept)

@@ -336,3 +336,57 @@ def test_a_nan_logit_gives_nan_like_the_reference(n_cols):
         assert nan_grad == (1 if kind == "alpha_relu" else n_cols), (kind, nan_grad)
         torch.testing.assert_close(loss[[0, 2, 3]].double().cpu(), ref[[0, 2, 3]], atol=1e-4,
                                    rtol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["sparsemax", "entmax15", "entmax_bisect"])
+@pytest.mark.parametrize("n_cols", [50, MID, LONG])
+def test_decoding_log_probs_in_one_kernel_match_log_of_the_reference(kind, n_cols):
+    """Beam search's scores: the mapping kernel storing log p, -inf exactly on the reference's zeros
+    (masked logits and a fully masked row included), a NaN row NaN, any row length's kernel."""
+    gen = torch.Generator().manual_seed(zlib.crc32(f"log{kind}{n_cols}".encode()))
+    z = _masked_logits(6, n_cols, 3.0, gen).float()
+    z[3, 5] = float("nan")
+    mode = "bisect" if kind == "entmax_bisect" else kind
+    ref = REF[mode](z.double())
+    lp = K.log_probs(z.to(DEV), kind, ALPHA[mode], -1).cpu()
+    ok = [0, 1, 2, 4, 5]
+    assert lp[3].isnan().all() and not lp[ok].isnan().any()
+    zero = ref[ok] < 1e-30  # (the float64 reference's zeros; a float32 p of 1e-30 is not one)
+    assert torch.equal(lp[ok] == float("-inf"), zero)
+    torch.testing.assert_close(lp[ok][~zero].double().exp(), ref[ok][~zero], atol=2e-6, rtol=1e-4)
+    with torch.no_grad():
+        assert torch.equal(ops.log_probs(z.to(DEV), kind, ALPHA[mode] or 1.5).cpu().isinf(), lp.isinf())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_alpha_relu_log_kernel_matches_the_reference(dtype):
+    gen = torch.Generator().manual_seed(5)
+    z = (torch.randn(7, 300, generator=gen) * 3).to(dtype)
+    z[0, :10] = float("-inf")
+    z[1, 3] = float("nan")
+    z[2, 4] = float("inf")
+    for alpha, tau in ((1.5, 0.5), (1.25, -0.3), (2.5, 1.0)):
+        out = K.alpha_relu_log(z.to(DEV), alpha, tau).cpu()
+        ref = ops.alpha_relu_log(z, alpha=alpha, tau=tau)  # (CPU: the torch reference)
+        assert out.dtype == dtype and out.shape == z.shape
+        assert torch.equal(out.isnan(), ref.isnan()) and torch.equal(out == float("-inf"), ref == float("-inf"))
+        fin = torch.isfinite(ref)
+        torch.testing.assert_close(out[fin].float(), ref[fin].float(), atol=1e-5 if dtype == torch.float32 else 1e-2,
+                                   rtol=1e-5 if dtype == torch.float32 else 1e-2)
+        assert out[2, 4] == float("inf")
+
+
+@pytest.mark.parametrize("n_cols", [7, 5 * 1000, 5 * 32000])
+def test_beam_stats_kernel_matches_the_reference(n_cols):
+    gen = torch.Generator().manual_seed(n_cols)
+    s = torch.randn(9, n_cols, generator=gen) * 3
+    s[s < 1.0] = float("-inf")  # a sparse model's candidates
+    s[1] = float("-inf")
+    s[2, 3] = float("nan")
+    kept = torch.stack([torch.randperm(n_cols, generator=gen)[:5] for _ in range(9)])
+    kept[2, 0] = 3 if n_cols > 100 else kept[2, 0]  # the NaN kept: not in the best left out
+    kept[3] = torch.topk(s[3], 5).indices
+    n, best = K.beam_stats(s.to(DEV), kept.to(DEV))
+    n_ref, best_ref = (s > float("-inf")).sum(-1), s.scatter(-1, kept, float("-inf")).amax(-1)
+    assert torch.equal(n.cpu(), n_ref)
+    torch.testing.assert_close(best.cpu(), best_ref, equal_nan=True)
