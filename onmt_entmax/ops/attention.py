@@ -65,6 +65,15 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = N
     alpha = clamp(1 + sigmoid(a), *alpha_bounds), differentiated through; on CUDA with gradients the
     attention kernels compute alpha and dL/da themselves (no separate op and reduction a call).
     """
+    if not torch.is_grad_enabled() and alpha_logit is None and dropout_p == 0 and not return_weights \
+            and isinstance(q, Tensor) and isinstance(k, Tensor) and isinstance(v, Tensor):
+        # decoding, every attention layer at every step: the kernel's own checks (shapes, dtypes,
+        # strides, mask, alpha) decide, and anything they refuse takes the checked path below
+        if kind == "entmax_bisect":
+            check_alpha(alpha)  # (a tensor alpha: checked once until it changes)
+        fast = _dispatch.kernel("sparse_attention", q, k=k, v=v, keep=keep, kind=kind, alpha=alpha)
+        if fast is not None:
+            return fast(q, k, v, keep, kind, alpha, 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale))
     for name, x in (("q", q), ("k", k), ("v", v)):
         check_input(x, name)
     if kind not in KINDS:
@@ -95,7 +104,7 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = N
                                 dropout_p=dropout_p)
         if fast is not None:
             return fast(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights)
-    else:
+    elif torch.is_grad_enabled():  # (without grad the fused kernel was tried above)
         fast = _dispatch.kernel("sparse_attention", q, k=k, v=v, keep=keep, kind=kind, alpha=alpha)
         if fast is not None:
             return fast(q, k, v, keep, kind, alpha, scale)

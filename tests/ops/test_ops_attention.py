@@ -98,3 +98,20 @@ def test_bad_alpha_logits_are_named():
         sparse_attention(q, k, v, keep, kind="entmax_bisect", alpha_logit=0.5)
     with pytest.raises(ValueError, match="alpha_bounds"):
         sparse_attention(q, k, v, keep, kind="entmax_bisect", alpha_logit=torch.zeros(3), alpha_bounds=(0.5, 2.0))
+
+
+def test_decoding_calls_name_a_bad_argument_as_training_calls_do():
+    """Without gradient the fused kernel is tried first; what it refuses still gets the checked
+    path's errors, not a failure inside the kernel's own checks."""
+    q = torch.randn(2, 2, 1, 4)
+    with torch.no_grad():
+        with pytest.raises(TypeError, match="q must be a torch.Tensor"):
+            sparse_attention([[0.0]], q, q)
+        with pytest.raises(TypeError, match="v must be a torch.Tensor"):
+            sparse_attention(q, q, None)
+        with pytest.raises(ValueError, match="kind must be one of"):
+            sparse_attention(q, q, q, kind="softmax")
+        with pytest.raises(ValueError, match="alpha must be >= 1"):
+            sparse_attention(q, q, q, kind="entmax_bisect", alpha=0.5)
+        with pytest.raises(TypeError, match="keep must be a bool mask"):
+            sparse_attention(q, q, q, torch.ones(2, 1, 1, 1))

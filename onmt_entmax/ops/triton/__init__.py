@@ -29,8 +29,8 @@ def available(x: torch.Tensor) -> bool:
     """True when x is a tensor the kernels take: CUDA (or TRITON_INTERPRET=1), float dtype."""
     if not HAVE_TRITON or os.environ.get("ONMT_ENTMAX_NO_TRITON", "").strip() == "1":
         return False
-    interp = os.environ.get("TRITON_INTERPRET", "0") == "1"
-    return x.dtype in _FLOATS and (x.is_cuda or interp) and x.dim() >= 1 and x.numel() > 0
+    return x.dtype in _FLOATS and (x.is_cuda or os.environ.get("TRITON_INTERPRET", "0") == "1") \
+        and x.dim() >= 1 and x.numel() > 0
 
 
 def supports(op: str, z: torch.Tensor, dim: int = -1, alpha=None, kind: str | None = None,
