@@ -22,11 +22,8 @@ from torch import Tensor
 from . import _dispatch
 from ._common import Alpha, alpha_in_range, check_alpha, check_input, compute_dtype
 from .bounded_alpha import bounded_alpha
-from .entmax15 import entmax15
-from .entmax_bisect import entmax_bisect
-from .sparsemax import sparsemax
+from .entmax import KINDS, mapping_of_kind
 
-KINDS = ("sparsemax", "entmax15", "entmax_bisect")
 MASKED = -1e18
 
 
@@ -35,12 +32,7 @@ def _reference(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor], kind: st
     scores = torch.matmul(q, k.transpose(-2, -1)).to(compute_dtype(q.dtype)) * scale
     if keep is not None:
         scores = scores.masked_fill(~keep, MASKED)
-    if kind == "sparsemax":
-        p = sparsemax(scores, -1)
-    elif kind == "entmax15":
-        p = entmax15(scores, -1)
-    else:
-        p = entmax_bisect(scores, alpha, -1, n_iter=n_iter)
+    p = mapping_of_kind(scores, kind, alpha, -1, n_iter)
     out = torch.matmul((F.dropout(p, dropout_p) if dropout_p > 0 else p).to(v.dtype), v)
     return (out, p.detach()) if return_weights else out
 

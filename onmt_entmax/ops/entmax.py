@@ -11,6 +11,18 @@ from .entmax_bisect import _bisect_last, _prepare, default_n_iter, entmax_bisect
 from .sparsemax import sparsemax, sparsemax_threshold
 
 
+KINDS = ("sparsemax", "entmax15", "entmax_bisect")  # the normalized mappings, by name
+
+
+def mapping_of_kind(z: Tensor, kind: str, alpha: Alpha = 1.5, dim: int = -1, n_iter: Optional[int] = None) -> Tensor:
+    """pi(z) along `dim` for `kind` in KINDS (`alpha` and `n_iter` for entmax_bisect only)."""
+    if kind == "sparsemax":
+        return sparsemax(z, dim)
+    if kind == "entmax15":
+        return entmax15(z, dim)
+    return entmax_bisect(z, alpha, dim, n_iter=n_iter)
+
+
 def entmax(z: Tensor, alpha: Alpha = 1.5, dim: int = -1, n_iter: Optional[int] = None) -> Tensor:
     """alpha-entmax along `dim`: alpha = 1 softmax, 1.5 exact 1.5-entmax, 2 exact sparsemax, else bisection.
 

@@ -16,19 +16,15 @@ from torch import Tensor
 
 from . import _dispatch
 from ._common import Alpha, check_alpha, check_input
-from .entmax15 import entmax15
-from .entmax_bisect import entmax_bisect
-from .sparsemax import sparsemax
-
-_KINDS = ("sparsemax", "entmax15", "entmax_bisect")
+from .entmax import KINDS, mapping_of_kind
 
 
 def log_probs(z: Tensor, kind: str, alpha: Alpha = 1.5, dim: int = -1, n_iter: Optional[int] = None) -> Tensor:
     """log pi(z) along ``dim`` for ``kind`` in sparsemax / entmax15 / entmax_bisect (``alpha``, a float
     or a tensor broadcastable to z with size 1 along dim, and ``n_iter`` for the last); -inf exactly
     where pi(z) = 0, NaN on a row holding a NaN; z's dtype."""
-    if kind not in _KINDS:
-        raise ValueError(f"log_probs kind must be one of {', '.join(_KINDS)}, got {kind!r}")
+    if kind not in KINDS:
+        raise ValueError(f"log_probs kind must be one of {', '.join(KINDS)}, got {kind!r}")
     check_input(z)
     if kind == "entmax_bisect":
         check_alpha(alpha)
@@ -37,10 +33,4 @@ def log_probs(z: Tensor, kind: str, alpha: Alpha = 1.5, dim: int = -1, n_iter: O
         fast = _dispatch.kernel("log_probs", z, dim, kind=kind, alpha=alpha if kind == "entmax_bisect" else None)
         if fast is not None:
             return fast(z, kind, alpha, dim)
-    if kind == "sparsemax":
-        p = sparsemax(z, dim)
-    elif kind == "entmax15":
-        p = entmax15(z, dim)
-    else:
-        p = entmax_bisect(z, alpha, dim, n_iter=n_iter)
-    return torch.log(p)
+    return torch.log(mapping_of_kind(z, kind, alpha, dim, n_iter))

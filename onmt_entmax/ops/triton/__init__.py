@@ -18,11 +18,12 @@ import os
 
 import torch
 
+from ..entmax import KINDS
 from ._config import DEFAULTS
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 HAVE_TRITON = importlib.util.find_spec("triton") is not None
-_MAPPINGS = ("sparsemax", "entmax15", "entmax_bisect")
+_MAPPINGS = KINDS  # the normalized mappings, by name
 
 
 def available(x: torch.Tensor) -> bool:
