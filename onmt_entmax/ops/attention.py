@@ -96,7 +96,8 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = N
                                 dropout_p=dropout_p)
         if fast is not None:
             return fast(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights)
-    elif torch.is_grad_enabled():  # (without grad the fused kernel was tried above)
+    else:  # no gradient wanted, and not tried above: alphas from logits, or grad mode on for inputs that need
+        # none (a call the early attempt refused is asked again here, then takes the reference)
         fast = _dispatch.kernel("sparse_attention", q, k=k, v=v, keep=keep, kind=kind, alpha=alpha)
         if fast is not None:
             return fast(q, k, v, keep, kind, alpha, scale)
