@@ -22,6 +22,8 @@ from torch import Tensor
 
 from onmt_entmax.ops import beam_stats
 
+from .masking import support_size
+
 NEG_INF = float("-inf")
 
 
@@ -75,11 +77,11 @@ class CertificateTracker:
         scores = candidate_scores.detach()
         # the best candidate not kept, i.e. the (slots+1)-th score; it counts only where pruning happened
         if slots >= scores.size(-1):
-            n_finite, best_left = (scores > NEG_INF).sum(-1), None
+            n_finite, best_left = support_size(scores), None
         elif kept is not None:
             n_finite, best_left = beam_stats(scores, kept)  # (one kernel on CUDA)
         else:
-            n_finite = (scores > NEG_INF).sum(-1)
+            n_finite = support_size(scores)
             best_left = torch.topk(scores, slots + 1, dim=-1).values[:, slots]
         self._pending.append((sentence_ids, n_finite, best_left, slots))
 

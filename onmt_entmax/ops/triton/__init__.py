@@ -18,12 +18,11 @@ import os
 
 import torch
 
-from ..entmax import KINDS
+from ..entmax import KINDS  # the normalized mappings, by name
 from ._config import DEFAULTS
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 HAVE_TRITON = importlib.util.find_spec("triton") is not None
-_MAPPINGS = KINDS  # the normalized mappings, by name
 
 
 def available(x: torch.Tensor) -> bool:
@@ -42,7 +41,7 @@ def supports(op: str, z: torch.Tensor, dim: int = -1, alpha=None, kind: str | No
         return False
     n_cols = z.shape[dim] if z.dim() else 1
     if op == "log_probs":  # decoding's scores: the mapping kernel of `kind`, storing log p
-        if kind not in _MAPPINGS:
+        if kind not in KINDS:
             return False
         op = kind
     if op == "beam_stats":
@@ -50,7 +49,7 @@ def supports(op: str, z: torch.Tensor, dim: int = -1, alpha=None, kind: str | No
         return z.dim() == 2 and kept.device == z.device and kept.shape[1] <= 64
     if op == "alpha_relu_log":
         return alpha is not None and float(alpha) > 1.0
-    if op in _MAPPINGS:
+    if op in KINDS:
         if op == "entmax_bisect":
             if torch.is_tensor(alpha):
                 return alpha.is_floating_point() and n_cols <= DEFAULTS["SINGLE_MAX"]

@@ -25,8 +25,8 @@ from ..attention import MASKED
 from ..bounded_alpha import _reference as bounded_reference
 from . import attention_tiles, attention_train, mapping
 from ._config import launch_config
+from .mapping import _MODES
 
-_MODES = {"sparsemax": 0, "entmax15": 1, "bisect": 2}
 _NAMES = {mode: name for name, mode in _MODES.items()}
 WRONG = "[kernel check] wrong rows"  # starts the stderr line of each call with wrong rows
 
