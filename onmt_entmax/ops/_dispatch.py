@@ -23,6 +23,8 @@ policy as the reference, `dim` any int):
         # no grad; supports() gets scores as z and kept=
     sparse_attention(q, k, v, keep, kind, alpha, scale) -> (B, H, Tq, Dv)  # no grad; supports()
         gets q as z and k=, v=, keep=, kind=, alpha= as keywords
+    sparse_attention_decode(q, k, v, keep, kind, alpha, scale) -> (B, H, Tq, Dv) or None  # no grad;
+        decides itself (None: a call it does not take), through `try_kernel`
     sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights, alpha_bounds)
         -> (B, H, Tq, Dv) or (that, weights)  # differentiable; supports() also gets dropout_p=;
         with alpha_bounds (lo, hi), alpha holds logits a of alpha = clamp(1 + sigmoid(a), lo, hi)
@@ -61,3 +63,13 @@ def kernel(op: str, z: Tensor, dim: int = -1, **kw) -> Optional[Callable]:
     if kernels is None or not kernels.supports(op, z, dim, **kw):
         return None
     return getattr(kernels, op)
+
+
+def try_kernel(op: str, z: Tensor) -> Optional[Callable]:
+    """The kernel of an op that looks at its arguments itself and returns None for a call it does
+    not take (decoding's attention, at every layer and step: the arguments looked at once, not by
+    `supports` and again by the kernel), or None for the torch reference."""
+    if not z.is_cuda or _disabled(op):
+        return None
+    kernels = _triton()
+    return None if kernels is None else getattr(kernels, op)

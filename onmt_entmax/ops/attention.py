@@ -63,9 +63,11 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = N
         # strides, mask, alpha) decide, and anything they refuse takes the checked path below
         if kind == "entmax_bisect":
             check_alpha(alpha)  # (a tensor alpha: checked once until it changes)
-        fast = _dispatch.kernel("sparse_attention", q, k=k, v=v, keep=keep, kind=kind, alpha=alpha)
-        if fast is not None:
-            return fast(q, k, v, keep, kind, alpha, 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale))
+        decode = _dispatch.try_kernel("sparse_attention_decode", q)
+        if decode is not None:
+            out = decode(q, k, v, keep, kind, alpha, None if scale is None else float(scale))
+            if out is not None:
+                return out
     for name, x in (("q", q), ("k", k), ("v", v)):
         check_input(x, name)
     if kind not in KINDS:

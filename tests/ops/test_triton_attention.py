@@ -86,7 +86,7 @@ def test_half_inputs_strided_heads_and_no_mask(dtype):
 @pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
 def test_public_op_takes_the_kernel_only_without_grad(monkeypatch):
     q, k, v, keep = (x.to(DEV) for x in _case(1, 9, 8, 8, seed=1, keep_shape=lambda B, H, Tq, Tk: (B, 1, 1, Tk)))
-    called = _calls_of(monkeypatch, KA, "sparse_attention")
+    called = _calls_of(monkeypatch, KA, "decode")
     with torch.no_grad():
         fused = ref_attention.sparse_attention(q, k, v, keep, kind="entmax15")
     qg = q.clone().requires_grad_()
@@ -94,6 +94,42 @@ def test_public_op_takes_the_kernel_only_without_grad(monkeypatch):
     assert len(called) == (1 if q.is_cuda else 0)  # (CPU tensors: the reference, also under the interpreter)
     assert eager.requires_grad
     torch.testing.assert_close(fused, eager.detach(), atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+def test_decoding_call_takes_exactly_what_supports_takes_and_refuses_the_rest_with_none():
+    """The decoding path looks at the arguments once: it must refuse (None, so the op falls back to the
+    reference) every call `supports` refuses, and launch the same kernel for the others."""
+    q, k, v, keep = (x.to(DEV) for x in _case(1, 9, 8, 8, seed=3, keep_shape=lambda B, H, Tq, Tk: (B, 1, 1, Tk)))
+    heads = torch.tensor([1.2, 1.5, 1.7, 2.0], device=DEV)
+    long_k = torch.randn(3, 4, KA.MAX_KEYS + 1, 8, device=DEV)
+    calls = {
+        "padding mask": (q, k, v, keep, "entmax15", None),
+        "no mask": (q, k, v, None, "sparsemax", None),
+        "one mask for every row, 3-D": (q, k, v, keep[1], "entmax15", None),
+        "per-head alphas": (q, k, v, keep, "entmax_bisect", heads),
+        "float alpha": (q, k, v, keep, "entmax_bisect", 1.33),
+        "float mask": (q, k, v, keep.float(), "entmax15", None),
+        "mask of 4 keys for 9": (q, k, v, keep[..., :4], "entmax15", None),
+        "mask of 5 dims": (q, k, v, keep[None], "entmax15", None),
+        "keys of 2 heads for 4": (q, k[:, :2], v[:, :2], keep, "entmax15", None),
+        "values of 8 keys for 9": (q, k, v[:, :, :8], keep, "entmax15", None),
+        "head dim strided": (q, k, v.transpose(-1, -2), keep, "entmax15", None),
+        "values in float64": (q, k, v.double(), keep, "entmax15", None),
+        "more keys than MAX_KEYS": (q, long_k, long_k, None, "entmax15", None),
+        "alpha 1 (softmax)": (q, k, v, keep, "entmax_bisect", 1.0),
+        "3 alphas for 4 heads": (q, k, v, keep, "entmax_bisect", heads[:3]),
+        "float64 alphas": (q, k, v, keep, "entmax_bisect", heads.double()),
+        "unknown kind": (q, k, v, keep, "softmax", None),
+        "3-D query": (q[0], k[0], v[0], None, "entmax15", None),
+    }
+    taken = {name for name, args in calls.items() if KA.supports(*args)}
+    assert taken == {"padding mask", "no mask", "one mask for every row, 3-D", "per-head alphas", "float alpha"}
+    for name, args in calls.items():
+        out = KA.decode(*args, None)
+        assert (out is not None) == (name in taken), name
+        if out is not None:
+            torch.testing.assert_close(out, KA.sparse_attention(*args), atol=0, rtol=0)
 
 
 # --- training: the differentiable fused path (triton/attention_train.py) ------------------------

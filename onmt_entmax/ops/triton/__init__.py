@@ -5,7 +5,8 @@ take the kernel path; then `sparsemax(z, dim)`, `entmax15(z, dim)`, `entmax_bise
 dim, n_iter)`, `fy_loss(rows, target, kind, alpha, tau, ignore_index, label_smoothing, return_support)` and
 `log_probs(z, kind, alpha, dim)` and `alpha_relu_log(z, alpha, tau)` (decoding's scores, no gradient),
 `beam_stats(scores, kept)` (the certificate's reductions of a beam step),
-`sparse_attention(q, k, v, keep, kind, alpha, scale)` (forward only) and
+`sparse_attention(q, k, v, keep, kind, alpha, scale)` (forward only; `sparse_attention_decode`, the
+same returning None for a call it does not take, checks itself) and
 `sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights, alpha_bounds)`
 (differentiable) and `bounded_alpha(a, lo, hi)` run it.
 The kernels live in submodules imported lazily, so this package imports where Triton is absent
@@ -116,6 +117,16 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, ki
     """Fused pi(scale q k^T, masked) v forward, no grad (kernel path)."""
     from . import attention
     return attention.sparse_attention(q, k, v, keep, kind, alpha, scale)
+
+
+def sparse_attention_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha=None,
+                            scale: float | None = None) -> torch.Tensor | None:
+    """`sparse_attention` for a call the fused kernel takes, None for one it does not (`supports`
+    and the launch in one look at the arguments)."""
+    if not HAVE_TRITON or q.dtype not in _FLOATS:
+        return None
+    from . import attention
+    return attention.decode(q, k, v, keep, kind, alpha, scale)
 
 
 def sparse_attention_train(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha=None,

@@ -98,10 +98,17 @@ def _attn_fwd_kernel(Q, K, V, KEEP, ALPHA, O, Tq, H, Tk, D, Dv, scale, tol,
         tl.store(O + b * so_b + h * so_h + t * so_t + d, o.to(O.dtype.element_ty), mask=dm)
 
 
+def broadcast4(x: torch.Tensor) -> tuple[tuple, tuple]:
+    """(shape, strides) of x broadcast from the left to 4-D (batch, head, query, key); a size-1 dim
+    reads as stride 0."""
+    pad = 4 - x.ndim
+    shape = (1,) * pad + tuple(x.shape)
+    return shape, tuple(0 if n == 1 else st for n, st in zip(shape, (0,) * pad + x.stride()))
+
+
 def strides4(x: torch.Tensor) -> tuple[int, int, int, int]:
     """Strides of x broadcast to 4-D (batch, head, query, key); size-1 dims read as stride 0."""
-    x4 = x.reshape((1,) * (4 - x.dim()) + tuple(x.shape)) if x.dim() < 4 else x
-    return tuple(0 if n == 1 else st for n, st in zip(x4.shape, x4.stride()))
+    return broadcast4(x)[1]
 
 
 def head_alpha(alpha, mode: int, like: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -121,56 +128,81 @@ def alpha_flags(bounds) -> dict:
     return {"LOGIT": bounds is not None, "LO": lo, "HI": hi}
 
 
-def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None,
-                     kind: str, alpha=None, scale: float | None = None) -> torch.Tensor:
-    """(B, H, Tq, Dv) = pi(scale q k^T, keys where keep is False at -1e18) v, one launch.
+def _geometry(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha):
+    """The kernel's integer arguments (sizes and strides, `_INTS`) for a call it takes, else None.
+    Written as plain comparisons on values read once: it runs at every decoding-time attention call.
 
-    q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv) with unit stride on the last dim; keep a
-    bool tensor broadcastable to (B, H, Tq, Tk) or None; alpha (entmax_bisect) a float or a tensor
-    of H or 1 elements (per head); the output in q's dtype."""
+    q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv) with unit stride on the last dim and q's dtype,
+    1 <= Tk <= MAX_KEYS; keep None or a bool tensor on q's device broadcastable to (B, H, Tq, Tk);
+    entmax_bisect's alpha a float > 1 or a contiguous float32 tensor of H or 1 values on q's device."""
+    if kind not in KINDS or q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        return None
     B, H, Tq, D = q.shape
-    Tk, Dv = k.shape[2], v.shape[3]
+    Bk, Hk, Tk, Dk = k.shape
+    Bv, Hv, Tv, Dv = v.shape
+    if Bk != B or Hk != H or Dk != D or Bv != B or Hv != H or Tv != Tk or not 1 <= Tk <= MAX_KEYS:
+        return None
+    sq, sk, sv = q.stride(), k.stride(), v.stride()
+    if sq[3] != 1 or sk[3] != 1 or sv[3] != 1 or k.dtype != q.dtype or v.dtype != q.dtype:
+        return None
+    sm = (0, 0, 0, 0)
+    if keep is not None:
+        if keep.dtype != torch.bool or keep.ndim > 4 or keep.device != q.device:
+            return None
+        shape, sm = broadcast4(keep)
+        if shape[0] not in (1, B) or shape[1] not in (1, H) or shape[2] not in (1, Tq) or shape[3] not in (1, Tk):
+            return None
+    sa_h = 0
+    if kind == "entmax_bisect":
+        if torch.is_tensor(alpha):
+            n = alpha.numel()
+            if n not in (1, H) or alpha.dtype != torch.float32 or not alpha.is_contiguous() \
+                    or alpha.device != q.device:
+                return None
+            sa_h = int(n > 1)
+        elif alpha is None or not float(alpha) > 1.0:
+            return None
+    # the output (B, H, Tq, Dv) is allocated contiguous
+    return (Tq, H, Tk, D, Dv, sq[0], sq[1], sq[2], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2], *sm,
+            H * Tq * Dv, Tq * Dv, Dv, sa_h)
+
+
+def _launch_fwd(q, k, v, keep, kind: str, alpha, scale, ints: tuple) -> torch.Tensor:
+    """One launch of `_attn_fwd_kernel` for a call `_geometry` took (its ints)."""
+    B, H, Tq, Dv = q.shape[0], ints[1], ints[0], ints[4]
     out = torch.empty((B, H, Tq, Dv), device=q.device, dtype=q.dtype)
-    if out.numel() == 0:
+    if B * H * Tq == 0 or Dv == 0:
         return out
     mode = _MODES["bisect" if kind == "entmax_bisect" else kind]
-    a, sa_h = head_alpha(alpha, mode, q)
-    bc = next_pow2(max(Tk, 16))
-    bd = max(1, min(next_pow2(max(D, Dv)), _TILE // bc))
-    sm = strides4(keep) if keep is not None else (0, 0, 0, 0)
+    a, _ = head_alpha(alpha, mode, q)
+    bc = next_pow2(max(ints[2], 16))
+    bd = max(1, min(next_pow2(max(ints[3], Dv)), _TILE // bc))
     m = keep if keep is not None else q
-    ints = (Tq, H, Tk, D, Dv, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *sm, *out.stride()[:3], sa_h)
-    spec = launch_spec((q, k, v, m, a, out), ints)
     launch(_attn_fwd_kernel, (B * H * Tq,),
-           (q, k, v, m, a, out, *ints[:5], float(scale if scale is not None else 1.0 / math.sqrt(D)), 1e-6,
+           (q, k, v, m, a, out, *ints[:5], float(scale if scale is not None else 1.0 / math.sqrt(ints[3])), 1e-6,
             *ints[5:]),
-           {"MODE": mode, "MAX_ITER": 64 if mode == 2 else 32, "BC": bc, "BD": bd,
-            "HAS_KEEP": keep is not None},
-           1 if bc <= 128 else 4, spec=spec)
+           {"MODE": mode, "MAX_ITER": 64 if mode == 2 else 32, "BC": bc, "BD": bd, "HAS_KEEP": keep is not None},
+           1 if bc <= 128 else 4, spec=launch_spec((q, k, v, m, a, out), ints))
     return out
 
 
+def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None,
+                     kind: str, alpha=None, scale: float | None = None) -> torch.Tensor:
+    """(B, H, Tq, Dv) = pi(scale q k^T, keys where keep is False at -1e18) v, one launch, for a call
+    `supports` took: q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv); keep a bool tensor
+    broadcastable to (B, H, Tq, Tk) or None; alpha (entmax_bisect) a float or a tensor of H or 1
+    elements (per head); the output in q's dtype."""
+    return _launch_fwd(q, k, v, keep, kind, alpha, scale, _geometry(q, k, v, keep, kind, alpha))
+
+
+def decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None, kind: str, alpha,
+           scale: float | None) -> torch.Tensor | None:
+    """`sparse_attention` for a call the kernel takes, None for one it does not (decoding: the
+    arguments are looked at once, not by `supports` and again by the launch)."""
+    ints = _geometry(q, k, v, keep, kind, alpha)
+    return None if ints is None else _launch_fwd(q, k, v, keep, kind, alpha, scale, ints)
+
+
 def supports(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha) -> bool:
-    """Shapes and arguments the fused kernel takes (the caller checked device and dtype). Written
-    as plain comparisons: it runs at every decoding-time attention call."""
-    if kind not in KINDS or q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-        return False
-    B, H, Tq, D = q.shape
-    Bk, Hk, Tk, Dk = k.shape
-    if Bk != B or Hk != H or Dk != D or v.shape[0] != B or v.shape[1] != H or v.shape[2] != Tk \
-            or not 1 <= Tk <= MAX_KEYS:
-        return False
-    if q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1 or k.dtype != q.dtype or v.dtype != q.dtype:
-        return False
-    if keep is not None:
-        if keep.dtype != torch.bool or keep.dim() > 4 or keep.device != q.device:
-            return False
-        shape = (1,) * (4 - keep.dim()) + tuple(keep.shape)
-        if shape[0] not in (1, B) or shape[1] not in (1, H) or shape[2] not in (1, Tq) or shape[3] not in (1, Tk):
-            return False
-    if kind == "entmax_bisect":
-        if torch.is_tensor(alpha):
-            return (alpha.numel() in (1, H) and alpha.dtype == torch.float32
-                    and alpha.is_contiguous() and alpha.device == q.device)
-        return alpha is not None and float(alpha) > 1.0
-    return True
+    """Shapes and arguments the fused kernel takes (the caller checked device and dtype)."""
+    return _geometry(q, k, v, keep, kind, alpha) is not None
