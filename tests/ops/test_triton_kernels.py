@@ -383,9 +383,11 @@ def test_beam_stats_kernel_matches_the_reference(n_cols):
     s[s < 1.0] = float("-inf")  # a sparse model's candidates
     s[1] = float("-inf")
     s[2, 3] = float("nan")
+    s[4, -1] = float("nan")  # in the row's last chunk: the chunks' reduction keeps it
     kept = torch.stack([torch.randperm(n_cols, generator=gen)[:5] for _ in range(9)])
     kept[2, 0] = 3 if n_cols > 100 else kept[2, 0]  # the NaN kept: not in the best left out
     kept[3] = torch.topk(s[3], 5).indices
+    kept[5, 0] = n_cols - 1  # a kept position in the last chunk
     n, best = K.beam_stats(s.to(DEV), kept.to(DEV))
     n_ref, best_ref = (s > float("-inf")).sum(-1), s.scatter(-1, kept, float("-inf")).amax(-1)
     assert torch.equal(n.cpu(), n_ref)
