@@ -12,12 +12,14 @@ tens of percent). "median of round ratios" pairs each run with softmax's run of 
 With --in-process every model is translated in this one process instead, by an inference engine
 built once per model (timed around OpenNMT-py's Inference._translate), which removes the
 variation between processes and between model loads. Runs of one model in one process still moved
-between 1.2 and 2.9 ms a sentence on the H200 hosts (docs/kernels.md): use 15 rounds or more.
+between 1.2 and 2.9 ms a sentence on the H200 hosts (docs/kernels.md), so many short paired rounds
+resolve more than a few long ones: one 64-sentence batch a run and 100+ rounds gives the median of
+round ratios to about +-1-2% (its 95% interval is printed beside it).
 This is a benchmark, not a test.
 
     python benchmarks/bench_train.py --gpu --workdir runs/bench --steps 300
     python benchmarks/bench_translate.py --workdir runs/bench --gpu --beam 5 --lines 1000
-    python benchmarks/bench_translate.py --workdir runs/bench --gpu --lines 600 --fixed-length 30 --in-process --repeat 15 --median
+    python benchmarks/bench_translate.py --workdir runs/bench --gpu --lines 64 --fixed-length 30 --in-process --repeat 120 --median
 """
 from __future__ import annotations
 

@@ -35,10 +35,10 @@ python3 benchmarks/bench_train.py --gpu --data multi30k --multi30k-dir "$m30k" -
     --json "$out/train-multi30k.json" > "$out/train-multi30k.md"
 python3 benchmarks/bench_translate.py --workdir "$out/train-multi30k" --gpu --beam 5 --lines 1000 \
     > "$out/translate-multi30k.md"
-# the same models decoded in one process, 30 steps a sentence, each run paired with softmax's (the
-# process runs above move by tens of percent)
+# the same models decoded in one process, 30 steps a sentence, each run (one 64-sentence batch) paired
+# with softmax's of the same round, 120 rounds (the process runs above move by tens of percent)
 python3 benchmarks/bench_translate.py --workdir "$out/train-multi30k" --src "$out/train-multi30k/train.de" --gpu \
-    --beam 5 --lines 600 --fixed-length 30 --in-process --repeat 15 --median > "$out/translate-inproc-multi30k.md"
+    --beam 5 --lines 64 --fixed-length 30 --in-process --repeat 120 --median > "$out/translate-inproc-multi30k.md"
 python3 benchmarks/bench_train.py --gpu --data synthetic --vocab 32000 --workdir "$out/train-32k" \
     --json "$out/train-32k.json" > "$out/train-32k.md"
 python3 benchmarks/bench_translate.py --workdir "$out/train-32k" --gpu --beam 5 --lines 1000 \
