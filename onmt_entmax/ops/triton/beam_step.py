@@ -4,9 +4,9 @@
 
 over each row r of a (R, N) block of candidate scores (N = beam x vocabulary) and the K positions
 its top-k kept. The torch reference (`ops.beam_stats`) is a comparison, a sum, a copy, a scatter
-and a max: five launches at every beam step of a sparse model; here one, or two for rows longer than
-4096 (chunks of a row in programs of their own, then the chunks' reduction). A NaN score counts as not finite
-and makes b_r NaN (as torch's max), unless kept.
+and a max: five launches at every beam step of a sparse model; here one, or two for rows longer
+than 4096 (chunks of a row in programs of their own, then the chunks' reduction). A NaN score
+counts as not finite and makes b_r NaN (as torch's max), unless kept.
 """
 from __future__ import annotations
 
