@@ -17,10 +17,12 @@ policy as the reference, `dim` any int):
         kind in {"sparsemax", "entmax15", "entmax_bisect", "alpha_relu"}; rows whose target is
         ignore_index give 0; targets are already validated. return_support: (loss, the number
         of nonzero probabilities of each row (N,) float32, 0 on ignore_index rows).
-    log_probs(z, kind, alpha, dim) -> log pi(z), -inf where pi(z) = 0   # no grad; supports() gets kind=, alpha=
-    alpha_relu_log(z, alpha: float, tau: float) -> log alpha_relu(z)     # no grad; supports() gets alpha=
-    beam_stats(scores (R, N), kept (R, K)) -> (finite count (R,) int64, best score not kept (R,) float32)
-        # no grad; supports() gets scores as z and kept=
+    The decoding ops below run at every beam step (host-bound): each decides itself and returns
+    None for a call it does not take (asked through `try_kernel`; `supports` is not asked):
+    log_probs(z, kind, alpha, dim) -> log pi(z), -inf where pi(z) = 0, or None   # no grad
+    alpha_relu_log(z, alpha: float, tau: float) -> log alpha_relu(z), or None   # no grad
+    beam_stats(scores (R, N), kept (R, K)) -> (finite count (R,) int64, best score not kept (R,) float32),
+        or None   # no grad
     sparse_attention(q, k, v, keep, kind, alpha, scale) -> (B, H, Tq, Dv)  # no grad; supports()
         gets q as z and k=, v=, keep=, kind=, alpha= as keywords
     sparse_attention_decode(q, k, v, keep, kind, alpha, scale) -> (B, H, Tq, Dv) or None  # no grad;

@@ -85,9 +85,10 @@ def alpha_relu_log(z: Tensor, alpha: float = 1.5, tau: float = 0.0) -> Tensor:
     check_input(z)
     check_alpha(alpha, strict=True)
     tau = check_tau(tau)
-    fast = _dispatch.kernel("alpha_relu_log", z, -1, alpha=alpha)
-    if fast is not None:
-        return fast(z, float(alpha), tau)
+    fast = _dispatch.try_kernel("alpha_relu_log", z)  # (decoding, every step: the kernel decides itself)
+    out = None if fast is None else fast(z, float(alpha), tau)
+    if out is not None:
+        return out
     x = z.to(compute_dtype(z.dtype))
     with torch.no_grad():
         return torch.mul(x, alpha - 1).sub_(tau).clamp_(min=0).log_().div_(alpha - 1).to(z.dtype)

@@ -25,9 +25,10 @@ def beam_stats(scores: Tensor, kept: Tensor) -> tuple[Tensor, Tensor]:
     if kept.dtype not in (torch.int64, torch.int32):
         raise TypeError(f"beam_stats: kept must hold integer positions, got dtype {kept.dtype}")
     scores = scores.detach()
-    fast = _dispatch.kernel("beam_stats", scores, -1, kept=kept)
-    if fast is not None:
-        return fast(scores, kept)
+    fast = _dispatch.try_kernel("beam_stats", scores)  # (every beam step: the kernel decides itself)
+    out = None if fast is None else fast(scores, kept)
+    if out is not None:
+        return out
     n = (scores > float("-inf")).sum(-1)  # (one comparison; isfinite is four operations)
     best = scores.scatter(-1, kept.long(), float("-inf")).amax(-1)
     return n, best.float()

@@ -40,22 +40,8 @@ def supports(op: str, z: torch.Tensor, dim: int = -1, alpha=None, kind: str | No
     (alpha == 1 rows are computed as softmax there); float alpha must be > 1 (1 is softmax)."""
     if not available(z):
         return False
-    n_cols = z.shape[dim] if z.dim() else 1
-    if op == "log_probs":  # decoding's scores: the mapping kernel of `kind`, storing log p
-        if kind not in KINDS:
-            return False
-        op = kind
-    if op == "beam_stats":
-        kept = kw["kept"]
-        return z.dim() == 2 and kept.device == z.device and kept.shape[1] <= 64
-    if op == "alpha_relu_log":
-        return alpha is not None and float(alpha) > 1.0
     if op in KINDS:
-        if op == "entmax_bisect":
-            if torch.is_tensor(alpha):
-                return alpha.is_floating_point() and n_cols <= DEFAULTS["SINGLE_MAX"]
-            return alpha is not None and float(alpha) > 1.0
-        return True
+        return op != "entmax_bisect" or _bisect_alpha_ok(alpha, z.shape[dim] if z.dim() else 1)
     if op == "fy_loss":
         if z.dim() != 2 or kind not in ("sparsemax", "entmax15", "entmax_bisect", "alpha_relu"):
             return False
@@ -72,6 +58,20 @@ def supports(op: str, z: torch.Tensor, dim: int = -1, alpha=None, kind: str | No
         from . import attention_train
         return attention_train.supports(z, kw["k"], kw["v"], kw.get("keep"), kind, alpha, kw["dropout_p"])
     return False
+
+
+def _bisect_alpha_ok(alpha, n_cols: int) -> bool:
+    """alpha-entmax's kernels take a float alpha > 1 (1 is softmax), or a float tensor of per-row alphas
+    for rows held in registers (whose alpha == 1 rows they compute as softmax)."""
+    if torch.is_tensor(alpha):
+        return alpha.is_floating_point() and n_cols <= DEFAULTS["SINGLE_MAX"]
+    return alpha is not None and float(alpha) > 1.0
+
+
+def _decodes(z: torch.Tensor) -> bool:
+    """What the decoding ops (asked through `_dispatch.try_kernel`, which has checked the device and
+    ONMT_ENTMAX_NO_TRITON) need of their scores: Triton present, a float dtype the kernels read."""
+    return HAVE_TRITON and z.dtype in _FLOATS and z.dim() >= 1
 
 
 def sparsemax(z: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -94,20 +94,30 @@ def entmax_bisect(z: torch.Tensor, alpha=1.5, dim: int = -1, n_iter: int | None 
     return mapping.entmax_bisect(z, alpha, dim)
 
 
-def log_probs(z: torch.Tensor, kind: str, alpha=None, dim: int = -1) -> torch.Tensor:
-    """log pi(z) along dim, -inf where pi(z) = 0, one launch, no gradient (kernel path)."""
+def log_probs(z: torch.Tensor, kind: str, alpha=None, dim: int = -1) -> torch.Tensor | None:
+    """log pi(z) along dim, -inf where pi(z) = 0, one launch, no gradient (kernel path); None for a
+    call the kernels do not take (`kind` not a mapping of KINDS, an alpha they do not take)."""
+    if not _decodes(z) or kind not in KINDS or not z.numel() or (
+            kind == "entmax_bisect" and not _bisect_alpha_ok(alpha, z.shape[dim])):
+        return None
     from . import mapping
     return mapping.log_probs(z, kind, alpha, dim)
 
 
-def alpha_relu_log(z: torch.Tensor, alpha: float, tau: float) -> torch.Tensor:
-    """log [(alpha - 1) z - tau]_+ / (alpha - 1), one launch, no gradient (kernel path)."""
+def alpha_relu_log(z: torch.Tensor, alpha: float, tau: float) -> torch.Tensor | None:
+    """log [(alpha - 1) z - tau]_+ / (alpha - 1), one launch, no gradient (kernel path); None for
+    alpha <= 1."""
+    if not _decodes(z) or not alpha > 1.0:
+        return None
     from . import alpha_relu
     return alpha_relu.alpha_relu_log(z, alpha, tau)
 
 
-def beam_stats(scores: torch.Tensor, kept: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(finite candidates, best score not kept) of each row, one launch (kernel path)."""
+def beam_stats(scores: torch.Tensor, kept: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(finite candidates, best score not kept) of each row, one launch (kernel path); None unless
+    scores (R, N) and kept (R, K <= 64) are on one device."""
+    if not _decodes(scores) or scores.dim() != 2 or kept.shape[1] > 64 or kept.device != scores.device:
+        return None
     from . import beam_step
     return beam_step.beam_stats(scores, kept)
 
