@@ -45,7 +45,7 @@ class EntmaxGenerator(nn.Linear):
     # in-place writes (set_tau, load_state_dict) bump the buffer's version, .to() / assignment
     # replace the buffer, and a new transformation object has not seen it yet.
     def _sync_tau(self) -> Transformation:
-        if hasattr(self, "tau"):
+        if "tau" in self._buffers:  # (not hasattr: for the other generators that raises inside nn.Module)
             seen = getattr(self, "_tau_seen", None)
             if seen is None or seen[0] is not self.tau or seen[1] != self.tau._version \
                     or seen[2] is not self.transformation:
@@ -56,7 +56,7 @@ class EntmaxGenerator(nn.Linear):
 
     def tau_pending(self) -> bool:
         """True while alpha-ReLU waits for ``generator_tau: auto`` to be resolved."""
-        return hasattr(self, "tau") and self._sync_tau().tau is None  # (read back only when it changed)
+        return "tau" in self._buffers and self._sync_tau().tau is None  # (read back only when it changed)
 
     def set_tau(self, tau: float) -> None:
         self.tau.fill_(float(tau))

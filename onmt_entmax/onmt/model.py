@@ -156,6 +156,8 @@ def generator_log_probs(model_or_generator: nn.Module, logits: Tensor) -> Tensor
     The same function training used (alpha-ReLU: log of its unnormalized scores); plain
     ``log_softmax`` for stock generators. This is what the translator hook feeds to beam search.
     """
+    if isinstance(model_or_generator, EntmaxGenerator):  # one model's generator, at every decoding step
+        return model_or_generator.log_probs(logits)
     generator = getattr(model_or_generator, "generator", model_or_generator)
     member = next(iter(_member_generators(generator)))
     if transformation_of(generator) is None or not isinstance(member, EntmaxGenerator):
