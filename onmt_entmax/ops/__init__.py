@@ -2,7 +2,7 @@
 from ._common import alpha_in_range
 from .alpha_relu import alpha_relu, alpha_relu_log
 from .attention import sparse_attention
-from .beam_stats import beam_stats
+from .beam_stats import beam_stats, beam_topk
 from .bounded_alpha import bounded_alpha
 from .entmax import entmax, entmax_threshold
 from .entmax15 import entmax15
@@ -24,7 +24,7 @@ from .tau_estimate import tau_first_batch, tau_formula
 
 __all__ = [
     "sparsemax", "entmax15", "entmax_bisect", "entmax", "alpha_relu", "alpha_relu_log", "log_probs", "entmax_threshold",
-    "softmax_safe", "sparse_attention", "beam_stats", "alpha_in_range", "bounded_alpha",
+    "softmax_safe", "sparse_attention", "beam_stats", "beam_topk", "alpha_in_range", "bounded_alpha",
     "SparsemaxLoss", "Entmax15Loss", "EntmaxBisectLoss", "AlphaReLULoss",
     "sparsemax_loss", "entmax15_loss", "entmax_bisect_loss", "alpha_relu_loss", "fy_loss",
     "tau_formula", "tau_first_batch",

@@ -23,6 +23,8 @@ policy as the reference, `dim` any int):
     alpha_relu_log(z, alpha: float, tau: float) -> log alpha_relu(z), or None   # no grad
     beam_stats(scores (R, N), kept (R, K)) -> (finite count (R,) int64, best score not kept (R,) float32),
         or None   # no grad
+    beam_topk(scores (R, N), k) -> (k best (R, k), their positions (R, k) int64, stats (R, 2) float64:
+        finite count, best score not kept), or None   # no grad
     sparse_attention(q, k, v, keep, kind, alpha, scale) -> (B, H, Tq, Dv)  # no grad; supports()
         gets q as z and k=, v=, keep=, kind=, alpha= as keywords
     sparse_attention_decode(q, k, v, keep, kind, alpha, scale) -> (B, H, Tq, Dv) or None  # no grad;

@@ -334,3 +334,17 @@ def test_beam_stats_count_the_finite_candidates_and_the_best_one_not_kept():
     assert oe.ops.beam_stats(s, kept)[1][2] == -2.0
     with pytest.raises(ValueError, match="beam_stats"):
         oe.ops.beam_stats(s[0], kept)
+
+
+def test_beam_topk_is_torch_topk_plus_the_statistics_of_the_positions_it_keeps():
+    s = torch.tensor([[0.0, -1.0, float("-inf"), -3.0, -0.5],
+                      [float("-inf")] * 5,
+                      [-2.0, -1.5, -1.0, -4.0, float("-inf")]])
+    values, kept, stats = oe.ops.beam_topk(s, 2)
+    ref_values, ref_kept = torch.topk(s, 2, dim=-1)
+    assert torch.equal(values, ref_values) and torch.equal(kept[[0, 2]], ref_kept[[0, 2]])
+    assert stats.dtype == torch.float64 and stats[:, 0].tolist() == [4, 0, 4]
+    assert stats[:, 1].tolist() == [-1.0, float("-inf"), -2.0]  # the third best: the best not kept
+    for k in (0, 6, 2.0):
+        with pytest.raises(ValueError, match="beam_topk"):
+            oe.ops.beam_topk(s, k)

@@ -392,3 +392,38 @@ def test_beam_stats_kernel_matches_the_reference(n_cols):
     n_ref, best_ref = (s > float("-inf")).sum(-1), s.scatter(-1, kept, float("-inf")).amax(-1)
     assert torch.equal(n.cpu(), n_ref)
     torch.testing.assert_close(best.cpu(), best_ref, equal_nan=True)
+
+
+@pytest.mark.parametrize("n_cols,k", [(6, 6), (7, 5), (5 * 1000, 1), (5 * 1000, 5), (5 * 32000, 12)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_beam_topk_kernel_picks_what_torch_topk_picks_with_the_statistics(n_cols, k, dtype):
+    """A beam step's pick: the k best of each row in torch.topk's order (distinct scores), NaN first
+    as torch ranks it, -inf picked only when fewer than k are finite, ties by lowest position; and
+    the certificate's (finite count, best not kept), any chunk holding the best."""
+    gen = torch.Generator().manual_seed(n_cols * 31 + k)
+    s = (torch.randperm(n_cols * 9, generator=gen).float().view(9, n_cols) / n_cols - 4.5).to(dtype)  # distinct
+    s[s < 0] = float("-inf")  # a sparse model's candidates: about half finite
+    s[1] = float("-inf")
+    s[1, n_cols - 1] = 0.5  # one finite candidate, in the last chunk
+    s[2, n_cols // 2] = float("nan")
+    s[3, :] = 1.0  # all tied: the lowest positions
+    s[4, -1] = 9.0  # the best in the last chunk
+    values, kept, stats = K.beam_topk(s.to(DEV), k)
+    assert values.dtype == dtype and kept.dtype == torch.int64 and stats.dtype == torch.float64
+    values, kept, stats = values.cpu(), kept.cpu(), stats.cpu()
+    ref_values, ref_kept = torch.topk(s.float(), k, dim=-1)
+    assert torch.equal(values.float().isnan(), ref_values.isnan())
+    fin = torch.isfinite(ref_values)
+    assert torch.equal(values.float()[fin], ref_values[fin]) and (values.float()[~ref_values.isnan() & ~fin] == float("-inf")).all()
+    picked = s.float().gather(-1, kept)  # each position holds the value reported for it
+    assert torch.equal(picked.isnan(), values.float().isnan()) and torch.equal(picked[fin], values.float()[fin])
+    if dtype == torch.float32:  # (distinct scores: float16 rounds some of them together)
+        distinct = fin.clone()
+        distinct[3] = False
+        assert torch.equal(kept[distinct], ref_kept[distinct])
+    assert kept[3].tolist() == list(range(k)) and kept[2, 0] == n_cols // 2 and kept[4, 0] == n_cols - 1
+    assert ((kept >= 0) & (kept < n_cols)).all() and all(len(set(row)) == k for row in kept.tolist())
+    n_ref = (s > float("-inf")).sum(-1).double()
+    best_ref = s.float().scatter(-1, kept, float("-inf")).amax(-1).double()
+    assert torch.equal(stats[:, 0], n_ref)
+    torch.testing.assert_close(stats[:, 1], best_ref, equal_nan=True)

@@ -122,6 +122,15 @@ def beam_stats(scores: torch.Tensor, kept: torch.Tensor) -> tuple[torch.Tensor, 
     return beam_step.beam_stats(scores, kept)
 
 
+def beam_topk(scores: torch.Tensor, k: int):
+    """(values (R, k), positions (R, k) int64, stats (R, 2) float64) of (R, N) scores: the k best and
+    (finite count, best not kept), two launches (kernel path); None for k > 31 or very long rows."""
+    if not _decodes(scores) or scores.dim() != 2:
+        return None
+    from . import beam_step
+    return beam_step.beam_topk(scores, k)
+
+
 def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha=None,
                      scale: float | None = None) -> torch.Tensor:
     """Fused pi(scale q k^T, masked) v forward, no grad (kernel path)."""

@@ -88,3 +88,98 @@ def beam_stats(scores: torch.Tensor, kept: torch.Tensor) -> tuple[torch.Tensor, 
         launch(_reduce_kernel, (R,), (part_count, part_best, count, best, n_chunks),
                {"CP": next_pow2(n_chunks)}, 1)
     return count, best
+
+
+# --- top-k with the certificate's statistics ---------------------------------------------------
+# A candidate is ranked by one int64: its score's float bits made monotone (NaN above +inf, as
+# torch.topk ranks it) in the high half, and 2^32 - 1 - its column in the low half, so one max
+# picks the best score and, among equal scores, the lowest column. Picking k + 1 candidates of each
+# chunk by k + 1 such maxima keeps everything the row's top k + 1 can come from.
+_TOPK_CHUNK = 4096
+_TOPK_MAX_PARTS = 8192  # chunks x KP candidates the merge holds in registers
+_LOW = tl.constexpr(4294967295)  # 2^32 - 1
+_NONE = tl.constexpr(-9223372036854775808)  # below every rank: taken, or not loaded
+
+
+@triton.jit
+def _rank(s, cols):
+    """The int64 rank of scores s (float32) at columns cols: order of s, then of -cols."""
+    bits = s.to(tl.int32, bitcast=True)
+    key = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+    key = tl.where(s != s, 0x7FFFFFFF, key)
+    return (key.to(tl.int64) << 32) | (_LOW - cols.to(tl.int64))
+
+
+@triton.jit
+def _score_of(rank):
+    """The float32 score a rank holds (NaN for a NaN)."""
+    key = (rank >> 32).to(tl.int32)
+    return tl.where(key < 0, key ^ 0x7FFFFFFF, key).to(tl.float32, bitcast=True)
+
+
+@triton.jit(do_not_specialize=["n_cols", "stride", "n_chunks", "k1"])
+def _topk_chunk_kernel(S, PART, n_cols, stride, n_chunks, k1, KP: tl.constexpr, CHUNK: tl.constexpr):
+    """Chunk c of row r: its finite count and the ranks of its k1 best candidates, into
+    PART[r, c] = (rank_0 .. rank_{k1-1}, unused .., count) of KP + 1 int64."""
+    r = tl.program_id(0).to(tl.int64)
+    c = tl.program_id(1)
+    cols = c * CHUNK + tl.arange(0, CHUNK)
+    s = tl.load(S + r * stride + cols, mask=cols < n_cols, other=float("-inf")).to(tl.float32)
+    out = PART + (r * n_chunks + c) * (KP + 1)
+    tl.store(out + KP, tl.sum((s > float("-inf")).to(tl.int32), 0).to(tl.int64))
+    rank = _rank(s, cols)
+    for i in range(0, k1):
+        best = tl.max(rank, 0)
+        tl.store(out + i, best)
+        rank = tl.where(rank == best, _NONE, rank)
+
+
+@triton.jit(do_not_specialize=["n_cols", "n_chunks", "k"])
+def _topk_merge_kernel(PART, VALUES, INDICES, STATS, n_cols, n_chunks, k, KP: tl.constexpr, CP: tl.constexpr):
+    """Row r: the k best of its chunks' candidates in descending order (values, columns), and
+    STATS[r] = (finite count, the (k+1)-th best score: the best one not kept), float64."""
+    r = tl.program_id(0).to(tl.int64)
+    ci = tl.arange(0, CP)
+    ki = tl.arange(0, KP)
+    base = PART + r * n_chunks * (KP + 1)
+    count = tl.sum(tl.load(base + ci * (KP + 1) + KP, mask=ci < n_chunks, other=0), 0)
+    msk = (ci[:, None] < n_chunks) & (ki[None, :] <= k)
+    rank = tl.load(base + ci[:, None] * (KP + 1) + ki[None, :], mask=msk, other=_NONE)
+    rank = tl.reshape(rank, [CP * KP])
+    for i in range(0, k):
+        best = tl.max(rank, 0)
+        tl.store(VALUES + r * k + i, _score_of(best).to(VALUES.dtype.element_ty))
+        tl.store(INDICES + r * k + i, _LOW - (best & _LOW))
+        rank = tl.where(rank == best, _NONE, rank)
+    best = tl.max(rank, 0)
+    left = tl.where(k < n_cols, _score_of(best), float("-inf"))
+    tl.store(STATS + r * 2, count.to(tl.float64))
+    tl.store(STATS + r * 2 + 1, left.to(tl.float64))
+
+
+def beam_topk(scores: torch.Tensor, k: int):
+    """(values (R, k) in scores' dtype, positions (R, k) int64, stats (R, 2) float64) of (R, N) scores:
+    the k best of each row, best first (among equal scores the lowest position; NaN ranks above
+    +inf, as in torch.topk), and (finite count, best score not kept); two launches (the chunks'
+    k + 1 best and counts, then their merge). None where the merge would not fit (k > 31, or rows
+    of more than ~2M scores at small k)."""
+    R, N = scores.shape
+    kp = next_pow2(k + 1)
+    chunk = _TOPK_CHUNK
+    while cdiv(N, chunk) * kp > _TOPK_MAX_PARTS and chunk < 65536:
+        chunk *= 2
+    n_chunks = cdiv(N, chunk)
+    if kp > 32 or n_chunks * kp > _TOPK_MAX_PARTS or not 0 < k <= N:
+        return None
+    s = scores if scores.stride(-1) == 1 else scores.contiguous()
+    values = torch.empty((R, k), device=s.device, dtype=s.dtype)
+    indices = torch.empty((R, k), device=s.device, dtype=torch.int64)
+    stats = torch.empty((R, 2), device=s.device, dtype=torch.float64)
+    if R:
+        part = torch.empty((R, n_chunks, kp + 1), device=s.device, dtype=torch.int64)
+        launch(_topk_chunk_kernel, (R, n_chunks), (s, part, N, s.stride(0), n_chunks, k + 1),
+               {"KP": kp, "CHUNK": chunk}, max(4, min(16, chunk // 1024)))
+        cp = next_pow2(n_chunks)
+        launch(_topk_merge_kernel, (R,), (part, values, indices, stats, N, n_chunks, k),
+               {"KP": kp, "CP": cp}, 4 if cp * kp <= 2048 else 8)
+    return values, indices, stats
