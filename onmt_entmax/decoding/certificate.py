@@ -52,17 +52,18 @@ class CertificateTracker:
     """Collects certificates for a batch of sentences while a beam search runs.
 
     A step costs the host one operation (`ops.beam_stats`: count the finite candidates and take the
-    best pruned one, one kernel on CUDA) and remembering both with the step's sentence ids: decoding
-    is host-bound, and the per-sentence bookkeeping (scatters by sentence id) is done for all steps
-    at once, on the device, when a certificate is first asked for after new steps (typically once
-    per batch, one transfer back).
+    best pruned one, one kernel on CUDA; or none: `observe_stats` takes them from the search's own
+    top-k, `ops.beam_topk`) and remembering both with the step's sentence ids: decoding is
+    host-bound, and the per-sentence bookkeeping (scatters by sentence id) is done for all steps at
+    once, on the device, when a certificate is first asked for after new steps (typically once per
+    batch, one transfer back).
     """
 
     def __init__(self, batch_size: int) -> None:
         self.batch_size = batch_size
         self._certs = [SentenceCertificate() for _ in range(batch_size)]
         self._stop_best = [NEG_INF] * batch_size  # best live score abandoned at a stop
-        self._pending: list = []  # (sentence ids, finite candidates per row, best pruned score or None, slots)
+        self._pending: list = []  # (sentence ids, (rows, 2) float64: finite candidates, best not kept; slots)
 
     def observe_step(self, sentence_ids, candidate_scores: Tensor, slots: int, kept: Tensor | None = None) -> None:
         """One expansion step.
@@ -77,13 +78,19 @@ class CertificateTracker:
         scores = candidate_scores.detach()
         # the best candidate not kept, i.e. the (slots+1)-th score; it counts only where pruning happened
         if slots >= scores.size(-1):
-            n_finite, best_left = support_size(scores), None
+            n_finite, best_left = support_size(scores), torch.full(scores.shape[:1], NEG_INF, device=scores.device)
         elif kept is not None:
             n_finite, best_left = beam_stats(scores, kept)  # (one kernel on CUDA)
         else:
             n_finite = support_size(scores)
             best_left = torch.topk(scores, slots + 1, dim=-1).values[:, slots]
-        self._pending.append((sentence_ids, n_finite, best_left, slots))
+        self.observe_stats(sentence_ids, torch.stack([n_finite.to(torch.float64), best_left.to(torch.float64)], -1),
+                           slots)
+
+    def observe_stats(self, sentence_ids, stats: Tensor, slots: int) -> None:
+        """One expansion step whose statistics are known: ``stats`` (B_alive, 2) float64 holds each
+        row's number of finite candidates and its best candidate not kept (`ops.beam_topk`)."""
+        self._pending.append((sentence_ids, stats, slots))
 
     def observe_stop(self, sentence_id: int, live_scores: Iterable[float], truncated: int = 0) -> None:
         """The search stopped for a sentence; ``live_scores`` are the unfinished hypotheses left."""
@@ -102,20 +109,19 @@ class CertificateTracker:
         over pruned steps (scatters over all pending rows at once; one transfer back)."""
         if not self._pending:
             return
-        n_finite = torch.cat([n for _, n, _, _ in self._pending])
-        dev = n_finite.device
-        ids = torch.cat([torch.as_tensor(i).reshape(-1) for i, _, _, _ in self._pending]).long().to(dev)
-        slots = torch.cat([torch.full_like(n, s) for _, n, _, s in self._pending])
-        best_left = torch.cat([k.float() if k is not None else torch.full(n.shape, NEG_INF, device=dev)
-                               for _, n, k, _ in self._pending])
+        step = torch.cat([s for _, s, _ in self._pending])
+        dev = step.device
+        n_finite, best_left = step[:, 0], step[:, 1]
+        ids = torch.cat([torch.as_tensor(i).reshape(-1) for i, _, _ in self._pending]).long().to(dev)
+        slots = torch.cat([torch.full((len(s),), n, dtype=torch.float64, device=dev) for _, s, n in self._pending])
         pruned = n_finite > slots
         zeros = torch.zeros(self.batch_size, dtype=torch.float64, device=dev)
         stats = torch.stack([
             zeros.index_add(0, ids, torch.ones_like(ids, dtype=zeros.dtype)),
-            zeros.scatter_reduce(0, ids, n_finite.to(zeros.dtype), "amax", include_self=True),
+            zeros.scatter_reduce(0, ids, n_finite, "amax", include_self=True),
             zeros.index_add(0, ids, pruned.to(zeros.dtype)),
             torch.full_like(zeros, NEG_INF).scatter_reduce(
-                0, ids, torch.where(pruned, best_left.to(zeros.dtype), NEG_INF), "amax", include_self=True),
+                0, ids, torch.where(pruned, best_left, NEG_INF), "amax", include_self=True),
         ]).tolist()
         self._pending.clear()
         for b, cert in enumerate(self._certs):

@@ -20,6 +20,7 @@ from typing import Callable, Optional
 import torch
 
 from onmt_entmax.decoding import CertificateTracker, penalty_mask
+from onmt_entmax.ops import beam_topk
 
 NEG_INF = float("-inf")
 _MARK = "_onmt_entmax_decoding"
@@ -60,15 +61,27 @@ def _neg_inf_penalty(active: Callable) -> Callable[[Callable], Callable]:
 
 
 def _pick(upstream):
-    """Count the finite candidates before top-k: more than beam_size means pruning."""
+    """Count the finite candidates at the top-k: more than beam_size means pruning.
+
+    Upstream's ``_pick`` is its target prefix (a no-op without one), a reshape to (B, beam x V) and
+    a top-k. With the certificate on and no target prefix, the wrapper makes that top-k itself with
+    ``ops.beam_topk``, which also gives the certificate's statistics: one kernel pair on CUDA where
+    torch.topk and the statistics were ~20 launches and ~0.1 ms of GPU time a step (H200). Among
+    equal scores it keeps the lowest position first, where torch.topk's order is unspecified.
+    """
 
     def wrapper(self, log_probs):
-        out = upstream(self, log_probs)  # log_probs is masked in place by target_prefixing
         rec = getattr(self, "_entmax", None)
-        if rec is not None and rec.tracker is not None:
-            rows = log_probs.size(0) // self.beam_size
-            kept = out[1] if isinstance(out, tuple) else None  # upstream's top-k positions in the same layout
-            rec.tracker.observe_step(self._batch_offset, log_probs.reshape(rows, -1), self.beam_size, kept=kept)
+        if rec is None or rec.tracker is None:
+            return upstream(self, log_probs)
+        rows = log_probs.size(0) // self.beam_size
+        if self.target_prefix is None:
+            values, kept, stats = beam_topk(log_probs.reshape(rows, -1), self.beam_size)
+            rec.tracker.observe_stats(self._batch_offset, stats, self.beam_size)
+            return values, kept
+        out = upstream(self, log_probs)  # log_probs is masked in place by target_prefixing
+        kept = out[1] if isinstance(out, tuple) else None  # upstream's top-k positions in the same layout
+        rec.tracker.observe_step(self._batch_offset, log_probs.reshape(rows, -1), self.beam_size, kept=kept)
         return out
 
     return wrapper
