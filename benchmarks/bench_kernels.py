@@ -202,6 +202,32 @@ def host_us_per_call(fn, reps: int) -> float:
     return (time.perf_counter() - t0) / reps * 1e6
 
 
+def beam_step(reps: int = 300) -> dict:
+    """A sparse model's beam step pick: torch.topk + ops.beam_stats (upstream's top-k, then the
+    certificate's statistics) against ops.beam_topk (both in one), 64 sentences x beam 5 over
+    vocabularies of 14456 (Multi30k) and 32000, ~5% of the candidates finite. GPU ms (do_bench
+    median) and host us a call (a sync before each call, median)."""
+    out = {}
+    for vocab in (14456, 32000):
+        s = torch.randn(64, 5 * vocab, device="cuda") * 3
+        s[s < 5.0] = float("-inf")
+
+        def upstream():
+            _, kept = torch.topk(s, 5, dim=-1)
+            return ops.beam_stats(s, kept)
+
+        for name, fn in (("topk+beam_stats", upstream), ("beam_topk", lambda: ops.beam_topk(s, 5))):
+            gpu = do_bench(fn, warmup=20, rep=100, return_mode="median")
+            host = []
+            for _ in range(reps):
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                fn()
+                host.append(time.perf_counter() - t0)
+            out[f"{vocab}/{name}"] = (gpu, sorted(host)[len(host) // 2] * 1e6)
+    return out
+
+
 def cpu_overhead(n_iter=200):
     """Host time per call (us) with the GPU kept idle-fast on tiny inputs, and cProfiles of the
     1.5-entmax and learned per-head alpha forward+backward: where the Python launch cost goes."""
@@ -242,9 +268,17 @@ def main(argv=None):
     ap.add_argument("--variants", action="store_true", help="launch-configuration sweep")
     ap.add_argument("--json", help="write all numbers here")
     ap.add_argument("--overhead", action="store_true", help="host launch cost only")
+    ap.add_argument("--beam-step", action="store_true", help="a beam step's top-k + certificate only")
     args = ap.parse_args(argv)
     if args.overhead:
         print({k: round(v, 1) for k, v in cpu_overhead().items()})
+        return
+    if args.beam_step:
+        print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, Triton {triton.__version__}")
+        print("| 64 x beam 5 x vocabulary | op | GPU ms | host us a call |\n|---|---|---|---|")
+        for key, (gpu, host) in beam_step().items():
+            vocab, name = key.split("/")
+            print(f"| {vocab} | {name} | {gpu:.4f} | {host:.1f} |")
         return
     assert torch.cuda.is_available(), "needs a CUDA GPU"
     assert _dispatch.kernel("entmax15", torch.zeros(2, 2, device="cuda")) is not None, \
