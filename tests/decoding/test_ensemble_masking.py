@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from onmt_entmax import ops
 from onmt_entmax.decoding import (
     CertificateTracker,
     average_probs,
@@ -89,6 +90,28 @@ def test_certificate_tracker_does_not_sync_the_gpu_per_step():
     assert [c.exhaustive for c in tr.sentences] == [False, True, True]  # row 1 (3 finite > 2) is sentence 0
     assert tr[0].pruned_steps == 3 and tr[0].best_pruned == pytest.approx(-0.3)
     assert [c.max_support for c in tr.sentences] == [3, 1, 2]
+    tr = CertificateTracker(3)
+    torch.cuda.set_sync_debug_mode("error")
+    try:  # the search's own pick, with the statistics (what the patched beam search does)
+        for _ in range(3):
+            tr.observe_stats(torch.tensor([2, 0, 1]), ops.beam_topk(scores, 2)[2], slots=2)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert [c.exhaustive for c in tr.sentences] == [False, True, True]
+    assert tr[0].best_pruned == pytest.approx(-0.3) and [c.max_support for c in tr.sentences] == [3, 1, 2]
+
+
+def test_certificates_from_the_picks_statistics_equal_those_from_the_scores():
+    gen = torch.Generator().manual_seed(3)
+    a, b = CertificateTracker(5), CertificateTracker(5)
+    for step in range(4):
+        scores = torch.randn(3, 12, generator=gen)
+        scores[scores < 0.3 * step] = NEG_INF
+        ids = torch.randperm(5, generator=gen)[:3]
+        _, kept, stats = ops.beam_topk(scores, 2)
+        a.observe_step(ids, scores, slots=2, kept=kept)
+        b.observe_stats(ids, stats, slots=2)
+    assert a.sentences == b.sentences
 
 
 def test_certificate_rate():
