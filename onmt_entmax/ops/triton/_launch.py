@@ -67,21 +67,21 @@ def launch(fn, grid: tuple, args: tuple, constexprs: dict, num_warps: int,
     `spec`: a caller that knows its kernel may pass what Triton specialises `args` on (dtypes,
     pointer alignment, 64-bit ints; e.g. for a kernel whose ints are all `do_not_specialize`)
     instead of having it derived argument by argument, which costs ~1 us of host time per argument."""
-    opts = {"num_warps": num_warps, "enable_fp_fusion": fp_fusion}
     if not _FAST:
-        fn[grid](*args, **constexprs, **opts)
+        fn[grid](*args, **constexprs, num_warps=num_warps, enable_fp_fusion=fp_fusion)
         return
     dev = driver.active.get_current_device()  # as Triton's own launcher does
-    key = (fn, dev, num_warps, fp_fusion, tuple(constexprs.items()),
+    # keyed by id(fn): a JITFunction hashes in Python (~1 us); the entry keeps fn, checked by identity
+    key = (id(fn), dev, num_warps, fp_fusion, tuple(constexprs.items()),
            _specs(args) if spec is None else spec)
-    kernel = _CACHE.get(key)
-    if kernel is None:
-        kernel = fn[grid](*args, **constexprs, **opts)
+    entry = _CACHE.get(key)
+    if entry is None or entry[2] is not fn:
+        kernel = fn[grid](*args, **constexprs, num_warps=num_warps, enable_fp_fusion=fp_fusion)
         names = fn.arg_names[len(args):]
         if sorted(names) == sorted(constexprs) and kernel is not None:
-            _CACHE[key] = (kernel, tuple(constexprs[n] for n in names))
+            _CACHE[key] = (kernel, tuple(constexprs[n] for n in names), fn)
         return
-    kernel, consts = kernel
+    kernel, consts, _ = entry
     stream = driver.active.get_current_stream(dev)
     g = tuple(grid) + (1, 1)
     full = args + consts
