@@ -11,6 +11,7 @@ step; this is one launch.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -167,22 +168,29 @@ def _geometry(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str
             H * Tq * Dv, Tq * Dv, Dv, sa_h)
 
 
+@functools.lru_cache(maxsize=1024)
+def _plan(kind: str, n_keys: int, d: int, dv: int, has_keep: bool) -> tuple[int, dict, int]:
+    """(mode, the constexprs, warps) of `_attn_fwd_kernel` for a row of n_keys keys, heads of d / dv:
+    computed once per shape (decoding calls the kernel at every layer and step with the same ones)."""
+    mode = _MODES["bisect" if kind == "entmax_bisect" else kind]
+    bc = next_pow2(max(n_keys, 16))
+    bd = max(1, min(next_pow2(max(d, dv)), _TILE // bc))
+    return mode, {"MODE": mode, "MAX_ITER": 64 if mode == 2 else 32, "BC": bc, "BD": bd, "HAS_KEEP": has_keep}, \
+        1 if bc <= 128 else 4
+
+
 def _launch_fwd(q, k, v, keep, kind: str, alpha, scale, ints: tuple) -> torch.Tensor:
     """One launch of `_attn_fwd_kernel` for a call `_geometry` took (its ints)."""
     B, H, Tq, Dv = q.shape[0], ints[1], ints[0], ints[4]
-    out = torch.empty((B, H, Tq, Dv), device=q.device, dtype=q.dtype)
+    out = q.new_empty((B, H, Tq, Dv))
     if B * H * Tq == 0 or Dv == 0:
         return out
-    mode = _MODES["bisect" if kind == "entmax_bisect" else kind]
-    a, _ = head_alpha(alpha, mode, q)
-    bc = next_pow2(max(ints[2], 16))
-    bd = max(1, min(next_pow2(max(ints[3], Dv)), _TILE // bc))
+    mode, constexprs, warps = _plan(kind, ints[2], ints[3], Dv, keep is not None)
+    a = head_alpha(alpha, mode, q)[0]
     m = keep if keep is not None else q
     launch(_attn_fwd_kernel, (B * H * Tq,),
            (q, k, v, m, a, out, *ints[:5], float(scale if scale is not None else 1.0 / math.sqrt(ints[3])), 1e-6,
-            *ints[5:]),
-           {"MODE": mode, "MAX_ITER": 64 if mode == 2 else 32, "BC": bc, "BD": bd, "HAS_KEEP": keep is not None},
-           1 if bc <= 128 else 4, spec=launch_spec((q, k, v, m, a, out), ints))
+            *ints[5:]), constexprs, warps, spec=launch_spec((q, k, v, m, a, out), ints))
     return out
 
 
