@@ -2,10 +2,11 @@
 
 Decoding is host-bound (one query per head, a few hundred rows), so what a call costs the host
 matters as much as its kernel. This runs the no-grad calls that a beam-search step makes (attention
-normalizers, generator log-probs) on CPU tensors with the Triton dispatch forced as on CUDA and
-every kernel launch replaced by nothing, and reports the aten operations issued (each one is host
-work; on a GPU most launch a kernel) and the host microseconds a call. Softmax is the baseline.
-Not a GPU timing: `bench_translate.py` is.
+normalizers, generator log-probs, the beam's top-k with the certificate's statistics) on CPU
+tensors with the Triton dispatch forced as on CUDA and every kernel launch replaced by nothing, and
+reports the aten operations issued (each one is host work; on a GPU most launch a kernel) and the
+host microseconds a call. Softmax / torch.topk are the baselines (these run their CPU kernels: small
+rows). Not a GPU timing: `bench_translate.py` is.
 
     python benchmarks/bench_host_ops.py
 """
@@ -21,7 +22,9 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 import onmt_entmax.ops._dispatch as dispatch  # noqa: E402
 from onmt_entmax.modules.attention import AttentionNormalizer  # noqa: E402
-from onmt_entmax.ops.triton import attention, mapping  # noqa: E402
+import onmt_entmax.ops as ops  # noqa: E402
+from onmt_entmax.modules import EntmaxGenerator  # noqa: E402
+from onmt_entmax.ops.triton import alpha_relu, attention, beam_step, mapping  # noqa: E402
 from onmt_entmax.registry import get_transformation  # noqa: E402
 
 
@@ -29,6 +32,11 @@ def _forced_kernel(op, z, dim=-1, **kw):
     """The dispatch of `_dispatch.kernel` without its CUDA test."""
     kernels = dispatch._triton()
     return getattr(kernels, op) if kernels is not None and kernels.supports(op, z, dim, **kw) else None
+
+
+def _forced_try_kernel(op, z):
+    """`_dispatch.try_kernel` without its CUDA test (the decoding ops decide themselves)."""
+    return getattr(dispatch._triton(), op)
 
 
 def aten_ops(fn) -> int:
@@ -45,8 +53,8 @@ def host_us(fn, reps: int = 200) -> float:
 
 
 def main() -> None:
-    mapping.launch = attention.launch = lambda *args, **kwargs: None
-    dispatch.kernel = _forced_kernel
+    mapping.launch = attention.launch = alpha_relu.launch = beam_step.launch = lambda *args, **kwargs: None
+    dispatch.kernel, dispatch.try_kernel = _forced_kernel, _forced_try_kernel
     scores = torch.randn(64 * 5, 8, 1, 20)  # 64 sentences x beam 5, 8 heads, one query, 20 keys
     q, k = torch.randn(64 * 5, 8, 1, 64), torch.randn(64 * 5, 8, 20, 64)  # the same call as q, k, v
     pad = torch.zeros(64 * 5, 1, 1, 20, dtype=torch.bool)
@@ -63,6 +71,20 @@ def main() -> None:
              "1.5-entmax attention, fused (attend)": lambda: entmax.attend(q, k, k, ~pad),
              "learned-alpha attention, eager branch": eager(learned),
              "learned-alpha attention, fused (attend)": lambda: learned.attend(q, k, k, ~pad)}
+    logits = torch.randn(64 * 5, 64)  # the generator's output rows (a short vocabulary: CPU compute)
+    gens = {name: EntmaxGenerator(8, 64, get_transformation(name, **kw)).eval()
+            for name, kw in (("entmax15", {}), ("alpha_relu", {"alpha": 1.5, "tau": 0.0}))}
+    cases["softmax scores: log_softmax"] = lambda: torch.log_softmax(logits, -1)
+    cases["1.5-entmax scores: generator log_probs"] = lambda: gens["entmax15"].log_probs(logits)
+    cases["1.5-ReLU scores: generator log_probs"] = lambda: gens["alpha_relu"].log_probs(logits)
+    candidates = logits.log_softmax(-1).view(64, -1)  # a beam step's (sentences, beam x vocabulary)
+
+    def topk_then_stats():  # the pick and the certificate apart (upstream's top-k)
+        return ops.beam_stats(candidates, torch.topk(candidates, 5, dim=-1).indices)
+
+    cases["beam pick: torch.topk (upstream, no certificate)"] = lambda: torch.topk(candidates, 5, dim=-1)
+    cases["beam pick + certificate: torch.topk, then beam_stats"] = topk_then_stats
+    cases["beam pick + certificate: ops.beam_topk"] = lambda: ops.beam_topk(candidates, 5)
     print("| call (no grad, launches stubbed) | aten ops | host us / call |")
     print("|---|---|---|")
     with torch.no_grad():
