@@ -49,7 +49,7 @@ class LearnableAlpha(nn.Module):
     def state_key(self) -> tuple:
         """Changes whenever the alphas may have: in-place updates (optimizer steps, loading) bump the
         parameter's version, .to() and assignment replace its storage."""
-        a = self.a
+        a = self._parameters["a"]  # (not self.a: nn.Module's attribute lookup, at every decoding call)
         return a._version, a.data_ptr(), a.device
 
     def _alpha(self) -> Tensor:
@@ -93,11 +93,11 @@ class AttentionNormalizer(nn.Module):
             return self.transformation.mapping(scores, dim=-1)
         return self.transformation.mapping(scores, dim=-1, alpha=self._alpha_per_head())
 
-    def _alpha_per_head(self) -> Tensor:
-        """The learned alphas as (H, 1, 1), broadcasting over (..., H, T_q, T_k) scores (in range by
-        construction: not checked again); without grad the same tensor at every call until the
-        alphas change."""
-        learned = self.alpha
+    def _alpha_per_head(self, learned: Optional[LearnableAlpha] = None) -> Tensor:
+        """The learned alphas (``self.alpha``, or the ``learned`` the caller has looked up) as (H, 1, 1),
+        broadcasting over (..., H, T_q, T_k) scores (in range by construction: not checked again);
+        without grad the same tensor at every call until the alphas change."""
+        learned = self.alpha if learned is None else learned
         if torch.is_grad_enabled():
             # in [1.01, 2] for every finite parameter (NaN only after NaN gradients, which the loss
             # shows): the ops need not check it again at every training call
@@ -117,11 +117,12 @@ class AttentionNormalizer(nn.Module):
         q, k, v (B, H, T, d); ``return_weights``: (out, the weights before dropout, no gradient)."""
         t = self.transformation
         n_iter = getattr(t, "n_iter", None)
-        if self.alpha is not None and torch.is_grad_enabled():  # (the op takes the parameter itself)
+        learned = self.alpha  # (a submodule: looked up once, at every layer and decoding step)
+        if learned is not None and torch.is_grad_enabled():  # (the op takes the parameter itself)
             return ops.sparse_attention(q, k, v, keep, kind=t.name, n_iter=n_iter, dropout_p=dropout_p,
-                                        return_weights=return_weights, alpha_logit=self.alpha.a,
+                                        return_weights=return_weights, alpha_logit=learned.a,
                                         alpha_bounds=(ALPHA_MIN, ALPHA_MAX))
-        alpha = self._alpha_per_head() if self.alpha is not None else t.alpha
+        alpha = self._alpha_per_head(learned) if learned is not None else t.alpha
         return ops.sparse_attention(q, k, v, keep, kind=t.name, alpha=alpha, n_iter=n_iter, dropout_p=dropout_p,
                                     return_weights=return_weights)
 
