@@ -309,7 +309,10 @@ def _ensemble_passthrough(current):
 
     def log_softmax(input, dim=-1, *args, **kwargs):  # noqa: A002 (upstream signature)
         model = _MODEL.get()
-        if model is not None and getattr(getattr(model, "generator", None), LOG_PROBS_OUT, False) \
+        # (the generator's own __dict__: a getattr with a default raises inside nn.Module, every step)
+        children = getattr(model, "_modules", None)
+        generator = children.get("generator") if children is not None else getattr(model, "generator", None)
+        if generator is not None and vars(generator).get(LOG_PROBS_OUT, False) \
                 and dim in (-1, input.dim() - 1) and not args and not kwargs:
             return input
         return current(input, dim, *args, **kwargs)

@@ -158,6 +158,11 @@ def generator_log_probs(model_or_generator: nn.Module, logits: Tensor) -> Tensor
     """
     if isinstance(model_or_generator, EntmaxGenerator):  # one model's generator, at every decoding step
         return model_or_generator.log_probs(logits)
+    # a stock generator (no model.generator, no ensemble members): asked of _modules, where a getattr
+    # with a default would raise inside nn.Module at every step
+    children = getattr(model_or_generator, "_modules", None)
+    if children is not None and "generator" not in children and "model_generators" not in children:
+        return torch.log_softmax(logits, dim=-1)
     generator = getattr(model_or_generator, "generator", model_or_generator)
     member = next(iter(_member_generators(generator)))
     if transformation_of(generator) is None or not isinstance(member, EntmaxGenerator):
