@@ -3,12 +3,13 @@
 Contract with `onmt_entmax.ops._dispatch`: `supports(op, z, dim, **kw)` says whether the call can
 take the kernel path; then `sparsemax(z, dim)`, `entmax15(z, dim)`, `entmax_bisect(z, alpha,
 dim, n_iter)`, `fy_loss(rows, target, kind, alpha, tau, ignore_index, label_smoothing, return_support)` and
-`log_probs(z, kind, alpha, dim)` and `alpha_relu_log(z, alpha, tau)` (decoding's scores, no gradient),
-`beam_stats(scores, kept)` (the certificate's reductions of a beam step),
-`sparse_attention(q, k, v, keep, kind, alpha, scale)` (forward only; `sparse_attention_decode`, the
-same returning None for a call it does not take, checks itself) and
+`sparse_attention(q, k, v, keep, kind, alpha, scale)` (forward only) run it. The decoding ops, called
+at every beam step, check their own arguments and return None for a call they do not take (asked
+through `_dispatch.try_kernel`, not `supports`): `log_probs(z, kind, alpha, dim)` and
+`alpha_relu_log(z, alpha, tau)` (the scores), `beam_stats(scores, kept)` and `beam_topk(scores, k)`
+(the pick and the certificate's reductions) and `sparse_attention_decode`. Through `supports` again:
 `sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights, alpha_bounds)`
-(differentiable) and `bounded_alpha(a, lo, hi)` run it.
+(differentiable) and `bounded_alpha(a, lo, hi)`.
 The kernels live in submodules imported lazily, so this package imports where Triton is absent
 (`supports` is then False).
 """
