@@ -17,6 +17,10 @@ policy as the reference, `dim` any int):
         kind in {"sparsemax", "entmax15", "entmax_bisect", "alpha_relu"}; rows whose target is
         ignore_index give 0; targets are already validated. return_support: (loss, the number
         of nonzero probabilities of each row (N,) float32, 0 on ignore_index rows).
+    sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights, alpha_bounds)
+        -> (B, H, Tq, Dv) or (that, weights)  # differentiable; supports() gets q as z and k=, v=,
+        keep=, kind=, alpha=, dropout_p= as keywords;
+        with alpha_bounds (lo, hi), alpha holds logits a of alpha = clamp(1 + sigmoid(a), lo, hi)
     The decoding ops below run at every beam step (host-bound): each decides itself and returns
     None for a call it does not take (asked through `try_kernel`; `supports` is not asked):
     log_probs(z, kind, alpha, dim) -> log pi(z), -inf where pi(z) = 0, or None   # no grad
@@ -25,13 +29,7 @@ policy as the reference, `dim` any int):
         or None   # no grad
     beam_topk(scores (R, N), k) -> (k best (R, k), their positions (R, k) int64, stats (R, 2) float64:
         finite count, best score not kept), or None   # no grad
-    sparse_attention(q, k, v, keep, kind, alpha, scale) -> (B, H, Tq, Dv)  # no grad; supports()
-        gets q as z and k=, v=, keep=, kind=, alpha= as keywords
-    sparse_attention_decode(q, k, v, keep, kind, alpha, scale) -> (B, H, Tq, Dv) or None  # no grad;
-        decides itself (None: a call it does not take), through `try_kernel`
-    sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights, alpha_bounds)
-        -> (B, H, Tq, Dv) or (that, weights)  # differentiable; supports() also gets dropout_p=;
-        with alpha_bounds (lo, hi), alpha holds logits a of alpha = clamp(1 + sigmoid(a), lo, hi)
+    sparse_attention_decode(q, k, v, keep, kind, alpha, scale) -> (B, H, Tq, Dv), or None  # no grad
 """
 from __future__ import annotations
 

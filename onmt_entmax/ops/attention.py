@@ -100,10 +100,11 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = N
             return fast(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights)
     else:  # no gradient wanted, and not tried above: alphas from logits, or grad mode on for inputs that need
         # none (a call the early attempt refused is asked again here, then takes the reference)
-        fast = _dispatch.kernel("sparse_attention", q, k=k, v=v, keep=keep, kind=kind, alpha=alpha)
-        if fast is not None:
-            return fast(q, k, v, keep, kind, alpha, scale)
-    if keep is not None:  # (the kernel's supports() refuses a keep of the wrong shape: checked here)
+        decode = _dispatch.try_kernel("sparse_attention_decode", q)
+        out = None if decode is None else decode(q, k, v, keep, kind, alpha, scale)
+        if out is not None:
+            return out
+    if keep is not None:  # (the kernel refuses a keep of the wrong shape: checked here)
         _check_keep(keep, q, k)
     return _reference(q, k, v, keep, kind, alpha, scale, n_iter, dropout_p, return_weights)
 

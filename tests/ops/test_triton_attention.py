@@ -27,7 +27,6 @@ def test_kernel_in_the_triton_interpreter():
 
 if ON_KERNEL:
     from onmt_entmax.ops import attention as ref_attention  # noqa: E402
-    from onmt_entmax.ops import triton as K  # noqa: E402
     from onmt_entmax.ops.triton import attention as KA  # noqa: E402
 
 ALPHA = {"sparsemax": None, "entmax15": None, "entmax_bisect": 1.33, "per_head": [1.0, 1.2, 1.6, 2.0]}
@@ -64,8 +63,7 @@ def test_fused_attention_matches_float64_reference(kind, Tq, Tk, D, Dv):
     a64 = alpha.double().view(-1, 1, 1) if torch.is_tensor(alpha) else alpha
     ref = ref_attention._reference(q.double(), k.double(), v.double(), keep, name, a64, D ** -0.5, 200)
     a_dev = alpha.float().to(DEV) if torch.is_tensor(alpha) else alpha
-    assert K.supports("sparse_attention", q.to(DEV), k=k.to(DEV), v=v.to(DEV), keep=keep.to(DEV), kind=name,
-                      alpha=a_dev)
+    assert KA.supports(q.to(DEV), k.to(DEV), v.to(DEV), keep.to(DEV), name, a_dev)
     out = KA.sparse_attention(q.to(DEV), k.to(DEV), v.to(DEV), keep.to(DEV), name, a_dev).cpu()
     torch.testing.assert_close(out.double(), ref, atol=2e-5, rtol=1e-4)
 

@@ -2,12 +2,12 @@
 
 Contract with `onmt_entmax.ops._dispatch`: `supports(op, z, dim, **kw)` says whether the call can
 take the kernel path; then `sparsemax(z, dim)`, `entmax15(z, dim)`, `entmax_bisect(z, alpha,
-dim, n_iter)`, `fy_loss(rows, target, kind, alpha, tau, ignore_index, label_smoothing, return_support)` and
-`sparse_attention(q, k, v, keep, kind, alpha, scale)` (forward only) run it. The decoding ops, called
-at every beam step, check their own arguments and return None for a call they do not take (asked
+dim, n_iter)` and `fy_loss(rows, target, kind, alpha, tau, ignore_index, label_smoothing,
+return_support)` run it. The no-grad ops, called at every beam step, check their own arguments and return None for a call they do not take (asked
 through `_dispatch.try_kernel`, not `supports`): `log_probs(z, kind, alpha, dim)` and
 `alpha_relu_log(z, alpha, tau)` (the scores), `beam_stats(scores, kept)` and `beam_topk(scores, k)`
-(the pick and the certificate's reductions) and `sparse_attention_decode`. Through `supports` again:
+(the pick and the certificate's reductions) and `sparse_attention_decode(q, k, v, keep, kind, alpha,
+scale)` (fused attention forward). Through `supports` again:
 `sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights, alpha_bounds)`
 (differentiable) and `bounded_alpha(a, lo, hi)`.
 The kernels live in submodules imported lazily, so this package imports where Triton is absent
@@ -49,9 +49,6 @@ def supports(op: str, z: torch.Tensor, dim: int = -1, alpha=None, kind: str | No
         if kind in ("entmax_bisect", "alpha_relu"):
             return not torch.is_tensor(alpha) and alpha is not None and float(alpha) > 1.0
         return True
-    if op == "sparse_attention":
-        from . import attention
-        return attention.supports(z, kw["k"], kw["v"], kw.get("keep"), kind, alpha)
     if op == "bounded_alpha":
         from . import alpha
         return alpha.supports(z)
@@ -132,17 +129,10 @@ def beam_topk(scores: torch.Tensor, k: int):
     return beam_step.beam_topk(scores, k)
 
 
-def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha=None,
-                     scale: float | None = None) -> torch.Tensor:
-    """Fused pi(scale q k^T, masked) v forward, no grad (kernel path)."""
-    from . import attention
-    return attention.sparse_attention(q, k, v, keep, kind, alpha, scale)
-
-
 def sparse_attention_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha=None,
                             scale: float | None = None) -> torch.Tensor | None:
-    """`sparse_attention` for a call the fused kernel takes, None for one it does not (`supports`
-    and the launch in one look at the arguments)."""
+    """Fused pi(scale q k^T, masked) v forward without grad (kernel path) for a call the kernel takes,
+    None for one it does not (what it takes and the launch in one look at the arguments)."""
     if not HAVE_TRITON or q.dtype not in _FLOATS:
         return None
     from . import attention
