@@ -20,12 +20,17 @@ This is a benchmark, not a test.
     python benchmarks/bench_train.py --gpu --workdir runs/bench --steps 300
     python benchmarks/bench_translate.py --workdir runs/bench --gpu --beam 5 --lines 1000
     python benchmarks/bench_translate.py --workdir runs/bench --gpu --lines 64 --fixed-length 30 --in-process --repeat 120 --median
+
+--check-kernels OPS first translates the source with the kernels and with the torch reference of OPS
+(e.g. log_probs,alpha_relu_log,beam_topk: decoding's scores and pick, which should give the same
+output lines) and prints how many lines are identical for each model.
 """
 from __future__ import annotations
 
 import argparse
 import gc
 import math
+import os
 import re
 import subprocess
 import sys
@@ -141,6 +146,10 @@ def main() -> None:
                     help="translate every model in this process (OpenNMT-py's translate(), timed around "
                          "Inference._translate) instead of one onmt_translate process per run")
     ap.add_argument("--median", action="store_true", help="keep each model's median run, not its fastest")
+    ap.add_argument("--check-kernels", metavar="OPS", default=None,
+                    help="before timing, translate the source with the kernels and with the torch reference "
+                         "of OPS (ONMT_ENTMAX_NO_TRITON=OPS, e.g. beam_topk, or 1 for every op) and count the "
+                         "identical output lines of each model")
     args = ap.parse_args()
     src_all = args.src or next(iter(sorted(args.workdir.glob("train.*"))))
     lines = src_all.read_text().splitlines()[: args.lines]
@@ -155,6 +164,8 @@ def main() -> None:
         # one-sentence warm-up left them to the first timed round: 3.3-3.9 ms a sentence against
         # 1.4-1.9 after, H100), into Triton's cache on disk for the onmt_translate processes
         timer(last_checkpoint(folder), src, folder / "warmup.out", args)
+    if args.check_kernels:
+        check_kernels(folders, src, args, timer)
     runs: dict = {folder: [] for folder in folders}
     for r in range(args.repeat):  # rounds over the models, so a slow spell of the host hits all of them;
         for folder in folders[r % len(folders):] + folders[:r % len(folders)]:  # each round starts elsewhere
@@ -190,6 +201,28 @@ def main() -> None:
             paired = f"{mid:.2f}x" + (f" ({lo:.2f}-{hi:.2f})" if lo is not None else "")
         print(f"| {name} | {rate:.1f} | {f'{rate / base:.2f}x' if base else 'n/a'} | {paired} | {words[name]} | "
               f"{at_max[name]} | {' '.join(f'{ms:.3f}' for ms in runs[folder])} |")
+
+
+def check_kernels(folders: list, src: Path, args: argparse.Namespace, timer) -> None:
+    """Each model translated with the kernels and with the torch reference of the ops in
+    ``args.check_kernels`` (ONMT_ENTMAX_NO_TRITON, read at each call and by each onmt_translate
+    process): how many output lines are identical."""
+    saved = os.environ.get("ONMT_ENTMAX_NO_TRITON")
+    print(f"\n| variant | output lines identical: kernels vs ONMT_ENTMAX_NO_TRITON={args.check_kernels} |")
+    print("|---|---|")
+    for folder in folders:
+        model = last_checkpoint(folder)
+        os.environ["ONMT_ENTMAX_NO_TRITON"] = args.check_kernels
+        try:
+            timer(model, src, folder / "reference.out", args)
+        finally:
+            if saved is None:
+                os.environ.pop("ONMT_ENTMAX_NO_TRITON")
+            else:
+                os.environ["ONMT_ENTMAX_NO_TRITON"] = saved
+        timer(model, src, folder / "kernels.out", args)
+        ref, ours = ((folder / name).read_text().splitlines() for name in ("reference.out", "kernels.out"))
+        print(f"| {folder.name} | {sum(a == b for a, b in zip(ref, ours))}/{len(ref)} |", flush=True)
 
 
 def _median(xs: list) -> float:

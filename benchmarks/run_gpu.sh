@@ -34,7 +34,7 @@ python3 benchmarks/bench_train.py --gpu --data synthetic --vocab 32000 --workdir
 python3 benchmarks/bench_train.py --gpu --data multi30k --multi30k-dir "$m30k" --workdir "$out/train-multi30k" \
     --json "$out/train-multi30k.json" > "$out/train-multi30k.md"
 python3 benchmarks/bench_translate.py --workdir "$out/train-multi30k" --gpu --beam 5 --lines 1000 \
-    > "$out/translate-multi30k.md"
+    --check-kernels log_probs,alpha_relu_log,beam_topk > "$out/translate-multi30k.md"
 # the same models decoded in one process, 30 steps a sentence, each run (one 64-sentence batch) paired
 # with softmax's of the same round, 120 rounds (the process runs above move by tens of percent)
 python3 benchmarks/bench_translate.py --workdir "$out/train-multi30k" --src "$out/train-multi30k/train.de" --gpu \
