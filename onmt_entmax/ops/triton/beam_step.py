@@ -7,6 +7,9 @@ its top-k kept. The torch reference (`ops.beam_stats`) is a comparison, a sum, a
 and a max: five launches at every beam step of a sparse model; here one, or two for rows longer
 than 4096 (chunks of a row in programs of their own, then the chunks' reduction). A NaN score
 counts as not finite and makes b_r NaN (as torch's max), unless kept.
+
+`beam_topk` makes the step's top-k itself and the same two statistics with it (b_r is then the
+(k+1)-th best score), in two launches where torch.topk alone makes ~20 at decoding shapes.
 """
 from __future__ import annotations
 
