@@ -34,9 +34,9 @@ def _forced_kernel(op, z, dim=-1, **kw):
     return getattr(kernels, op) if kernels is not None and kernels.supports(op, z, dim, **kw) else None
 
 
-def _forced_try_kernel(op, z):
+def _forced_try_kernel(op, z, *args):
     """`_dispatch.try_kernel` without its CUDA test (the decoding ops decide themselves)."""
-    return getattr(dispatch._triton(), op)
+    return getattr(dispatch._triton(), op)(z, *args)
 
 
 def aten_ops(fn) -> int:

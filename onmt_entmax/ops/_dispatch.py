@@ -22,7 +22,7 @@ policy as the reference, `dim` any int):
         keep=, kind=, alpha=, dropout_p= as keywords;
         with alpha_bounds (lo, hi), alpha holds logits a of alpha = clamp(1 + sigmoid(a), lo, hi)
     The decoding ops below run at every beam step (host-bound): each decides itself and returns
-    None for a call it does not take (asked through `try_kernel`; `supports` is not asked):
+    None for a call it does not take (run by `try_kernel`; `supports` is not asked):
     log_probs(z, kind, alpha, dim) -> log pi(z), -inf where pi(z) = 0, or None   # no grad
     alpha_relu_log(z, alpha: float, tau: float) -> log alpha_relu(z), or None   # no grad
     beam_stats(scores (R, N), kept (R, K)) -> (finite count (R,) int64, best score not kept (R,) float32),
@@ -36,7 +36,7 @@ from __future__ import annotations
 import functools
 import os
 from types import ModuleType
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from torch import Tensor
 
@@ -67,11 +67,12 @@ def kernel(op: str, z: Tensor, dim: int = -1, **kw) -> Optional[Callable]:
     return getattr(kernels, op)
 
 
-def try_kernel(op: str, z: Tensor) -> Optional[Callable]:
-    """The kernel of an op that looks at its arguments itself and returns None for a call it does
-    not take (decoding's attention, at every layer and step: the arguments looked at once, not by
-    `supports` and again by the kernel), or None for the torch reference."""
+def try_kernel(op: str, z: Tensor, *args) -> Any:
+    """`op(z, *args)` run by the kernel of an op that looks at its arguments itself (the decoding
+    ops, at every beam step: the arguments looked at once, not by `supports` and again by the
+    kernel); None where the torch reference must run instead: not CUDA, disabled, no Triton, or a
+    call the kernel does not take."""
     if not z.is_cuda or _disabled(op):
         return None
     kernels = _triton()
-    return None if kernels is None else getattr(kernels, op)
+    return None if kernels is None else getattr(kernels, op)(z, *args)

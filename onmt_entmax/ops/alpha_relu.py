@@ -85,8 +85,7 @@ def alpha_relu_log(z: Tensor, alpha: float = 1.5, tau: float = 0.0) -> Tensor:
     check_input(z)
     check_alpha(alpha, strict=True)
     tau = check_tau(tau)
-    fast = _dispatch.try_kernel("alpha_relu_log", z)  # (decoding, every step: the kernel decides itself)
-    out = None if fast is None else fast(z, float(alpha), tau)
+    out = _dispatch.try_kernel("alpha_relu_log", z, float(alpha), tau)  # (decoding, every step)
     if out is not None:
         return out
     x = z.to(compute_dtype(z.dtype))

@@ -63,11 +63,10 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = N
         # strides, mask, alpha) decide, and anything they refuse takes the checked path below
         if kind == "entmax_bisect":
             check_alpha(alpha)  # (a tensor alpha: checked once until it changes)
-        decode = _dispatch.try_kernel("sparse_attention_decode", q)
-        if decode is not None:
-            out = decode(q, k, v, keep, kind, alpha, None if scale is None else float(scale))
-            if out is not None:
-                return out
+        out = _dispatch.try_kernel("sparse_attention_decode", q, k, v, keep, kind, alpha,
+                                   None if scale is None else float(scale))
+        if out is not None:
+            return out
     for name, x in (("q", q), ("k", k), ("v", v)):
         check_input(x, name)
     if kind not in KINDS:
@@ -100,8 +99,7 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = N
             return fast(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights)
     else:  # no gradient wanted, and not tried above: alphas from logits, or grad mode on for inputs that need
         # none (a call the early attempt refused is asked again here, then takes the reference)
-        decode = _dispatch.try_kernel("sparse_attention_decode", q)
-        out = None if decode is None else decode(q, k, v, keep, kind, alpha, scale)
+        out = _dispatch.try_kernel("sparse_attention_decode", q, k, v, keep, kind, alpha, scale)
         if out is not None:
             return out
     if keep is not None:  # (the kernel refuses a keep of the wrong shape: checked here)

@@ -25,8 +25,7 @@ def beam_stats(scores: Tensor, kept: Tensor) -> tuple[Tensor, Tensor]:
     if kept.dtype not in (torch.int64, torch.int32):
         raise TypeError(f"beam_stats: kept must hold integer positions, got dtype {kept.dtype}")
     scores = scores.detach()
-    fast = _dispatch.try_kernel("beam_stats", scores)  # (every beam step: the kernel decides itself)
-    out = None if fast is None else fast(scores, kept)
+    out = _dispatch.try_kernel("beam_stats", scores, kept)  # (every beam step)
     if out is not None:
         return out
     n = (scores > float("-inf")).sum(-1)  # (one comparison; isfinite is four operations)
@@ -47,8 +46,7 @@ def beam_topk(scores: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
     if scores.dim() != 2 or not isinstance(k, int) or not 0 < k <= scores.shape[-1]:
         raise ValueError(f"beam_topk: scores (R, N) and 0 < k <= N, got {tuple(scores.shape)} and k={k!r}")
     scores = scores.detach()
-    fast = _dispatch.try_kernel("beam_topk", scores)  # (every beam step: the kernel decides itself)
-    out = None if fast is None else fast(scores, k)
+    out = _dispatch.try_kernel("beam_topk", scores, k)  # (every beam step)
     if out is not None:
         return out
     values, kept = torch.topk(scores, k, dim=-1)

@@ -30,8 +30,7 @@ def log_probs(z: Tensor, kind: str, alpha: Alpha = 1.5, dim: int = -1, n_iter: O
         check_alpha(alpha)
     grad = torch.is_grad_enabled() and (z.requires_grad or (isinstance(alpha, Tensor) and alpha.requires_grad))
     if not grad:  # decoding, every step: the kernel looks at the call itself (None: one it does not take)
-        fast = _dispatch.try_kernel("log_probs", z)
-        out = None if fast is None else fast(z, kind, alpha, dim)
+        out = _dispatch.try_kernel("log_probs", z, kind, alpha, dim)
         if out is not None:
             return out
     return torch.log(mapping_of_kind(z, kind, alpha, dim, n_iter))

@@ -3,11 +3,12 @@
 Contract with `onmt_entmax.ops._dispatch`: `supports(op, z, dim, **kw)` says whether the call can
 take the kernel path; then `sparsemax(z, dim)`, `entmax15(z, dim)`, `entmax_bisect(z, alpha,
 dim, n_iter)` and `fy_loss(rows, target, kind, alpha, tau, ignore_index, label_smoothing,
-return_support)` run it. The no-grad ops, called at every beam step, check their own arguments and return None for a call they do not take (asked
-through `_dispatch.try_kernel`, not `supports`): `log_probs(z, kind, alpha, dim)` and
-`alpha_relu_log(z, alpha, tau)` (the scores), `beam_stats(scores, kept)` and `beam_topk(scores, k)`
-(the pick and the certificate's reductions) and `sparse_attention_decode(q, k, v, keep, kind, alpha,
-scale)` (fused attention forward). Through `supports` again:
+return_support)` run it. The no-grad ops, called at every beam step, check their own arguments
+and return None for a call they do not take (run by `_dispatch.try_kernel`, not asked of
+`supports`): `log_probs(z, kind, alpha, dim)` and `alpha_relu_log(z, alpha, tau)` (the scores),
+`beam_stats(scores, kept)` and `beam_topk(scores, k)` (the pick and the certificate's reductions)
+and `sparse_attention_decode(q, k, v, keep, kind, alpha, scale)` (fused attention forward). Through
+`supports` again:
 `sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights, alpha_bounds)`
 (differentiable) and `bounded_alpha(a, lo, hi)`.
 The kernels live in submodules imported lazily, so this package imports where Triton is absent
@@ -67,7 +68,7 @@ def _bisect_alpha_ok(alpha, n_cols: int) -> bool:
 
 
 def _decodes(z: torch.Tensor) -> bool:
-    """What the decoding ops (asked through `_dispatch.try_kernel`, which has checked the device and
+    """What the decoding ops (run by `_dispatch.try_kernel`, which has checked the device and
     ONMT_ENTMAX_NO_TRITON) need of their scores: Triton present, a float dtype the kernels read."""
     return HAVE_TRITON and z.dtype in _FLOATS and z.dim() >= 1
 
