@@ -130,6 +130,31 @@ def test_decoding_call_takes_exactly_what_supports_takes_and_refuses_the_rest_wi
             torch.testing.assert_close(out, KA.sparse_attention(*args), atol=0, rtol=0)
 
 
+@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+def test_decoding_calls_alike_but_for_strides_alignment_mask_or_alpha_each_get_their_own_answer():
+    """Decoding plans a launch once per call key (shapes, strides, dtypes, alpha's form): calls that share
+    shapes but differ in what the key or the launch reads must not share a result."""
+    q, k, v, keep = (x.to(DEV) for x in _case(1, 9, 8, 8, seed=7, keep_shape=lambda B, H, Tq, Tk: (B, 1, 1, Tk)))
+    B, H = q.shape[:2]
+    buf = torch.randn(q.numel() + 1, device=DEV)
+    shifted = buf[1:].view(q.shape)  # 4 bytes past a 16-byte boundary: another kernel specialisation
+    strided = torch.randn(B, H, 1, 16, device=DEV)[..., :8]  # q's shape, other batch and head strides
+    calls = [("entmax15", q, keep, None), ("entmax15", q * 3, keep, None), ("entmax15", shifted, keep, None),
+             ("entmax15", strided, keep, None), ("entmax15", q, keep.expand(B, H, 1, 9), None),
+             ("entmax15", q, keep.expand(B, H, 1, 9).contiguous(), None), ("entmax15", q, keep.float(), None),
+             ("entmax_bisect", q, keep, 1.33), ("entmax_bisect", q, keep, 1.7), ("entmax_bisect", q, keep, 1.33),
+             ("entmax_bisect", q, keep, torch.tensor([1.2, 1.5, 1.7, 2.0], device=DEV))]
+    for kind, qq, kk, alpha in calls:
+        out = KA.decode(qq, k, v, kk, kind, alpha, None)
+        if kk.dtype != torch.bool:  # refused, however often its shapes were taken before
+            assert out is None
+            continue
+        a64 = alpha.double().view(-1, 1, 1).cpu() if torch.is_tensor(alpha) else alpha
+        ref = ref_attention._reference(qq.double().cpu(), k.double().cpu(), v.double().cpu(), kk.cpu(), kind, a64,
+                                       8 ** -0.5, 200)
+        torch.testing.assert_close(out.double().cpu(), ref, atol=2e-5, rtol=1e-4)
+
+
 # --- training: the differentiable fused path (triton/attention_train.py) ------------------------
 if ON_KERNEL:
     from onmt_entmax.ops.triton import attention_train as KT  # noqa: E402

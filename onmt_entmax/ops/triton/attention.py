@@ -11,7 +11,6 @@ step; this is one launch.
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import torch
@@ -21,7 +20,7 @@ import triton.language as tl
 from ..attention import KINDS
 from . import _solver as S
 from ._config import next_pow2
-from ._launch import launch, launch_spec
+from ._launch import launch
 from .alpha import bounded
 from .mapping import _MODES, map_tile
 
@@ -168,29 +167,63 @@ def _geometry(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str
             H * Tq * Dv, Tq * Dv, Dv, sa_h)
 
 
-@functools.lru_cache(maxsize=1024)
-def _plan(kind: str, n_keys: int, d: int, dv: int, has_keep: bool) -> tuple[int, dict, int]:
-    """(mode, the constexprs, warps) of `_attn_fwd_kernel` for a row of n_keys keys, heads of d / dv:
-    computed once per shape (decoding calls the kernel at every layer and step with the same ones)."""
+_PLANS: dict = {}  # call key (`_call_key`) -> launch plan (`_make_plan`), or None: a call the kernel refuses
+_MAX_PLANS = 4096  # (cleared when full: decoding meets a few keys a step, most of them again and again)
+
+
+def _call_key(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha) -> tuple:
+    """Everything of a call that `_geometry` and the launch read, except the data: calls with equal
+    keys take the same plan. Decoding repeats a handful of keys (every layer's self- and context
+    attention look alike) at every step; reading them costs a third of `_geometry`."""
+    return (kind, q.shape, q.stride(), q.dtype, q.get_device(), k.shape, k.stride(), k.dtype, v.shape, v.stride(),
+            v.dtype, None if keep is None else (keep.shape, keep.stride(), keep.dtype, keep.get_device()),
+            None if kind != "entmax_bisect" else (alpha.shape, alpha.dtype, alpha.is_contiguous(), alpha.get_device())
+            if isinstance(alpha, torch.Tensor) else (None if alpha is None else float(alpha)))
+
+
+def _make_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha):
+    """The launch of `_attn_fwd_kernel` for calls like this one, or None for a call it does not take:
+    (grid, output shape, ints before / after the scale, default scale, constexprs, warps, where ALPHA
+    comes from (0: q, an unread placeholder; 1: the call's alpha tensor; 2: the next field, a float
+    alpha as a tensor), that tensor or None, the dtypes and 64-bit flag of the launch spec)."""
+    ints = _geometry(q, k, v, keep, kind, alpha)
+    if ints is None:
+        return None
+    Tq, H, Tk, D, Dv = ints[:5]
     mode = _MODES["bisect" if kind == "entmax_bisect" else kind]
-    bc = next_pow2(max(n_keys, 16))
-    bd = max(1, min(next_pow2(max(d, dv)), _TILE // bc))
-    return mode, {"MODE": mode, "MAX_ITER": 64 if mode == 2 else 32, "BC": bc, "BD": bd, "HAS_KEEP": has_keep}, \
-        1 if bc <= 128 else 4
-
-
-def _launch_fwd(q, k, v, keep, kind: str, alpha, scale, ints: tuple) -> torch.Tensor:
-    """One launch of `_attn_fwd_kernel` for a call `_geometry` took (its ints)."""
-    B, H, Tq, Dv = q.shape[0], ints[1], ints[0], ints[4]
-    out = q.new_empty((B, H, Tq, Dv))
-    if B * H * Tq == 0 or Dv == 0:
-        return out
-    mode, constexprs, warps = _plan(kind, ints[2], ints[3], Dv, keep is not None)
+    bc = next_pow2(max(Tk, 16))
+    bd = max(1, min(next_pow2(max(D, Dv)), _TILE // bc))
+    constexprs = {"MODE": mode, "MAX_ITER": 64 if mode == 2 else 32, "BC": bc, "BD": bd, "HAS_KEEP": keep is not None}
     a = head_alpha(alpha, mode, q)[0]
-    m = keep if keep is not None else q
-    launch(_attn_fwd_kernel, (B * H * Tq,),
-           (q, k, v, m, a, out, *ints[:5], float(scale if scale is not None else 1.0 / math.sqrt(ints[3])), 1e-6,
-            *ints[5:]), constexprs, warps, spec=launch_spec((q, k, v, m, a, out), ints))
+    source = 0 if mode != 2 else 1 if isinstance(alpha, torch.Tensor) else 2
+    dtypes = (q.dtype, k.dtype, v.dtype, (q if keep is None else keep).dtype, a.dtype, q.dtype)
+    return ((q.shape[0] * H * Tq,), (q.shape[0], H, Tq, Dv), ints[:5], ints[5:], 1.0 / math.sqrt(D), constexprs,
+            1 if bc <= 128 else 4, source, a if source == 2 else None, dtypes, max(ints) >= 2**31)
+
+
+def _plan_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha):
+    key = _call_key(q, k, v, keep, kind, alpha)
+    plan = _PLANS.get(key, _PLANS)  # (the dict itself: not yet planned)
+    if plan is _PLANS:
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        plan = _PLANS[key] = _make_plan(q, k, v, keep, kind, alpha)
+    return plan
+
+
+def _launch_fwd(plan: tuple, q, k, v, keep, alpha, scale) -> torch.Tensor:
+    """One launch of `_attn_fwd_kernel` by a plan of `_make_plan`."""
+    grid, out_shape, head, tail, default_scale, constexprs, warps, source, fixed, dtypes, wide = plan
+    out = q.new_empty(out_shape)
+    if grid[0] == 0 or out_shape[3] == 0:
+        return out
+    a = q if source == 0 else alpha if source == 1 else fixed
+    m = q if keep is None else keep
+    # the spec `launch` keys its kernels by: the plan's dtypes, and the pointers' 16-byte alignment
+    aligned = (q.data_ptr() % 16 == 0, k.data_ptr() % 16 == 0, v.data_ptr() % 16 == 0, m.data_ptr() % 16 == 0,
+               a.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0)
+    launch(_attn_fwd_kernel, grid, (q, k, v, m, a, out, *head, default_scale if scale is None else float(scale), 1e-6,
+                                    *tail), constexprs, warps, spec=(dtypes, aligned, wide))
     return out
 
 
@@ -200,17 +233,17 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: to
     `supports` took: q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv); keep a bool tensor
     broadcastable to (B, H, Tq, Tk) or None; alpha (entmax_bisect) a float or a tensor of H or 1
     elements (per head); the output in q's dtype."""
-    return _launch_fwd(q, k, v, keep, kind, alpha, scale, _geometry(q, k, v, keep, kind, alpha))
+    return _launch_fwd(_plan_of(q, k, v, keep, kind, alpha), q, k, v, keep, alpha, scale)
 
 
 def decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor | None, kind: str, alpha,
            scale: float | None) -> torch.Tensor | None:
     """`sparse_attention` for a call the kernel takes, None for one it does not (decoding: the
     arguments are looked at once, not by `supports` and again by the launch)."""
-    ints = _geometry(q, k, v, keep, kind, alpha)
-    return None if ints is None else _launch_fwd(q, k, v, keep, kind, alpha, scale, ints)
+    plan = _plan_of(q, k, v, keep, kind, alpha)
+    return None if plan is None else _launch_fwd(plan, q, k, v, keep, alpha, scale)
 
 
 def supports(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha) -> bool:
     """Shapes and arguments the fused kernel takes (the caller checked device and dtype)."""
-    return _geometry(q, k, v, keep, kind, alpha) is not None
+    return _plan_of(q, k, v, keep, kind, alpha) is not None
