@@ -34,32 +34,35 @@ from onmt_entmax.ops.attention import KINDS
 
 
 class _Call:
-    """One sparse module's call: the module, and the weights its SDPA call computed (training)."""
+    """One sparse module's call: the module, its normalizer, and the weights its SDPA call computed
+    (training)."""
 
-    __slots__ = ("module", "weights")
+    __slots__ = ("module", "norm", "weights")
 
-    def __init__(self, module):
-        self.module, self.weights = module, None
+    def __init__(self, module, norm: AttentionNormalizer):
+        self.module, self.norm, self.weights = module, norm, None
 
 
 _SPARSE_CALL: contextvars.ContextVar[Optional[_Call]] = contextvars.ContextVar("onmt_entmax_sparse_attention",
                                                                                default=None)
 
 
-def fusable(module) -> bool:
-    """Whether this attention module's call can go through the fused sparse path."""
+def fusable(module) -> Optional[AttentionNormalizer]:
+    """The normalizer of an attention module whose call can go through the fused sparse path, else None."""
     norm = module._modules.get("softmax")  # (a submodule: nn.Module's getattr is ~15x slower, every call)
-    return (isinstance(norm, AttentionNormalizer) and norm.transformation.name in KINDS
-            and not getattr(module, "flash2", False)
-            and getattr(module, "max_relative_positions", 0) in (0, -1)
-            and module.layer_cache[1].get("key_pad_mask") is None)
+    ok = (isinstance(norm, AttentionNormalizer) and norm.transformation.name in KINDS
+          and not getattr(module, "flash2", False)
+          and getattr(module, "max_relative_positions", 0) in (0, -1)
+          and module.layer_cache[1].get("key_pad_mask") is None)
+    return norm if ok else None
 
 
 def wrap_forward(upstream: Callable) -> Callable:
     def forward(self, *args, **kwargs):
-        if not fusable(self):
+        norm = fusable(self)
+        if norm is None:
             return upstream(self, *args, **kwargs)
-        call = _Call(self)
+        call = _Call(self, norm)
         token = _SPARSE_CALL.set(call)
         # a plain string attribute: written to the instance dict directly (nn.Module.__setattr__
         # looks through parameters, buffers and submodules first, twice a call at every decoding step)
@@ -84,7 +87,7 @@ def make_sdpa(upstream: Callable) -> Callable:
         if attn_mask is None and is_causal:
             tq, tk = query.shape[-2], key.shape[-2]
             attn_mask = torch.ones(tq, tk, dtype=torch.bool, device=query.device).tril(tk - tq)
-        norm: AttentionNormalizer = call.module.softmax
+        norm = call.norm
         drop = dropout_p if call.module.training else 0.0
         if not torch.is_grad_enabled():
             return norm.attend(query, key, value, attn_mask, drop)

@@ -19,17 +19,17 @@ def _attention(name="entmax15", learn=False, heads=4, dim=32):
 
 def test_sparse_modules_are_fused_where_upstream_takes_its_sdpa_branch():
     module = _attention()
-    assert fused_attention.fusable(module)  # training, with grad: one autograd node
+    assert fused_attention.fusable(module) is module.softmax  # training, with grad: one autograd node
     with torch.no_grad():
-        assert fused_attention.fusable(module.eval())
+        assert fused_attention.fusable(module.eval()) is module.softmax
     module.max_relative_positions = 20  # upstream's SDPA branch does not handle them
-    assert not fused_attention.fusable(module)
+    assert fused_attention.fusable(module) is None
     module.max_relative_positions = 0
     module.flash2 = True  # upstream would call flash-attn's softmax kernels
-    assert not fused_attention.fusable(module)
+    assert fused_attention.fusable(module) is None
     stock = _attention()
     stock.softmax = torch.nn.Softmax(dim=-1)
-    assert not fused_attention.fusable(stock)
+    assert fused_attention.fusable(stock) is None
 
 
 def test_sdpa_name_is_stock_outside_and_the_sparse_normalizer_inside_a_sparse_module():
@@ -41,7 +41,7 @@ def test_sdpa_name_is_stock_outside_and_the_sparse_normalizer_inside_a_sparse_mo
     keep = torch.tensor([[True] * 5, [True, True, True, False, False]]).view(2, 1, 1, 5)
     torch.testing.assert_close(sdpa(q, k, v, keep, 0.0, is_causal=False), F.scaled_dot_product_attention(q, k, v, keep))
     module = _attention().eval()
-    call = fused_attention._Call(module)
+    call = fused_attention._Call(module, module.softmax)
     token = fused_attention._SPARSE_CALL.set(call)
     try:
         with torch.no_grad():
