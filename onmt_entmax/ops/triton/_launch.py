@@ -34,6 +34,7 @@ except ImportError:  # other Triton versions: always the JIT path
     _FAST = False
 
 _CACHE: dict = {}
+_DRIVER: list = []  # (bound once: `driver.active` is a lazy proxy, two attribute lookups a launch)
 
 
 def _spec(a):
@@ -70,7 +71,9 @@ def launch(fn, grid: tuple, args: tuple, constexprs: dict, num_warps: int,
     if not _FAST:
         fn[grid](*args, **constexprs, num_warps=num_warps, enable_fp_fusion=fp_fusion)
         return
-    dev = driver.active.get_current_device()  # as Triton's own launcher does
+    if not _DRIVER:  # Triton's active driver's device and stream getters, as its own launcher uses them
+        _DRIVER.extend((driver.active.get_current_device, driver.active.get_current_stream))
+    dev = _DRIVER[0]()
     # keyed by id(fn): a JITFunction hashes in Python (~1 us); the entry keeps fn, checked by identity
     key = (id(fn), dev, num_warps, fp_fusion, tuple(constexprs.items()),
            _specs(args) if spec is None else spec)
@@ -82,7 +85,7 @@ def launch(fn, grid: tuple, args: tuple, constexprs: dict, num_warps: int,
             _CACHE[key] = (kernel, tuple(constexprs[n] for n in names), fn)
         return
     kernel, consts, _ = entry
-    stream = driver.active.get_current_stream(dev)
+    stream = _DRIVER[1](dev)
     g = tuple(grid) + (1, 1)
     full = args + consts
     enter, leave = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
