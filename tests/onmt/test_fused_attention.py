@@ -77,7 +77,7 @@ def test_fused_decoding_attention_equals_the_eager_branch(name, learn, monkeypat
     monkeypatch.setattr(module.softmax, "attend", lambda *a: calls.append(1) or attend(*a))
     with torch.no_grad():
         fused, _ = module(key, key, query, mask=pad)
-        monkeypatch.setattr(fused_attention, "fusable", lambda m: False)
+        monkeypatch.setattr(fused_attention, "fusable", lambda m: None)
         eager, attn = module(key, key, query, mask=pad, return_attn=True)
     assert calls == [1] and module.self_attn_type == "scaled-dot"
     assert (attn[2, :, :, 7:] == 0).all() and (attn == 0).any()
@@ -116,7 +116,7 @@ def test_fused_training_attention_equals_the_eager_branch(name, learn, causal, m
     attend = module.softmax.attend
     monkeypatch.setattr(module.softmax, "attend", lambda *a, **kw: calls.append(1) or attend(*a, **kw))
     fused, fused_attn, fused_grads = run()
-    monkeypatch.setattr(fused_attention, "fusable", lambda m: False)
+    monkeypatch.setattr(fused_attention, "fusable", lambda m: None)
     eager, eager_attn, eager_grads = run()
     assert calls == [1] and module.self_attn_type == "scaled-dot"
     torch.testing.assert_close(fused, eager, atol=1e-5, rtol=1e-4)
