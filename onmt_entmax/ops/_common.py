@@ -63,9 +63,11 @@ def check_alpha(alpha: Alpha, name: str = "alpha", strict: bool = False) -> None
     """
     bound = "> 1" if strict else ">= 1"
     if isinstance(alpha, Tensor):
+        if _checked_before(alpha, strict):  # (a float tensor when checked, and unchanged since)
+            return
         if not torch.is_floating_point(alpha):
             raise TypeError(f"{name} must be a float tensor, got dtype {alpha.dtype}")
-        if alpha.numel() and not _checked_before(alpha, strict):
+        if alpha.numel():
             a = alpha.detach()
             ok = ((a > 1) if strict else (a >= 1)).all()  # False for NaN too
             if a.is_cuda:
