@@ -117,7 +117,8 @@ class AttentionNormalizer(nn.Module):
         q, k, v (B, H, T, d); ``return_weights``: (out, the weights before dropout, no gradient)."""
         t = self.transformation
         n_iter = getattr(t, "n_iter", None)
-        learned = self.alpha  # (a submodule: looked up once, at every layer and decoding step)
+        # (a submodule, or None: looked up once, and in _modules, at every layer and decoding step)
+        learned = self._modules.get("alpha")
         if learned is not None and torch.is_grad_enabled():  # (the op takes the parameter itself)
             return ops.sparse_attention(q, k, v, keep, kind=t.name, n_iter=n_iter, dropout_p=dropout_p,
                                         return_weights=return_weights, alpha_logit=learned.a,
