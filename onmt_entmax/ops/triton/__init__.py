@@ -137,15 +137,15 @@ def sparse_attention_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k
     None for one it does not (what it takes and the launch in one look at the arguments)."""
     if not HAVE_TRITON or q.dtype not in _FLOATS:
         return None
-    return _attention_decode()(q, k, v, keep, kind, alpha, scale)
+    return _attention().decode(q, k, v, keep, kind, alpha, scale)
 
 
 @functools.lru_cache(maxsize=1)
-def _attention_decode():
-    """`attention.decode`, imported on first use (every attention layer at every decoding step asks:
-    an import statement there costs it ~0.5 us)."""
-    from .attention import decode
-    return decode
+def _attention():
+    """The `attention` submodule, imported on first use (every attention layer at every decoding step
+    asks: an import statement there costs it ~0.5 us)."""
+    from . import attention
+    return attention
 
 
 def sparse_attention_train(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha=None,
