@@ -95,6 +95,20 @@ def test_public_op_takes_the_kernel_only_without_grad(monkeypatch):
 
 
 @pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+def test_decoding_entry_point_runs_the_attention_modules_current_decode(monkeypatch):
+    """The package-level entry resolves `attention.decode` at each call (it caches the module, not the
+    function), so a patched decode, such as the spy of the test above, is the one that runs."""
+    import onmt_entmax.ops.triton as kernels
+
+    q, k, v, keep = (x.to(DEV) for x in _case(1, 9, 8, 8, seed=2, keep_shape=lambda B, H, Tq, Tk: (B, 1, 1, Tk)))
+    kernels.sparse_attention_decode(q, k, v, keep, "entmax15")  # (the module imported and cached)
+    called = _calls_of(monkeypatch, KA, "decode")
+    out = kernels.sparse_attention_decode(q, k, v, keep, "entmax15")
+    assert called == [1]
+    torch.testing.assert_close(out, KA.sparse_attention(q, k, v, keep, "entmax15"), atol=0, rtol=0)
+
+
+@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
 def test_decoding_call_takes_exactly_what_supports_takes_and_refuses_the_rest_with_none():
     """The decoding path looks at the arguments once: it must refuse (None, so the op falls back to the
     reference) every call `supports` refuses, and launch the same kernel for the others."""
