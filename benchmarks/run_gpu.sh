@@ -39,6 +39,9 @@ python3 benchmarks/bench_translate.py --workdir "$out/train-multi30k" --gpu --be
 # with softmax's of the same round, 120 rounds (the process runs above move by tens of percent)
 python3 benchmarks/bench_translate.py --workdir "$out/train-multi30k" --src "$out/train-multi30k/train.de" --gpu \
     --beam 5 --lines 64 --fixed-length 30 --in-process --repeat 120 --median > "$out/translate-inproc-multi30k.md"
+# where their beam steps go: kernel launches and GPU kernel time a step, the heaviest kernels
+python3 benchmarks/profile_translate.py --workdir "$out/train-multi30k" --src "$out/train-multi30k/train.de" --gpu \
+    > "$out/profile-translate-multi30k.md"
 python3 benchmarks/bench_train.py --gpu --data synthetic --vocab 32000 --workdir "$out/train-32k" \
     --json "$out/train-32k.json" > "$out/train-32k.md"
 python3 benchmarks/bench_translate.py --workdir "$out/train-32k" --gpu --beam 5 --lines 1000 \
