@@ -11,14 +11,16 @@ and `sparse_attention_decode(q, k, v, keep, kind, alpha, scale)` (fused attentio
 `supports` again:
 `sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights, alpha_bounds)`
 (differentiable) and `bounded_alpha(a, lo, hi)`.
-The kernels live in submodules imported lazily, so this package imports where Triton is absent
-(`supports` is then False).
+The kernels live in submodules imported lazily (`_submodule`), so this package imports where Triton
+is absent (`supports` is then False).
 """
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 import os
+from types import ModuleType
 
 import torch
 
@@ -52,11 +54,10 @@ def supports(op: str, z: torch.Tensor, dim: int = -1, alpha=None, kind: str | No
             return not torch.is_tensor(alpha) and alpha is not None and float(alpha) > 1.0
         return True
     if op == "bounded_alpha":
-        from . import alpha
-        return alpha.supports(z)
+        return _submodule("alpha").supports(z)
     if op == "sparse_attention_train":
-        from . import attention_train
-        return attention_train.supports(z, kw["k"], kw["v"], kw.get("keep"), kind, alpha, kw["dropout_p"])
+        return _submodule("attention_train").supports(z, kw["k"], kw["v"], kw.get("keep"), kind, alpha,
+                                                      kw["dropout_p"])
     return False
 
 
@@ -76,22 +77,19 @@ def _decodes(z: torch.Tensor) -> bool:
 
 def sparsemax(z: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Sparsemax along dim (kernel path)."""
-    from . import mapping
-    return mapping.sparsemax(z, dim)
+    return _submodule("mapping").sparsemax(z, dim)
 
 
 def entmax15(z: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Exact 1.5-entmax along dim (kernel path)."""
-    from . import mapping
-    return mapping.entmax15(z, dim)
+    return _submodule("mapping").entmax15(z, dim)
 
 
 def entmax_bisect(z: torch.Tensor, alpha=1.5, dim: int = -1, n_iter: int | None = None
                   ) -> torch.Tensor:
     """alpha-entmax along dim (kernel path). The kernel runs Newton to |sum p - 1| <= 1e-6
     (at most 64 passes) whatever n_iter, which counts bisection steps on the reference path."""
-    from . import mapping
-    return mapping.entmax_bisect(z, alpha, dim)
+    return _submodule("mapping").entmax_bisect(z, alpha, dim)
 
 
 def log_probs(z: torch.Tensor, kind: str, alpha=None, dim: int = -1) -> torch.Tensor | None:
@@ -100,8 +98,7 @@ def log_probs(z: torch.Tensor, kind: str, alpha=None, dim: int = -1) -> torch.Te
     if not _decodes(z) or kind not in KINDS or not z.numel() or (
             kind == "entmax_bisect" and not _bisect_alpha_ok(alpha, z.shape[dim])):
         return None
-    from . import mapping
-    return mapping.log_probs(z, kind, alpha, dim)
+    return _submodule("mapping").log_probs(z, kind, alpha, dim)
 
 
 def alpha_relu_log(z: torch.Tensor, alpha: float, tau: float) -> torch.Tensor | None:
@@ -109,8 +106,7 @@ def alpha_relu_log(z: torch.Tensor, alpha: float, tau: float) -> torch.Tensor | 
     alpha <= 1."""
     if not _decodes(z) or not alpha > 1.0:
         return None
-    from . import alpha_relu
-    return alpha_relu.alpha_relu_log(z, alpha, tau)
+    return _submodule("alpha_relu").alpha_relu_log(z, alpha, tau)
 
 
 def beam_stats(scores: torch.Tensor, kept: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -118,8 +114,7 @@ def beam_stats(scores: torch.Tensor, kept: torch.Tensor) -> tuple[torch.Tensor, 
     scores (R, N) and kept (R, K <= 64) are on one device."""
     if not _decodes(scores) or scores.dim() != 2 or kept.shape[1] > 64 or kept.device != scores.device:
         return None
-    from . import beam_step
-    return beam_step.beam_stats(scores, kept)
+    return _submodule("beam_step").beam_stats(scores, kept)
 
 
 def beam_topk(scores: torch.Tensor, k: int):
@@ -127,8 +122,7 @@ def beam_topk(scores: torch.Tensor, k: int):
     (finite count, best not kept), two launches (kernel path); None for k > 31 or very long rows."""
     if not _decodes(scores) or scores.dim() != 2:
         return None
-    from . import beam_step
-    return beam_step.beam_topk(scores, k)
+    return _submodule("beam_step").beam_topk(scores, k)
 
 
 def sparse_attention_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha=None,
@@ -137,15 +131,7 @@ def sparse_attention_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k
     None for one it does not (what it takes and the launch in one look at the arguments)."""
     if not HAVE_TRITON or q.dtype not in _FLOATS:
         return None
-    return _attention().decode(q, k, v, keep, kind, alpha, scale)
-
-
-@functools.lru_cache(maxsize=1)
-def _attention():
-    """The `attention` submodule, imported on first use (every attention layer at every decoding step
-    asks: an import statement there costs it ~0.5 us)."""
-    from . import attention
-    return attention
+    return _submodule("attention").decode(q, k, v, keep, kind, alpha, scale)
 
 
 def sparse_attention_train(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha=None,
@@ -154,20 +140,26 @@ def sparse_attention_train(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ke
     """Fused drop(pi(scale q k^T, masked)) v with gradients (kernel path); with return_weights also
     the weights before dropout: (out, weights); with alpha_bounds, alpha holds the logits of a
     learned alpha = clamp(1 + sigmoid(alpha), *alpha_bounds)."""
-    from . import attention_train
-    return attention_train.sparse_attention(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights,
-                                            alpha_bounds)
+    return _submodule("attention_train").sparse_attention(q, k, v, keep, kind, alpha, scale, dropout_p,
+                                                           return_weights, alpha_bounds)
 
 
 def bounded_alpha(a: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
     """clamp(1 + sigmoid(a), lo, hi), differentiable (kernel path, one launch each way)."""
-    from . import alpha
-    return alpha.bounded_alpha(a, lo, hi)
+    return _submodule("alpha").bounded_alpha(a, lo, hi)
 
 
 def fy_loss(logits: torch.Tensor, target: torch.Tensor, kind: str, alpha=1.5, tau: float = 0.0,
             ignore_index: int = -100, label_smoothing: float = 0.0, return_support: bool = False):
     """Per-row Fenchel-Young loss (N,) float32 of (N, V) logits (kernel path); with return_support
     also the support size of each row: (loss, support)."""
-    from . import loss
-    return loss.fy_loss(logits, target, kind, alpha, tau, ignore_index, label_smoothing, return_support)
+    return _submodule("loss").fy_loss(logits, target, kind, alpha, tau, ignore_index, label_smoothing,
+                                      return_support)
+
+
+@functools.lru_cache(maxsize=None)
+def _submodule(name: str) -> ModuleType:
+    """The kernel submodule `name`, imported on first use (Triton compiles nothing until a kernel runs;
+    an import statement in a function costs ~0.5 us at every call, and the decoding ops run at every
+    layer and beam step)."""
+    return importlib.import_module(f"{__name__}.{name}")
