@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from onmt_entmax.ops import beam_stats
+from onmt_entmax.ops.beam_stats import stats_rows
 
 from .masking import support_size
 
@@ -84,8 +85,7 @@ class CertificateTracker:
         else:
             n_finite = support_size(scores)
             best_left = torch.topk(scores, slots + 1, dim=-1).values[:, slots]
-        self.observe_stats(sentence_ids, torch.stack([n_finite.to(torch.float64), best_left.to(torch.float64)], -1),
-                           slots)
+        self.observe_stats(sentence_ids, stats_rows(n_finite, best_left), slots)
 
     def observe_stats(self, sentence_ids, stats: Tensor, slots: int) -> None:
         """One expansion step whose statistics are known: ``stats`` (B_alive, 2) float64 holds each

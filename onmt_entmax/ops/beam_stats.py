@@ -50,5 +50,10 @@ def beam_topk(scores: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
     if out is not None:
         return out
     values, kept = torch.topk(scores, k, dim=-1)
-    n, best = beam_stats(scores, kept)
-    return values, kept, torch.stack([n.to(torch.float64), best.to(torch.float64)], -1)
+    return values, kept, stats_rows(*beam_stats(scores, kept))
+
+
+def stats_rows(n: Tensor, best: Tensor) -> Tensor:
+    """(R, 2) float64 rows (n_r, b_r): the layout of `beam_topk`'s statistics, which the certificate
+    tracker keeps per step."""
+    return torch.stack([n.to(torch.float64), best.to(torch.float64)], -1)
