@@ -129,19 +129,34 @@ def translate_ms(model: Path, src: Path, out: Path, args: argparse.Namespace) ->
     return float(found[-1])
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def decoding_options(ap: argparse.ArgumentParser, lines: int, fixed_length: int) -> None:
+    """The options of a decoding benchmark over a `bench_train.py` workdir (this one and
+    profile_translate.py): what is decoded, and how."""
     ap.add_argument("--workdir", type=Path, required=True)
-    ap.add_argument("--src", type=Path, default=None, help="source file (default: the first lines of train.src)")
-    ap.add_argument("--lines", type=int, default=1000)
+    ap.add_argument("--src", type=Path, default=None, help="source file (default: the first train.* file)")
+    ap.add_argument("--lines", type=int, default=lines)
     ap.add_argument("--beam", type=int, default=5)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--gpu", action="store_true")
-    ap.add_argument("--repeat", type=int, default=3,
-                    help="timed rounds over the models (each model's fastest run is kept)")
-    ap.add_argument("--fixed-length", type=int, default=0,
+    ap.add_argument("--fixed-length", type=int, default=fixed_length,
                     help="decode exactly N steps per sentence (-min_length N -max_length N): the time per "
                          "step, whatever length each model's hypotheses would have")
+
+
+def source_sample(args: argparse.Namespace, name: str) -> tuple[Path, list[str], list[Path]]:
+    """(the first --lines of the source written to workdir/name, those lines, the model folders)."""
+    src_all = args.src or next(iter(sorted(args.workdir.glob("train.*"))))
+    lines = src_all.read_text().splitlines()[: args.lines]
+    src = args.workdir / name
+    src.write_text("\n".join(lines) + "\n")
+    return src, lines, sorted(p for p in args.workdir.iterdir() if p.is_dir())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    decoding_options(ap, lines=1000, fixed_length=0)
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="timed rounds over the models (each model's fastest run is kept)")
     ap.add_argument("--in-process", action="store_true",
                     help="translate every model in this process (OpenNMT-py's translate(), timed around "
                          "Inference._translate) instead of one onmt_translate process per run")
@@ -151,13 +166,9 @@ def main() -> None:
                          "of OPS (ONMT_ENTMAX_NO_TRITON=OPS, e.g. beam_topk, or 1 for every op) and count the "
                          "identical output lines of each model")
     args = ap.parse_args()
-    src_all = args.src or next(iter(sorted(args.workdir.glob("train.*"))))
-    lines = src_all.read_text().splitlines()[: args.lines]
-    src = args.workdir / "bench_translate.src"
-    src.write_text("\n".join(lines) + "\n")
+    src, lines, folders = source_sample(args, "bench_translate.src")
     rows, words, at_max = {}, {}, {}
     max_len = args.fixed_length or MAX_LENGTH
-    folders = sorted(p for p in args.workdir.iterdir() if p.is_dir())
     timer = InProcess(args.gpu).ms_per_sentence if args.in_process else translate_ms
     for folder in folders:
         # not timed: compiles the Triton specialisations of every shape the timed runs meet (a

@@ -1,11 +1,12 @@
 """Where a beam step goes, per model: kernel launches, GPU kernel time and the heaviest kernels a step.
 
-Decodes the first --lines of a source with every model of a `bench_train.py --workdir DIR` run, in one
-process (bench_translate.py's in-process engines), once untimed (Triton compiles its specialisations)
-and once under torch.profiler, and divides by the beam steps taken (calls of the beam search's
-`advance`; the encoder's work is spread over them). Host-bound decoding shows here as a model that launches fewer kernels and keeps the GPU
-busy for less time than softmax and still decodes slower: what is left is host work outside the
-kernels. Counts, not a timing: `bench_translate.py --in-process` times.
+Decodes the first --lines of a source with every model of a `bench_train.py --workdir DIR` run, in
+one process (bench_translate.py's in-process engines), once untimed (Triton compiles its
+specialisations) and once under torch.profiler, and divides by the beam steps taken (calls of the
+beam search's `advance`; the encoder's work is spread over them). Host-bound decoding shows here as
+a model that launches fewer kernels and keeps the GPU busy for less time than softmax and still
+decodes slower: what is left is host work outside the kernels. Counts, not a timing:
+`bench_translate.py --in-process` times.
 
     python benchmarks/bench_train.py --gpu --data synthetic --vocab 32000 --workdir W --steps 100
     python benchmarks/profile_translate.py --workdir W --src W/train.src --gpu [--lines 128]
@@ -15,7 +16,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from bench_translate import InProcess, last_checkpoint  # (benchmarks/ is on sys.path when run as a script)
+# (benchmarks/ is on sys.path when run as a script)
+from bench_translate import InProcess, decoding_options, last_checkpoint, source_sample
 
 # host calls that start a kernel: the runtime API (torch) and the driver API (Triton's launcher)
 LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
@@ -59,19 +61,10 @@ def profile_model(timer: InProcess, model: Path, src: Path, out: Path, args: arg
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workdir", type=Path, required=True)
-    ap.add_argument("--src", type=Path, default=None, help="source file (default: the first train.* file)")
-    ap.add_argument("--lines", type=int, default=128)
-    ap.add_argument("--beam", type=int, default=5)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--fixed-length", type=int, default=30, help="decode exactly N steps per sentence")
-    ap.add_argument("--gpu", action="store_true")
+    decoding_options(ap, lines=128, fixed_length=30)
     ap.add_argument("--top", type=int, default=6, help="kernels listed per model")
     args = ap.parse_args()
-    src_all = args.src or next(iter(sorted(args.workdir.glob("train.*"))))
-    src = args.workdir / "profile_translate.src"
-    src.write_text("\n".join(src_all.read_text().splitlines()[: args.lines]) + "\n")
-    folders = sorted(p for p in args.workdir.iterdir() if p.is_dir())
+    src, _, folders = source_sample(args, "profile_translate.src")
     timer, steps = InProcess(args.gpu), count_beam_steps()
     for folder in folders:  # not profiled: Triton compiles every specialisation the profiled run meets
         timer.ms_per_sentence(last_checkpoint(folder), src, folder / "profile.out", args)
