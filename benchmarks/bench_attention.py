@@ -76,15 +76,10 @@ def main() -> None:
             q = torch.randn(args.rows, args.heads, 1, args.dim // args.heads, device="cuda")
             k = torch.randn(args.rows, args.heads, args.keys, args.dim // args.heads, device="cuda")
             cases[f"{label}: attend() alone"] = lambda m=m, q=q, k=k: m.softmax.attend(q, k, k, ~pad)
-        real = fused_attention.fusable
-
         def eager(fn):
             def call():
-                fused_attention.fusable = lambda module: False  # the eager branch, as before the fused path
-                try:
+                with fused_attention.eager_branch():  # as before the fused path
                     fn()
-                finally:
-                    fused_attention.fusable = real
             return call
 
         for name, fn in list(cases.items()):

@@ -26,7 +26,7 @@ mkdir -p "$out"
 python3 -c "import torch; assert torch.cuda.is_available(), 'run_gpu.sh needs a CUDA GPU'; \
 import triton; print(torch.cuda.get_device_name(), 'torch', torch.__version__, 'triton', triton.__version__)" \
     | tee "$out/device.txt"
-git rev-parse HEAD >> "$out/device.txt" 2>/dev/null || true
+git describe --always --dirty --abbrev=40 >> "$out/device.txt" 2>/dev/null || true  # -dirty: not the commit alone
 
 # decoding in one process, 30 steps a sentence, each run (one 64-sentence batch) paired with softmax's of
 # the same round, 120 rounds (onmt_translate process runs move by tens of percent); then where the beam

@@ -24,8 +24,9 @@ Two patches:
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 import torch
 
@@ -55,6 +56,24 @@ def fusable(module) -> Optional[AttentionNormalizer]:
           and getattr(module, "max_relative_positions", 0) in (0, -1)
           and module.layer_cache[1].get("key_pad_mask") is None)
     return norm if ok else None
+
+
+@contextlib.contextmanager
+def eager_branch() -> Iterator[None]:
+    """Inside the block, sparse modules take upstream's eager branch (matmul, mask, normalizer,
+    dropout, matmul), the path before the fused op: for checks and benchmarks against it. (It swaps
+    this module's ``fusable``, which ``wrap_forward`` looks up at every call: no cost outside.)"""
+    global fusable
+    fused = fusable
+    fusable = _never_fusable
+    try:
+        yield
+    finally:
+        fusable = fused
+
+
+def _never_fusable(module) -> None:
+    return None
 
 
 def wrap_forward(upstream: Callable) -> Callable:

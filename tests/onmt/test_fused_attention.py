@@ -32,6 +32,19 @@ def test_sparse_modules_are_fused_where_upstream_takes_its_sdpa_branch():
     assert fused_attention.fusable(stock) is None
 
 
+def test_eager_branch_block_sends_sparse_modules_down_upstreams_eager_branch_and_only_inside():
+    module = _attention().eval()
+    seen = []
+    forward = fused_attention.wrap_forward(
+        lambda self: seen.append((self.self_attn_type, fused_attention._SPARSE_CALL.get())) or (None, None))
+    forward(module)
+    with fused_attention.eager_branch():
+        forward(module)
+    forward(module)
+    assert [kind for kind, _ in seen] == ["scaled-dot-flash", "scaled-dot", "scaled-dot-flash"]
+    assert seen[0][1].norm is module.softmax and seen[1][1] is None
+
+
 def test_sdpa_name_is_stock_outside_and_the_sparse_normalizer_inside_a_sparse_module():
     import onmt.modules.multi_headed_attn as mha
 
@@ -77,8 +90,8 @@ def test_fused_decoding_attention_equals_the_eager_branch(name, learn, monkeypat
     monkeypatch.setattr(module.softmax, "attend", lambda *a: calls.append(1) or attend(*a))
     with torch.no_grad():
         fused, _ = module(key, key, query, mask=pad)
-        monkeypatch.setattr(fused_attention, "fusable", lambda m: None)
-        eager, attn = module(key, key, query, mask=pad, return_attn=True)
+        with fused_attention.eager_branch():
+            eager, attn = module(key, key, query, mask=pad, return_attn=True)
     assert calls == [1] and module.self_attn_type == "scaled-dot"
     assert (attn[2, :, :, 7:] == 0).all() and (attn == 0).any()
     torch.testing.assert_close(fused, eager, atol=1e-5, rtol=1e-4)
@@ -116,8 +129,8 @@ def test_fused_training_attention_equals_the_eager_branch(name, learn, causal, m
     attend = module.softmax.attend
     monkeypatch.setattr(module.softmax, "attend", lambda *a, **kw: calls.append(1) or attend(*a, **kw))
     fused, fused_attn, fused_grads = run()
-    monkeypatch.setattr(fused_attention, "fusable", lambda m: None)
-    eager, eager_attn, eager_grads = run()
+    with fused_attention.eager_branch():
+        eager, eager_attn, eager_grads = run()
     assert calls == [1] and module.self_attn_type == "scaled-dot"
     torch.testing.assert_close(fused, eager, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(fused_attn, eager_attn.float(), atol=1e-6, rtol=1e-5)
