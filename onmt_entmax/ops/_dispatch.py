@@ -12,11 +12,13 @@ policy as the reference, `dim` any int):
     sparsemax(z, dim) -> Tensor
     entmax15(z, dim) -> Tensor
     entmax_bisect(z, alpha, dim, n_iter) -> Tensor       # alpha float or tensor (size 1 along dim)
-    fy_loss(logits (N, V), target (N,), kind: str, alpha, tau, ignore_index: int,
-            label_smoothing: float, return_support: bool) -> per-row loss (N,) float32
+    fy_loss(logits (N, V), target (N,) int64, kind: str, alpha, tau, ignore_index: int,
+            label_smoothing: float, return_support: bool, reduction: str)
+        -> loss: per row (N,) float32 for reduction "none", else ("sum" / "mean") 0-d in the logits' dtype
         kind in {"sparsemax", "entmax15", "entmax_bisect", "alpha_relu"}; rows whose target is
-        ignore_index give 0; targets are already validated. return_support: (loss, the number
-        of nonzero probabilities of each row (N,) float32, 0 on ignore_index rows).
+        ignore_index give 0; it checks the targets itself (a device assertion naming the target,
+        asynchronous: no host sync). return_support: (loss, the number of nonzero probabilities
+        of each row (N,) float32, 0 on ignore_index rows).
     sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights, alpha_bounds)
         -> (B, H, Tq, Dv) or (that, weights)  # differentiable; supports() gets q as z and k=, v=,
         keep=, kind=, alpha=, dropout_p= as keywords;

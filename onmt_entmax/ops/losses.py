@@ -181,13 +181,19 @@ def _flatten(logits: Tensor, target: Tensor) -> tuple[Tensor, Tensor, tuple]:
     if tuple(target.shape) != expected:
         raise ValueError(f"target shape {tuple(target.shape)} does not match input shape "
                          f"{tuple(logits.shape)}: expected {expected}")
+    if logits.dim() == 2:  # (N, C): already rows (each view op is host work, and one more node each way)
+        return logits, target, expected
     rows = logits.movedim(1, -1).reshape(-1, logits.shape[1])
     return rows, target.reshape(-1), expected
 
 
-def _check_target(target: Tensor, n_classes: int, ignore_index: int) -> None:
+def _check_target_dtype(target: Tensor) -> None:
     if target.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
         raise TypeError(f"target must be an integer (class index) tensor, got dtype {target.dtype}")
+
+
+def _check_target_range(target: Tensor, n_classes: int, ignore_index: int) -> None:
+    """(The kernel path checks the targets in its own launch.)"""
     bad = (target != ignore_index) & ((target < 0) | (target >= n_classes))
     if target.is_cuda:
         device_check(~bad.any(), f"target contains a class index outside [0, {n_classes}) "
@@ -221,21 +227,24 @@ def fy_loss(logits: Tensor, target: Tensor, kind: str, alpha: Alpha = 1.5, tau: 
     if not torch.is_floating_point(logits):
         raise TypeError(f"input must be a floating-point tensor, got dtype {logits.dtype}")
     rows, flat_target, shape = _flatten(logits, target)
-    _check_target(flat_target, rows.shape[-1], ignore_index)
+    _check_target_dtype(flat_target)
     flat_target = flat_target.long()
-    cdt = compute_dtype(rows.dtype)
     fast = _dispatch.kernel("fy_loss", rows, -1, kind=kind, alpha=alpha)
-    if fast is not None:
-        out = fast(rows, flat_target, kind, alpha, tau, ignore_index, eps, return_support)
-        per_row, support = out if return_support else (out, None)
+    if fast is not None:  # the kernel path checks the targets and reduces in its own launches
+        out = fast(rows, flat_target, kind, alpha, tau, ignore_index, eps, return_support, reduction)
+        loss, support = out if return_support else (out, None)
+        if reduction == "none":
+            loss = loss.reshape(shape).to(logits.dtype)
     else:
+        _check_target_range(flat_target, rows.shape[-1], ignore_index)
+        cdt = compute_dtype(rows.dtype)
         n = default_n_iter(cdt) if n_iter is None else int(n_iter)
         a = alpha.to(cdt) if isinstance(alpha, Tensor) else torch.tensor(float(alpha), dtype=cdt, device=rows.device)
         if a.dim() > 0:
             a = a.reshape(-1, 1) if a.numel() > 1 else a.reshape(1, 1)
         per_row, support = FYLossFunction.apply(rows.to(cdt), flat_target, a, kind, tau, n, ignore_index, eps,
                                                 return_support)
-    loss = _reduce(per_row, flat_target, ignore_index, reduction, shape).to(logits.dtype)
+        loss = _reduce(per_row, flat_target, ignore_index, reduction, shape).to(logits.dtype)
     return (loss, support.reshape(shape)) if return_support else loss
 
 

@@ -150,11 +150,13 @@ def bounded_alpha(a: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
 
 
 def fy_loss(logits: torch.Tensor, target: torch.Tensor, kind: str, alpha=1.5, tau: float = 0.0,
-            ignore_index: int = -100, label_smoothing: float = 0.0, return_support: bool = False):
-    """Per-row Fenchel-Young loss (N,) float32 of (N, V) logits (kernel path); with return_support
-    also the support size of each row: (loss, support)."""
+            ignore_index: int = -100, label_smoothing: float = 0.0, return_support: bool = False,
+            reduction: str = "none"):
+    """Fenchel-Young loss of (N, V) logits (kernel path), the targets checked on the device: per row
+    (N,) float32, or reduced ("sum" / "mean") to 0-d in the logits' dtype; with return_support also
+    the support size of each row: (loss, support)."""
     return _submodule("loss").fy_loss(logits, target, kind, alpha, tau, ignore_index, label_smoothing,
-                                      return_support)
+                                      return_support, reduction)
 
 
 @functools.lru_cache(maxsize=None)

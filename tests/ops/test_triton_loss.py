@@ -1,0 +1,163 @@
+"""Fused Fenchel-Young loss kernels (ops/triton/loss.py) against the float64 torch reference.
+
+Runs on CUDA; without CUDA the same tests run in the Triton interpreter (TRITON_INTERPRET=1, on the
+CPU) in a subprocess, so CI checks the kernels' logic too (the CUDA-only ones skip there).
+"""
+import os
+import subprocess
+import sys
+import zlib
+
+import pytest
+import torch
+
+import onmt_entmax.ops as ops
+from onmt_entmax.ops import losses as ref_losses
+
+triton = pytest.importorskip("triton")
+
+INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
+DEV = "cuda" if torch.cuda.is_available() and not INTERP else "cpu"
+ON_KERNEL = torch.cuda.is_available() or INTERP
+MID = 1500 if INTERP else 20000  # one long row per program, held in registers
+LONG = 3000 if INTERP else 40000  # > SINGLE_MAX: the streaming path
+
+
+@pytest.mark.skipif(ON_KERNEL, reason="the tests below run on the kernel directly")
+def test_loss_kernels_in_the_triton_interpreter():
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+if ON_KERNEL:
+    from onmt_entmax.ops import triton as K  # noqa: E402
+    from onmt_entmax.ops.triton import loss as KL  # noqa: E402
+on_kernel = pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+
+
+@on_kernel
+@pytest.mark.parametrize("kind,alpha,tau", [("sparsemax", 2.0, 0.0), ("entmax15", 1.5, 0.0),
+                                            ("entmax_bisect", 1.33, 0.0), ("alpha_relu", 1.5, 0.3)])
+@pytest.mark.parametrize("n_cols", [50, MID, LONG])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_fused_loss_matches_reference(kind, alpha, tau, n_cols, eps):
+    gen = torch.Generator().manual_seed(zlib.crc32(f"{kind}{n_cols}{eps}".encode()))
+    n = 16 if n_cols < 1000 else 5
+    z = torch.randn(n, n_cols, generator=gen, dtype=torch.float64) * 3
+    z[0, n_cols // 2:] = float("-inf")
+    y = torch.randint(0, n_cols // 2, (n,), generator=gen)
+    y[1] = -100
+    g = torch.rand(n, generator=gen, dtype=torch.float64)
+    z = z.float().double()
+    zr = z.clone().requires_grad_()
+    ref, support = ref_losses.fy_loss(zr, y, kind, alpha, tau=tau, reduction="none", label_smoothing=eps,
+                                      return_support=True)
+    (ref * g).sum().backward()
+    zd, yd = z.float().to(DEV), y.to(DEV)
+    loss, stats, a_rows = KL.fy_loss_rows(zd, yd, kind, alpha, tau, -100, eps)
+    assert torch.equal(stats[:, 5].cpu(), support), "support sizes (what training reports count)"
+    dz = KL.fy_grad_rows(zd, yd, g.float().to(DEV), stats, a_rows, kind, -100, eps,
+                         out=torch.full_like(zd, float("nan")))
+    scale = ref.detach().abs().max().clamp(min=1.0)
+    assert (loss.cpu().double() - ref.detach()).abs().max() <= 2e-6 * scale
+    assert loss[1].item() == 0 and (dz[1] == 0).all(), "ignore_index rows: loss 0, grad 0"
+    torch.testing.assert_close(dz.cpu().double(), zr.grad, atol=2e-6 * scale, rtol=1e-4)
+
+
+@on_kernel
+@pytest.mark.parametrize("kind,alpha", [("entmax15", 1.5), ("entmax_bisect", "tensor"), ("alpha_relu", 1.5)])
+@pytest.mark.parametrize("reduction,dtype", [("sum", torch.float32), ("mean", torch.float32), ("none", torch.float32),
+                                             ("mean", torch.bfloat16)])
+def test_fused_loss_reduces_in_its_kernels_as_the_reference(kind, alpha, reduction, dtype):
+    """The kernel path's own reduction (one kernel; the backward reads g w in-kernel): value, dtype
+    and the gradients of logits and alpha as the float64 reference reduces, ignored rows included."""
+    gen = torch.Generator().manual_seed(zlib.crc32(f"{kind}{reduction}{dtype}".encode()))
+    n, v = 37, 300
+    z = (torch.randn(n, v, generator=gen) * 3).to(dtype)
+    y = torch.randint(0, v, (n,), generator=gen)
+    y[::5] = -100
+    tensor_alpha = alpha == "tensor"
+    a = torch.tensor([1.33], dtype=torch.float64) if tensor_alpha else alpha
+    zr = z.double().requires_grad_()
+    ar = a.clone().requires_grad_() if tensor_alpha else a
+    ref = ref_losses.fy_loss(zr, y, kind, ar, reduction=reduction, tau=0.2 if kind == "alpha_relu" else 0.0)
+    g = torch.rand(n, generator=gen, dtype=torch.float64) if reduction == "none" else torch.tensor(0.7, dtype=torch.float64)
+    g = g.to(torch.float32 if reduction == "none" else dtype).double()  # (the gradient arrives in the loss's dtype)
+    (ref * g).sum().backward()
+    zk = z.to(DEV).requires_grad_()
+    ak = a.float().to(DEV).requires_grad_() if tensor_alpha else a
+    loss = K.fy_loss(zk, y.to(DEV), kind, ak, 0.2 if kind == "alpha_relu" else 0.0, reduction=reduction)
+    assert loss.shape == ref.shape and loss.dtype == (torch.float32 if reduction == "none" else dtype)
+    gk = g.to(loss.dtype).to(DEV)
+    (loss * gk).sum().backward()
+    tol = 2e-6 if dtype == torch.float32 else 8e-3  # (a bf16 loss value is rounded to bf16)
+    torch.testing.assert_close(loss.double().cpu(), ref.detach().to(dtype).double(), atol=tol * n, rtol=tol)
+    assert (zk.grad[::5] == 0).all()
+    torch.testing.assert_close(zk.grad.double().cpu(), zr.grad, atol=2e-6 if dtype == torch.float32 else 4e-3,
+                               rtol=1e-4 if dtype == torch.float32 else 2e-2)
+    if tensor_alpha:
+        torch.testing.assert_close(ak.grad.double().cpu(), ar.grad, atol=1e-4, rtol=1e-3)
+
+
+@on_kernel
+def test_fused_loss_mean_over_no_rows_is_zero_and_the_target_check_flags_each_bad_target():
+    z = torch.randn(4, 9, device=DEV).requires_grad_()
+    none = torch.full((4,), -100, device=DEV)
+    loss = K.fy_loss(z, none, "entmax15", 1.5, reduction="mean")
+    loss.backward()
+    assert loss.item() == 0.0 and (z.grad == 0).all()
+    rows = torch.zeros(4, device=DEV)
+    for bad, fine in ((9, False), (-1, False), (99, False), (-100, True), (8, True)):
+        y = torch.tensor([0, 3, bad, 5], device=DEV)
+        _, aux = KL.reduce_rows(rows, y, 9, -100, "sum", torch.float32, check=False)
+        assert bool(aux[1] > 0) == fine, bad
+        # the forward kernel reads nothing for a bad target (no read past the row): a finite row, loss 0
+        loss, _, _ = KL.fy_loss_rows(z.detach(), y, "entmax15")
+        assert loss[2].item() == 0.0 if not fine or bad == -100 else torch.isfinite(loss[2])
+    if DEV == "cpu":  # (on CUDA a device assertion: it ends the process's CUDA context)
+        with pytest.raises(ValueError, match=r"target contains a class index outside \[0, 9\)"):
+            K.fy_loss(z, torch.tensor([0, 3, 9, 5]), "entmax15", 1.5, reduction="sum")
+
+
+@on_kernel
+def test_public_loss_dispatches_to_the_kernel():
+    """onmt_entmax's public loss takes the kernel path on CUDA and gives the same value."""
+    if DEV != "cuda":
+        pytest.skip("dispatch happens on CUDA tensors only")
+    z = torch.randn(64, 1000, device=DEV) * 3
+    y = torch.randint(0, 1000, (64,), device=DEV)
+    from onmt_entmax.ops import _dispatch
+    assert _dispatch.kernel("fy_loss", z, -1, kind="entmax15", alpha=1.5) is not None
+    zr = z.clone().requires_grad_()
+    loss = ops.entmax15_loss(zr, y)
+    loss.backward()
+    ref = ref_losses.fy_loss(z.double().cpu(), y.cpu(), "entmax15", 1.5)
+    assert abs(loss.item() - ref.item()) <= 1e-5 * max(1.0, abs(ref.item()))
+    p = ops.entmax15(z, -1)
+    onehot = torch.nn.functional.one_hot(y, 1000).float()
+    torch.testing.assert_close(zr.grad, (p - onehot) / 64, atol=1e-6, rtol=1e-4)
+
+
+@on_kernel
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_loss_peak_memory_not_above_cross_entropy(dtype):
+    if DEV != "cuda":
+        pytest.skip("CUDA memory statistics")
+    n, v = 2048, 32768
+    z = (torch.randn(n, v, device=DEV) * 3).to(dtype).requires_grad_()
+    y = torch.randint(0, v, (n,), device=DEV)
+
+    def peak(fn):
+        z.grad = None
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        fn(z, y).backward()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - base
+
+    ce = peak(torch.nn.functional.cross_entropy)
+    for op in (ops.entmax15_loss, ops.sparsemax_loss):
+        assert peak(op) <= ce
