@@ -1,4 +1,5 @@
-"""Host cost of one decoding-time call along the GPU code path, counted on the CPU.
+"""Host cost of one decoding-time call (and of one training loss call) along the GPU code path,
+counted on the CPU.
 
 Decoding is host-bound (one query per head, a few hundred rows), so what a call costs the host
 matters as much as its kernel. This runs the no-grad calls that a beam-search step makes (attention
@@ -6,7 +7,9 @@ normalizers, generator log-probs, the beam's top-k with the certificate's statis
 tensors with the Triton dispatch forced as on CUDA and every kernel launch replaced by nothing, and
 reports the aten operations issued (each one is host work; on a GPU most launch a kernel) and the
 host microseconds a call. Softmax / torch.topk are the baselines (these run their CPU kernels: small
-rows). Not a GPU timing: `bench_translate.py` is.
+rows). Then one training loss call, forward + backward, the public 1.5-entmax loss (kernel path, its
+device assertion stubbed too: one launch on CUDA) against F.cross_entropy on the same small (N, V)
+(CPU compute). Not a GPU timing: `bench_translate.py` and `bench_kernels.py` are.
 
     python benchmarks/bench_host_ops.py
 """
@@ -18,13 +21,14 @@ import time
 os.environ["TRITON_INTERPRET"] = "1"  # the kernel package then accepts CPU tensors
 
 import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 import onmt_entmax.ops._dispatch as dispatch  # noqa: E402
 from onmt_entmax.modules.attention import AttentionNormalizer  # noqa: E402
 import onmt_entmax.ops as ops  # noqa: E402
 from onmt_entmax.modules import EntmaxGenerator  # noqa: E402
-from onmt_entmax.ops.triton import alpha_relu, attention, beam_step, mapping  # noqa: E402
+from onmt_entmax.ops.triton import alpha_relu, attention, beam_step, loss, mapping  # noqa: E402
 from onmt_entmax.registry import get_transformation  # noqa: E402
 
 
@@ -93,6 +97,26 @@ def main() -> None:
                 fn()
             us = "n/a (runs the CPU matmuls)" if "eager" in name else f"{host_us(fn):.1f}"
             print(f"| {name} | {aten_ops(fn)} | {us} |")
+    loss_calls()
+
+
+def loss_calls() -> None:
+    loss.launch = lambda *args, **kwargs: None
+    loss.device_check = lambda ok, message: None
+    z = torch.randn(256, 64, requires_grad=True)  # few classes: the host's work, not the CPU's arithmetic
+    y = torch.randint(0, 64, (256,))
+    y[::7] = -100
+    cases = {"F.cross_entropy, sum": lambda: F.cross_entropy(z, y, reduction="sum").backward(),
+             "ops.entmax15_loss, sum (kernel path)": lambda: ops.entmax15_loss(z, y, reduction="sum").backward(),
+             "F.cross_entropy, mean": lambda: F.cross_entropy(z, y).backward(),
+             "ops.entmax15_loss, mean (kernel path)": lambda: ops.entmax15_loss(z, y).backward()}
+    print()
+    print("| loss call, forward + backward (launches stubbed) | aten ops | host us / call |")
+    print("|---|---|---|")
+    for name, fn in cases.items():
+        for _ in range(20):
+            fn()
+        print(f"| {name} | {aten_ops(fn)} | {host_us(fn):.1f} |")
 
 
 if __name__ == "__main__":
