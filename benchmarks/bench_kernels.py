@@ -6,8 +6,9 @@ ratios compare like with like. Usage (on a CUDA machine):
     python benchmarks/bench_kernels.py [--quick] [--variants] [--json out.json]
 
 Loss rows: 4096 x 32768 logits, "trained-like" randn*3 and "untrained" flat randn*0.2, fp32 and
-bf16. Attention rows: (512, 8, 50, 50) scores with a key-padding -inf mask, per-head alpha; timed
-eagerly and replayed from a CUDA graph (GPU time without Python launch cost).
+bf16, timed eagerly (the public API and the kernel path alone) and replayed from a CUDA graph (GPU
+time without Python launch cost). Attention rows: (512, 8, 50, 50) scores with a key-padding -inf
+mask, per-head alpha; timed eagerly and replayed from a CUDA graph.
 """
 from __future__ import annotations
 
@@ -53,6 +54,10 @@ def loss_rows(n, v, scale, dtype, quick):
               "bisect1.33": lambda: K.fy_loss(z, y, "entmax_bisect", 1.33, reduction="mean").backward()}
     for name, fn in direct.items():
         out["direct_" + name] = bench(fn, [z], rep)
+    # the public calls replayed from a CUDA graph: GPU time alone (eager bf16 calls, ~0.4-0.6 ms of GPU
+    # work, have measured host-bound by up to 2x on slow hosts)
+    for name, fn in {"ce": lambda: F.cross_entropy(z, y).backward(), **ours}.items():
+        out["graph_" + name] = do_bench_cudagraph(fn, rep=rep, grad_to_none=[z], return_mode="median")
     if pypi is not None and not quick:
         zf = z  # PyPI entmax returns NaN in bf16 (no upcast): time it on the same tensor anyway
         theirs = {"entmax15": lambda: pypi.entmax15_loss(zf, y).mean().backward(),
@@ -315,6 +320,9 @@ def main(argv=None):
                   f"{r[op] / r['ce']:.2f}x | {pyp / r['ce']:.1f}x |" if pyp else
                   f"| loss 4096x32768 {key} | {op} | {r[op]:.3f} | CE {r['ce']:.3f} | "
                   f"{r[op] / r['ce']:.2f}x | - |")
+            if "graph_" + op in r:
+                g, gc = r["graph_" + op], r["graph_ce"]
+                print(f"| loss 4096x32768 {key}, GPU time | {op} | {g:.3f} | CE {gc:.3f} | {g / gc:.2f}x | - |")
     for key, r in res["attention"].items():
         for op in ("entmax15", "sparsemax", "bisect_per_head"):
             pyp = r.get("pypi_" + op)
