@@ -1,0 +1,59 @@
+"""The benchmark scripts that run without a GPU, run as docs/benchmarks.md shows them.
+
+They reach into the package (stubbed launches, forced dispatch, in-process engines), so a change
+inside the package can break them unseen until the next GPU session: `bench_attention.py --train`
+did when `fused_attention.fusable` changed what it returns. Here they run on tiny CPU models;
+their numbers mean nothing, their tables must be whole.
+"""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+VARIANTS = ("softmax", "entmax15_output_all_attention_", "learned_alpha_all_attention_", "1_5_ReLU_output")
+
+
+def _run(*args: str) -> str:
+    proc = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def _table(out: str) -> dict:
+    """The first column of each markdown body row -> the row's cells."""
+    rows = [line.strip("|").split("|") for line in out.splitlines() if line.startswith("| ")]
+    return {cells[0].strip(): [c.strip() for c in cells[1:]] for cells in rows}
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("bench")
+    _run("benchmarks/bench_train.py", "--tiny", "--workdir", str(work), "--steps", "10")
+    return work
+
+
+def test_bench_host_ops_times_every_decoding_call_and_the_loss_call():
+    rows = _table(_run("benchmarks/bench_host_ops.py"))
+    for name in ("1.5-entmax attention, fused (attend)", "learned-alpha attention, fused (attend)",
+                 "beam pick + certificate: ops.beam_topk", "ops.entmax15_loss, mean (kernel path)",
+                 "F.cross_entropy, mean"):
+        ops, us = rows[name][:2]
+        assert int(ops) > 0 and float(us) > 0, name
+
+
+def test_bench_translate_decodes_every_tiny_model_in_process_against_softmax(tiny_models):
+    rows = _table(_run("benchmarks/bench_translate.py", "--workdir", str(tiny_models), "--lines", "8",
+                       "--in-process", "--repeat", "2", "--median"))
+    for variant in VARIANTS:
+        speed, ratio = rows[variant][:2]
+        assert float(speed) > 0 and ratio.endswith("x"), variant
+    assert rows["softmax"][1] == "1.00x"
+
+
+def test_profile_translate_counts_each_models_beam_steps(tiny_models):
+    rows = _table(_run("benchmarks/profile_translate.py", "--workdir", str(tiny_models), "--lines", "8"))
+    for variant in VARIANTS:
+        steps, aten_ops = rows[variant][:2]
+        assert int(steps) > 0 and float(aten_ops) > 0, variant
