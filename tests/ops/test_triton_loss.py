@@ -102,6 +102,24 @@ def test_fused_loss_reduces_in_its_kernels_as_the_reference(kind, alpha, reducti
 
 
 @on_kernel
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_fused_loss_reduction_walks_every_row_block(reduction):
+    """More rows than the reduce kernel's block (1024): every block summed and counted, a bad target
+    in the last block flagged."""
+    gen = torch.Generator().manual_seed(11)
+    n = 1300
+    z = torch.randn(n, 8, generator=gen) * 3
+    y = torch.randint(0, 8, (n,), generator=gen)
+    y[::3] = -100
+    ref = ref_losses.fy_loss(z.double(), y, "sparsemax", 2.0, reduction=reduction)
+    loss = K.fy_loss(z.to(DEV), y.to(DEV), "sparsemax", 2.0, reduction=reduction)
+    assert abs(loss.item() - ref.item()) <= 1e-5 * max(1.0, abs(ref.item()))
+    y[n - 2] = 8
+    _, aux = KL.reduce_rows(torch.zeros(n, device=DEV), y.to(DEV), 8, -100, reduction, torch.float32, check=False)
+    assert aux[1].item() == 0.0
+
+
+@on_kernel
 def test_fused_loss_mean_over_no_rows_is_zero_and_the_target_check_flags_each_bad_target():
     z = torch.randn(4, 9, device=DEV).requires_grad_()
     none = torch.full((4,), -100, device=DEV)
