@@ -139,6 +139,19 @@ def test_fused_loss_mean_over_no_rows_is_zero_and_the_target_check_flags_each_ba
             K.fy_loss(z, torch.tensor([0, 3, 9, 5]), "entmax15", 1.5, reduction="sum")
 
 
+@pytest.mark.skipif(DEV != "cuda", reason="the CUDA device assertion (on CPU: the ValueError above)")
+def test_a_bad_target_on_cuda_stops_the_process_naming_the_target():
+    """A device assertion ends the process's CUDA context, so in a subprocess: the public loss with a
+    target outside [0, V) fails, its message naming the target and the vocabulary."""
+    code = ("import torch, onmt_entmax.ops as ops\n"
+            "z = torch.randn(8, 50, device='cuda', requires_grad=True)\n"
+            "y = torch.randint(0, 50, (8,), device='cuda'); y[3] = 50\n"
+            "ops.entmax15_loss(z, y).backward(); torch.cuda.synchronize()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "target contains a class index outside [0, 50)" in proc.stdout + proc.stderr
+
+
 @on_kernel
 def test_public_loss_dispatches_to_the_kernel():
     """onmt_entmax's public loss takes the kernel path on CUDA and gives the same value."""
