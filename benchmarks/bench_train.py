@@ -36,6 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from paired_rounds import describe  # (benchmarks/ is on sys.path when run as a script)
+
 VARIANTS = {
     "softmax": {},
     "entmax15 (output + all attention)": {"generator_function": "entmax15", "attention_function": "entmax15"},
@@ -257,7 +259,8 @@ def main() -> None:
     print(f"\n{what} tokens/s ({args.data}, {device}, {args.steps} steps, batch {args.batch_tokens} tokens, "
           f"{'tiny' if args.tiny else f'{args.layers}-layer'} Transformer, {args.dtype if args.gpu else 'fp32'}"
           f"{f', median of {args.rounds} rounds' if args.rounds > 1 else ''})")
-    print(f"| variant | target tok/s | vs softmax | median of round ratios | {'steps' if args.in_process else 'windows'} "
+    print(f"| variant | target tok/s | vs softmax | median of round ratios (95% interval) | "
+          f"{'steps' if args.in_process else 'windows'} "
           "| runs (tok/s, vs softmax of the round) |")
     print("|---|---|---|---|---|---|")
     for name, (rate, windows) in results.items():
@@ -266,7 +269,7 @@ def main() -> None:
         paired = [x / s for (x, _), (s, _) in zip(runs[name], runs["softmax"])] if "softmax" in runs else []
         each = ", ".join(f"{x:.0f} ({r:.2f}x)" for (x, _), r in zip(runs[name], paired)) \
             if paired else ", ".join(f"{x:.0f}" for x, _ in runs[name])
-        rounds = f"{statistics.median(paired):.2f}x" if paired else "n/a"
+        rounds = describe(paired)
         print(f"| {name} | {rate:.0f} | {ratio} | {rounds} | {windows} | {each} |")
     if args.check_kernels:
         print(f"\nkernel check (tokens/s above include the reference computations): calls checked per variant "

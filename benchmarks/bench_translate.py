@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import argparse
 import gc
-import math
 import os
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from paired_rounds import describe, median  # (benchmarks/ is on sys.path when run as a script)
 
 
 def last_checkpoint(folder: Path) -> Path:
@@ -184,10 +185,10 @@ def main() -> None:
     soft = next((f for f in folders if f.name == "softmax"), None)
     ratios = {}
     for folder in folders:
-        ms = min(runs[folder]) if not args.median else _median(runs[folder])
+        ms = min(runs[folder]) if not args.median else median(runs[folder])
         rows[folder.name] = 1000.0 / ms
         if soft is not None:  # softmax's time over this model's, round by round
-            ratios[folder.name] = _median_ci([a / b for a, b in zip(runs[soft], runs[folder])])
+            ratios[folder.name] = [a / b for a, b in zip(runs[soft], runs[folder])]
         lengths = [len(line.split()) for line in (folder / "bench.out").open()]
         words[folder.name] = sum(lengths)
         at_max[folder.name] = sum(n >= max_len for n in lengths)
@@ -206,10 +207,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for folder in folders:
         name, rate = folder.name, rows[folder.name]
-        paired = "n/a"
-        if name in ratios:
-            mid, (lo, hi) = ratios[name]
-            paired = f"{mid:.2f}x" + (f" ({lo:.2f}-{hi:.2f})" if lo is not None else "")
+        paired = describe(ratios.get(name, []))
         print(f"| {name} | {rate:.1f} | {f'{rate / base:.2f}x' if base else 'n/a'} | {paired} | {words[name]} | "
               f"{at_max[name]} | {' '.join(f'{ms:.3f}' for ms in runs[folder])} |")
 
@@ -235,22 +233,6 @@ def check_kernels(folders: list, src: Path, args: argparse.Namespace, timer) -> 
         ref, ours = ((folder / name).read_text().splitlines() for name in ("reference.out", "kernels.out"))
         print(f"| {folder.name} | {sum(a == b for a, b in zip(ref, ours))}/{len(ref)} |", flush=True)
 
-
-def _median(xs: list) -> float:
-    return sorted(xs)[len(xs) // 2]
-
-
-def _median_ci(xs: list, level: float = 0.95) -> tuple[float, tuple]:
-    """(median, (lo, hi)): a distribution-free interval for the median of the rounds' ratios, order
-    statistics x_(j) <= median <= x_(n-1-j) with the largest j that still covers ``level`` (the
-    number of rounds below the true median is Binomial(n, 1/2)); (None, None) for fewer than 6 rounds."""
-    xs, n = sorted(xs), len(xs)
-    pmf = [math.comb(n, i) / 2.0 ** n for i in range(n + 1)]
-    j = 0
-    while j + 1 < n - 1 - (j + 1) and 1.0 - 2.0 * sum(pmf[:j + 2]) >= level:
-        j += 1
-    inside = 1.0 - 2.0 * sum(pmf[:j + 1])
-    return _median(xs), ((xs[j], xs[n - 1 - j]) if inside >= level else (None, None))
 
 if __name__ == "__main__":
     main()

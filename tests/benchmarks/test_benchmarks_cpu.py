@@ -57,3 +57,13 @@ def test_profile_translate_counts_each_models_beam_steps(tiny_models):
     for variant in VARIANTS:
         steps, aten_ops = rows[variant][:2]
         assert int(steps) > 0 and float(aten_ops) > 0, variant
+
+
+def test_bench_train_in_process_rounds_give_each_variant_its_paired_interval(tmp_path):
+    rows = _table(_run("benchmarks/bench_train.py", "--tiny", "--workdir", str(tmp_path), "--steps", "2",
+                       "--rounds", "6", "--in-process"))
+    for variant in ("softmax", "entmax15 (output + all attention)", "learned alpha (all attention)",
+                    "1.5-ReLU output"):
+        rate, _, paired = rows[variant][:3]
+        assert float(rate) > 0 and paired.endswith(")") and "x (" in paired, variant
+    assert rows["softmax"][2] == "1.00x (1.00-1.00)"
