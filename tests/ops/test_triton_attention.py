@@ -3,26 +3,16 @@
 Runs on CUDA; without CUDA the same tests run in the Triton interpreter (TRITON_INTERPRET=1, on the
 CPU) in a subprocess, so CI checks the kernel's logic too.
 """
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 
 triton = pytest.importorskip("triton")
-
-INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
-DEV = "cuda" if torch.cuda.is_available() and not INTERP else "cpu"
-ON_KERNEL = torch.cuda.is_available() or INTERP
+from triton_interpreter import DEV, INTERP, ON_KERNEL, run_in_interpreter  # noqa: E402
 
 
 @pytest.mark.skipif(ON_KERNEL, reason="the tests below run on the kernel directly")
 def test_kernel_in_the_triton_interpreter():
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run_in_interpreter(__file__, timeout=600)
 
 
 if ON_KERNEL:

@@ -3,7 +3,6 @@
 Runs on CUDA; without CUDA the same tests run in the Triton interpreter (TRITON_INTERPRET=1, on the
 CPU) in a subprocess, so CI checks the kernels' logic too (the CUDA-only ones skip there).
 """
-import os
 import subprocess
 import sys
 import zlib
@@ -15,20 +14,15 @@ import onmt_entmax.ops as ops
 from onmt_entmax.ops import losses as ref_losses
 
 triton = pytest.importorskip("triton")
+from triton_interpreter import DEV, INTERP, ON_KERNEL, run_in_interpreter  # noqa: E402
 
-INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
-DEV = "cuda" if torch.cuda.is_available() and not INTERP else "cpu"
-ON_KERNEL = torch.cuda.is_available() or INTERP
 MID = 1500 if INTERP else 20000  # one long row per program, held in registers
 LONG = 3000 if INTERP else 40000  # > SINGLE_MAX: the streaming path
 
 
 @pytest.mark.skipif(ON_KERNEL, reason="the tests below run on the kernel directly")
 def test_loss_kernels_in_the_triton_interpreter():
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
-                          env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run_in_interpreter(__file__, timeout=900)
 
 
 if ON_KERNEL:
