@@ -7,7 +7,8 @@
 # train-inproc (training steps in one process), multi30k and 32k (onmt_train tokens/s, then
 # onmt_translate sentences/s, in-process decoding and its per-step profile, on Multi30k and on a
 # synthetic 32k vocabulary; four variants each, ~1 min a variant on an H200). Each part stands
-# alone: a part that decodes trains its own models first.
+# alone: a part that decodes trains its own models first. DECODE_ROUNDS=N (default 120) sets the
+# in-process decoding rounds (fewer fit a time-limited machine; the interval printed widens).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bash benchmarks/run_gpu.sh OUTDIR [MULTI30K_DIR]}
@@ -29,11 +30,11 @@ import triton; print(torch.cuda.get_device_name(), 'torch', torch.__version__, '
 git describe --always --dirty --abbrev=40 >> "$out/device.txt" 2>/dev/null || true  # -dirty: not the commit alone
 
 # decoding in one process, 30 steps a sentence, each run (one 64-sentence batch) paired with softmax's of
-# the same round, 120 rounds (onmt_translate process runs move by tens of percent); then where the beam
+# the same round, 120 rounds by default (onmt_translate process runs move by tens of percent); then where the beam
 # steps go: kernel launches and GPU kernel time a step, the heaviest kernels
 decode_in_process() {  # decode_in_process NAME WORKDIR SOURCE
     python3 benchmarks/bench_translate.py --workdir "$2" --src "$3" --gpu --beam 5 --lines 64 --fixed-length 30 \
-        --in-process --repeat 120 --median > "$out/translate-inproc-$1.md"
+        --in-process --repeat "${DECODE_ROUNDS:-120}" --median > "$out/translate-inproc-$1.md"
     python3 benchmarks/profile_translate.py --workdir "$2" --src "$3" --gpu --fixed-length 30 \
         > "$out/profile-translate-$1.md"
 }
