@@ -11,8 +11,26 @@ DEV = "cuda" if torch.cuda.is_available() and not INTERP else "cpu"
 ON_KERNEL = torch.cuda.is_available() or INTERP  # the kernels run here (else: in the subprocess)
 
 
+def interpreter_problem() -> str | None:
+    """Why this Triton's interpreter cannot run the kernels here, or None. Triton 3.6's reads a
+    runtime int argument with int() of a 1-element array, which numpy 2.4 refuses (TypeError: only
+    0-dimensional arrays can be converted to Python scalars); 3.7 squeezes it first."""
+    import numpy
+    import triton
+
+    def version(v: str) -> tuple:
+        return tuple(int(p) for p in v.split("+")[0].split(".")[:2])
+
+    if version(triton.__version__) < (3, 7) and version(numpy.__version__) >= (2, 4):
+        return (f"Triton {triton.__version__}'s interpreter fails under numpy {numpy.__version__}: "
+                "pip install 'triton>=3.7' (the test extra's latest) or 'numpy<2.4'")
+    return None
+
+
 def run_in_interpreter(test_file: str, timeout: int) -> None:
     """Run `test_file`'s tests in a subprocess under the Triton interpreter; fail with its output."""
+    problem = interpreter_problem()
+    assert problem is None, problem
     env = dict(os.environ, TRITON_INTERPRET="1")
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test_file],
                           env=env, capture_output=True, text=True, timeout=timeout)
