@@ -97,7 +97,7 @@ def test_the_check_sees_a_fused_butterfly_step():
 
 
 @pytest.mark.parametrize("mode", ["entmax15", "bisect"])
-@pytest.mark.parametrize("n_cols", [12, 48, 50, 1024, 32768, 50000])
+@pytest.mark.parametrize("n_cols", [3, 12, 17, 32, 48, 50, 100, 1024, 32768, 50000])
 def test_mapping_forward_lanes_agree(mode, n_cols):
     assert fma_reading_a_shuffle(_mapping_fwd(n_cols, mode)) == []
 
@@ -109,7 +109,7 @@ def test_loss_forward_lanes_agree(mode, n_cols):
 
 
 @pytest.mark.parametrize("mode", ["entmax15", "bisect"])
-@pytest.mark.parametrize("n_cols", [12, 48, 50, 32768])
+@pytest.mark.parametrize("n_cols", [3, 12, 17, 32, 48, 50, 100, 32768])
 def test_mapping_backward_lanes_agree(mode, n_cols):
     assert fma_reading_a_shuffle(_mapping_bwd(n_cols, mode)) == []
 
@@ -129,6 +129,34 @@ def test_fused_attention_lanes_agree(mode, n_keys):
     const = {"MODE": MODES[mode], "MAX_ITER": 32, "BC": bc, "BD": max(1, min(64, KA._TILE // bc)), "HAS_KEEP": True}
     ptx = _ptx(KA._attn_fwd_kernel, {k: runtime[k] for k in order}, const, 1 if bc <= 128 else 4, False)
     assert fma_reading_a_shuffle(ptx) == []
+
+
+@pytest.mark.parametrize("mode", ["entmax15", "learned"])
+@pytest.mark.parametrize("n_keys", [7, 12, 23, 50, 300])
+def test_training_attention_lanes_agree(mode, n_keys):
+    """The training attention's forward and backward kernels (one autograd node in OpenNMT-py's
+    attention), per-head learned alpha included, as `scores_forward` / `scores_backward` launch them."""
+    from onmt_entmax.ops.triton import attention_train as KT
+    from onmt_entmax.ops.triton.attention import alpha_flags
+
+    m = MODES["bisect" if mode == "learned" else mode]
+    flags = {"HAS_KEEP": True, "HAS_DROP": True, **alpha_flags((1.01, 2.0) if mode == "learned" else None)}
+    ints = {name: "i32" for name in KT._INTS}
+    for backward in (False, True):
+        cfg = KT._layout(n_keys, 4, m, backward, mode == "learned")
+        const = dict(MODE=m, BR=cfg["BR"], BC=cfg["BC"], LANES=cfg["LANES"], **flags)
+        if backward:
+            fn, ptrs = KT._bwd_kernel, ["P", "GD", "DS", "KEEP", "ALPHA", "DALPHA"]
+            const["HAS_DALPHA"] = mode == "learned"
+            floats = ["scale", "drop"]
+        else:
+            fn, ptrs = KT._fwd_kernel, ["Sc", "P", "D", "KEEP", "ALPHA"]
+            const.update(MAX_ITER=64 if m == 2 else 32, GROUPS=cfg["GROUPS"], GROUP_ITER=cfg["GROUP_ITER"],
+                         HAS_D=True)
+            floats = ["scale", "drop", "tol"]
+        runtime = {**{p: ("*i1" if p == "KEEP" else F32) for p in ptrs}, **ints, **{f: "fp32" for f in floats}}
+        ptx = _ptx(fn, runtime, const, cfg["num_warps"], cfg["FP_FUSION"])
+        assert fma_reading_a_shuffle(ptx) == [], ("backward" if backward else "forward", cfg)
 
 
 @pytest.mark.parametrize("mode", ["sparsemax", "bisect"])

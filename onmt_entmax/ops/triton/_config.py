@@ -7,8 +7,8 @@ registers when the whole row is held. Short rows (attention) are packed TILE // 
 rows per program (forward: at most 32 // MIN_ROW_LANES) on one warp: every reduction stays
 inside the warp (shuffles, no shared memory), 2-3x faster than on 4 warps; each row on lanes of
 its own (LANE_TILES, `_solver.lane_cols`). FP_FUSION: floating-point contraction is safe only
-where every thread holds two or more entries of its row (_launch.py): one row per program of at
-least 64 entries a warp, or a lane tile of at least two entries a lane.
+where every thread adds two or more entries of its row before the warp's butterfly (_launch.py):
+one row per program of at least 64 entries a warp (tests/ops/test_triton_codegen.py).
 Defaults from the sweeps on an H200, the short-row tiles on an H100 (docs/kernels.md).
 """
 from __future__ import annotations
@@ -81,9 +81,10 @@ def _launch_config(n_cols: int, elem_size: int, override: dict | None, mode: int
         # (with one lane a row the compiler spreads the row over the lanes again)
         if br == 1 or n_lanes // br < 2 or spread:
             n_lanes = 0
-        # every thread holds >= 2 entries of its row: one row of >= 64 a warp, or a lane tile
-        # of >= 2 entries a lane
-        fusion = bc >= 64 * nw if br == 1 else n_lanes > 0 and br * bc >= 2 * n_lanes
+        # every thread holds >= 2 entries of its row and adds them before the butterfly: one row
+        # of >= 64 a warp. Not lane tiles: Triton >= 3.7 lays a tile of rows of <= 32 out so that
+        # the butterfly runs before a thread's own entries are added, and fuses a product into it
+        fusion = br == 1 and bc >= 64 * nw
         return {"BR": br, "BC": bc, "SINGLE": True, "GROUPS": groups, "GROUP_ITER": o["GROUP_ITER"],
                 "FP_FUSION": fusion, "num_warps": nw, "LANES": n_lanes}
     nw = o.get("num_warps") or o["CHUNK_WARPS"]
