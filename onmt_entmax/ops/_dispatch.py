@@ -32,6 +32,7 @@ policy as the reference, `dim` any int):
     beam_topk(scores (R, N), k) -> (k best (R, k), their positions (R, k) int64, stats (R, 2) float64:
         finite count, best score not kept), or None   # no grad
     sparse_attention_decode(q, k, v, keep, kind, alpha, scale) -> (B, H, Tq, Dv), or None  # no grad
+    warm_up(device) -> None   # Triton's once-a-process set-up (one small launch), e.g. at model load
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ import os
 from types import ModuleType
 from typing import Any, Callable, Optional
 
+import torch
 from torch import Tensor
 
 
@@ -67,6 +69,20 @@ def kernel(op: str, z: Tensor, dim: int = -1, **kw) -> Optional[Callable]:
     if kernels is None or not kernels.supports(op, z, dim, **kw):
         return None
     return getattr(kernels, op)
+
+
+def warm_up(device) -> bool:
+    """Run the kernels' once-a-process set-up on `device` now (see `triton.warm_up`), where they
+    would run there: a CUDA device, Triton present and not disabled. True when it ran."""
+    device = torch.device(device)
+    if device.type != "cuda" or _disabled("warm_up"):
+        return False
+    kernels = _triton()
+    if kernels is None:
+        return False
+    with torch.no_grad():
+        kernels.warm_up(device)
+    return True
 
 
 def try_kernel(op: str, z: Tensor, *args) -> Any:

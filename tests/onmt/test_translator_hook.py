@@ -71,3 +71,28 @@ def test_hypothesis_text_reads_the_target_vocabulary_once_per_translator():
     translator = SimpleNamespace(_tgt_vocab=Vocab(), _tgt_eos_idx=3)
     assert [_text(translator, [4, 5, 3]) for _ in range(5)] == ["a b"] * 5
     assert Vocab.reads == 1
+
+
+def test_translator_build_warms_the_kernels_of_a_sparse_model_only(monkeypatch):
+    """Triton's once-a-process set-up (~0.5 s) runs when a model of this plugin is loaded, on the
+    model's device, not in the first beam step; a stock model never starts Triton."""
+    from onmt_entmax import ops
+    from onmt_entmax.onmt import decoding_translate
+
+    devices = []
+    monkeypatch.setattr(ops, "warm_up_kernels", lambda device: devices.append(device) or True)
+    sparse = nn.Sequential(nn.Linear(8, 8), EntmaxGenerator.from_linear(nn.Linear(8, 20), get_transformation("entmax15")))
+    assert decoding_translate.warm_up_kernels_of(sparse)
+    assert devices == [torch.device("cpu")]
+    assert not decoding_translate.warm_up_kernels_of(nn.Sequential(nn.Linear(8, 20)))
+    assert devices == [torch.device("cpu")]
+
+
+def test_kernel_warm_up_runs_only_where_kernels_would():
+    from onmt_entmax import ops
+
+    assert not ops.warm_up_kernels(torch.device("cpu"))
+    if torch.cuda.is_available():
+        from onmt_entmax.ops.triton import HAVE_TRITON
+
+        assert ops.warm_up_kernels("cuda") == HAVE_TRITON
