@@ -74,8 +74,8 @@ def test_hypothesis_text_reads_the_target_vocabulary_once_per_translator():
 
 
 def test_translator_build_warms_the_kernels_of_a_sparse_model_only(monkeypatch):
-    """Triton's once-a-process set-up (~0.5 s) runs when a model of this plugin is loaded, on the
-    model's device, not in the first beam step; a stock model never starts Triton."""
+    """Triton's once-a-process set-up (~0.5 s) runs when a sparse model is loaded, on the model's
+    device, not in the first beam step; a softmax model (stock or ours) never starts Triton."""
     from onmt_entmax import ops
     from onmt_entmax.onmt import decoding_translate
 
@@ -85,6 +85,8 @@ def test_translator_build_warms_the_kernels_of_a_sparse_model_only(monkeypatch):
     assert decoding_translate.warm_up_kernels_of(sparse)
     assert devices == [torch.device("cpu")]
     assert not decoding_translate.warm_up_kernels_of(nn.Sequential(nn.Linear(8, 20)))
+    softmax = EntmaxGenerator.from_linear(nn.Linear(8, 20), get_transformation("softmax"))
+    assert not decoding_translate.warm_up_kernels_of(nn.Sequential(nn.Linear(8, 8), softmax))
     assert devices == [torch.device("cpu")]
 
 
