@@ -98,3 +98,28 @@ def test_kernel_warm_up_runs_only_where_kernels_would():
         from onmt_entmax.ops.triton import HAVE_TRITON
 
         assert ops.warm_up_kernels("cuda") == HAVE_TRITON
+
+
+def test_translator_from_opt_warms_the_kernels_once_the_model_is_built(monkeypatch):
+    """The wiring: the patched Translator.from_opt warms the kernels of the model it was given,
+    after upstream built the translator."""
+    from onmt.bin.translate import _get_parser
+    from onmt.translate.translator import Translator
+
+    from onmt_entmax import ops
+
+    order = []
+    monkeypatch.setattr(ops, "warm_up_kernels", lambda device: order.append("warm-up") or True)
+
+    def upstream(cls, model, vocabs, opt, model_opt, *args, **kwargs):
+        order.append("built")
+        return types.SimpleNamespace()
+
+    from onmt_entmax.onmt import decoding_translate
+
+    from_opt = decoding_translate._from_opt(classmethod(upstream))
+    model = nn.Module()
+    model.generator = EntmaxGenerator.from_linear(nn.Linear(8, 20), get_transformation("entmax15"))
+    opt = _get_parser().parse_args(["-model", "m.pt", "-src", "s.txt"])
+    from_opt(Translator, model, None, opt, None)
+    assert order == ["built", "warm-up"]
