@@ -48,6 +48,10 @@ def last_checkpoint(folder: Path) -> Path:
 
 MAX_LENGTH = 100
 _AVG_MS = re.compile(r"Average translation time \(ms\): ([0-9.]+)")
+# onmt_translate's whole run after the interpreter's start: model loading (and with it the kernels'
+# warm-up, `ops.warm_up_kernels`) included, which -report_time's average leaves out
+_RUN_S = re.compile(r"Time w/o python interpreter load/terminate:\s+([0-9.]+)")
+RUN_S: dict = {}  # model folder -> the whole-run seconds of its onmt_translate processes
 
 
 def translate_args(model: Path, src: Path, out: Path, args: argparse.Namespace) -> list[str]:
@@ -127,6 +131,9 @@ def translate_ms(model: Path, src: Path, out: Path, args: argparse.Namespace) ->
     found = _AVG_MS.findall(proc.stdout + proc.stderr)
     if not found:
         sys.exit(f"{' '.join(cmd)}: no 'Average translation time' in its log")
+    whole = _RUN_S.findall(proc.stdout + proc.stderr)
+    if whole:
+        RUN_S.setdefault(model.parent, []).append(float(whole[-1]))
     return float(found[-1])
 
 
@@ -210,6 +217,11 @@ def main() -> None:
         paired = describe(ratios.get(name, []))
         print(f"| {name} | {rate:.1f} | {f'{rate / base:.2f}x' if base else 'n/a'} | {paired} | {words[name]} | "
               f"{at_max[name]} | {' '.join(f'{ms:.3f}' for ms in runs[folder])} |")
+    if RUN_S:
+        print("\nwhole onmt_translate runs, model loading included (every run of the model, warm-up first)")
+        print("| variant | runs (s) |\n|---|---|")
+        for folder in folders:
+            print(f"| {folder.name} | {' '.join(f'{t:.2f}' for t in RUN_S.get(folder, []))} |")
 
 
 def check_kernels(folders: list, src: Path, args: argparse.Namespace, timer) -> None:

@@ -52,6 +52,20 @@ def test_bench_translate_decodes_every_tiny_model_in_process_against_softmax(tin
     assert rows["softmax"][1] == "1.00x"
 
 
+def test_bench_translate_process_runs_report_translation_time_and_whole_runs(tiny_models):
+    """onmt_translate processes: -report_time's translation time, and each run's whole time with the
+    model's loading (where the kernels' warm-up now runs), warm-up run included."""
+    out = _run("benchmarks/bench_translate.py", "--workdir", str(tiny_models), "--lines", "4", "--repeat", "1")
+    assert "model loading included" in out
+    timed, whole_runs = out.split("model loading included")
+    rows, whole = _table(timed), _table(whole_runs)
+    for variant in VARIANTS:
+        assert float(rows[variant][0]) > 0, variant
+    for variant in VARIANTS:
+        runs = [float(t) for t in whole[variant][0].split()]
+        assert len(runs) == 2 and min(runs) > 0, variant
+
+
 def test_profile_translate_counts_each_models_beam_steps(tiny_models):
     rows = _table(_run("benchmarks/profile_translate.py", "--workdir", str(tiny_models), "--lines", "8"))
     for variant in VARIANTS:
