@@ -72,7 +72,7 @@ def kernel(op: str, z: Tensor, dim: int = -1, **kw) -> Optional[Callable]:
 
 
 def warm_up(device) -> bool:
-    """Run the kernels' once-a-process set-up on `device` now (see `triton.warm_up`), where they
+    """Run the kernels' once-a-process set-up on `device` now (`onmt_entmax.ops.triton.warm_up`), where they
     would run there: a CUDA device, Triton present and not disabled. True when it ran."""
     device = torch.device(device)
     if device.type != "cuda" or _disabled("warm_up"):

@@ -15,10 +15,11 @@ first step, fma(d_i, d_i, d_j^2) in lane i against fma(d_j, d_j, d_i^2) in lane 
 of one row end up with different sums. The solver's loop exit and certificate are decided from
 these replicated row values, so the lanes then disagree: they leave the loop at different passes,
 and the shuffles after it exchange with lanes that are elsewhere (wrong rows, seen with one-warp
-tiles and with rows of at most 16 entries in OpenNMT-py training: docs/kernels.md). A thread
-that holds two or more entries adds them first, so its term entering the butterfly is a sum and
+tiles and with rows of at most 16 entries in OpenNMT-py training: docs/kernels.md). In a program
+of one long row a thread adds its entries first, so its term entering the butterfly is a sum and
 nothing can be fused there: long rows keep contraction (`launch_config`'s FP_FUSION), which is
-~10% of the 1.5-entmax loss time.
+~10% of the 1.5-entmax loss time. Tiles of several short rows do not, though each lane holds
+several entries: Triton >= 3.7 runs their butterfly first (tests/ops/test_triton_codegen.py).
 """
 from __future__ import annotations
 
