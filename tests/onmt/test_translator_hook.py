@@ -81,7 +81,8 @@ def test_translator_build_warms_the_kernels_of_a_sparse_model_only(monkeypatch):
 
     devices = []
     monkeypatch.setattr(ops, "warm_up_kernels", lambda device: devices.append(device) or True)
-    sparse = nn.Sequential(nn.Linear(8, 8), EntmaxGenerator.from_linear(nn.Linear(8, 20), get_transformation("entmax15")))
+    entmax = EntmaxGenerator.from_linear(nn.Linear(8, 20), get_transformation("entmax15"))
+    sparse = nn.Sequential(nn.Linear(8, 8), entmax)
     assert decoding_translate.warm_up_kernels_of(sparse)
     assert devices == [torch.device("cpu")]
     assert not decoding_translate.warm_up_kernels_of(nn.Sequential(nn.Linear(8, 20)))
