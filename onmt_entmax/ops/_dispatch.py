@@ -32,7 +32,6 @@ policy as the reference, `dim` any int):
     beam_topk(scores (R, N), k) -> (k best (R, k), their positions (R, k) int64, stats (R, 2) float64:
         finite count, best score not kept), or None   # no grad
     sparse_attention_decode(q, k, v, keep, kind, alpha, scale) -> (B, H, Tq, Dv), or None  # no grad
-    warm_up(device) -> None   # Triton's once-a-process set-up (one small launch), e.g. at model load
 """
 from __future__ import annotations
 
@@ -72,17 +71,16 @@ def kernel(op: str, z: Tensor, dim: int = -1, **kw) -> Optional[Callable]:
 
 
 def warm_up(device) -> bool:
-    """Run the kernels' once-a-process set-up on `device` now (`onmt_entmax.ops.triton.warm_up`), where they
-    would run there: a CUDA device, Triton present and not disabled. True when it ran."""
-    device = torch.device(device)
-    if device.type != "cuda" or _disabled("warm_up"):
+    """Triton's once-a-process set-up on `device`, done now: the first launch of any kernel in a
+    process hashes Triton's own library (~400 MB) into its cache key and starts its driver, 0.5-0.6 s
+    on the H200 hosts (warm disk cache; docs/kernels.md), which otherwise lands on the first call that
+    runs a kernel, e.g. the first beam step of a timed translation. One launch of the smallest kernel
+    (alpha-ReLU's log scores), where kernels run: a CUDA device, Triton present, neither op disabled
+    (ONMT_ENTMAX_NO_TRITON=warm_up turns this off alone). True when it ran."""
+    if _disabled("warm_up"):
         return False
-    kernels = _triton()
-    if kernels is None:
-        return False
-    with torch.no_grad():
-        kernels.warm_up(device)
-    return True
+    z = torch.zeros(1, 16, device=device)
+    return try_kernel("alpha_relu_log", z, 1.5, 0.0) is not None
 
 
 def try_kernel(op: str, z: Tensor, *args) -> Any:

@@ -144,15 +144,6 @@ def sparse_attention_train(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ke
                                                            return_weights, alpha_bounds)
 
 
-def warm_up(device: torch.device) -> None:
-    """Triton's once-a-process set-up, done now: the first launch of any kernel in a process hashes
-    Triton's own library (~400 MB) into its cache key and starts its driver, 0.5-0.6 s on the H200
-    hosts (warm disk cache, `.devsite` profile in docs/kernels.md), which otherwise lands on the
-    first call that runs a kernel, e.g. the first beam step of a timed translation. One launch of
-    the smallest kernel (compiled on first use, then read from Triton's disk cache)."""
-    alpha_relu_log(torch.zeros(1, 16, device=device), 1.5, 0.0)
-
-
 def bounded_alpha(a: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
     """clamp(1 + sigmoid(a), lo, hi), differentiable (kernel path, one launch each way)."""
     return _submodule("alpha").bounded_alpha(a, lo, hi)
