@@ -225,3 +225,24 @@ def test_every_other_kernel_compiles_with_this_triton(case):
     ptx = _ptx(fn, _signature(fn, const, pointers), const, warps, fusion)
     assert ".entry" in ptx, name
     assert fma_reading_a_shuffle(ptx) == [], name
+
+
+def _shared_loads(ptx: str) -> int:
+    return len(re.findall(r"ld\.shared", ptx))
+
+
+@pytest.mark.parametrize("mode", ["sparsemax", "entmax15"])
+def test_group_start_keeps_long_rows_in_registers(mode):
+    """Rows of 32768 (the 32k-vocabulary loss) start the solver from group maxima: forming the
+    groups costs no trip through shared memory, only the solve on them its cross-warp reductions
+    (a layout conversion of the row costs ~130 shared loads), with every Triton since 3.6."""
+    cfg = launch_config(32768, 4, mode=MODES[mode], lanes=False)
+    runtime = {"Z": F32, "Y": "*i64", "LOSS": F32, "STATS": F32, "ALPHA": F32, "n_rows": "i32",
+               "n_cols": "i32", "stride": "i32", "ignore_index": "i32", "eps": "fp32",
+               "relu_tau": "fp32", "tol": "fp32"}
+    const = {"MODE": MODES[mode], "SMOOTH": False, "MAX_ITER": 64, "BR": 1, "BC": cfg["BC"],
+             "SINGLE": True, "GROUP_ITER": cfg["GROUP_ITER"]}
+    assert cfg["GROUPS"]
+    loads = {g: _shared_loads(_ptx(KL._fy_fwd_kernel, runtime, dict(const, GROUPS=g), cfg["num_warps"],
+                                   cfg["FP_FUSION"], ("n_cols", "stride"))) for g in (True, False)}
+    assert loads[True] <= 2 * loads[False], loads
