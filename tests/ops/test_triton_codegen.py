@@ -70,7 +70,7 @@ def _loss_fwd(n_cols, mode):
                "n_cols": "i32", "stride": "i32", "ignore_index": "i32", "eps": "fp32",
                "relu_tau": "fp32", "tol": "fp32"}
     const = {"MODE": MODES[mode], "SMOOTH": False, "MAX_ITER": 64, "BR": cfg["BR"],
-             "BC": cfg["BC"], "SINGLE": cfg["SINGLE"], "GROUPS": cfg["GROUPS"] and mode != "alpha_relu",
+             "BC": cfg["BC"], "SINGLE": cfg["SINGLE"], "GROUPS": 0 if mode == "alpha_relu" else cfg["GROUPS"],
              "GROUP_ITER": cfg["GROUP_ITER"]}
     mult = ("n_cols", "stride") if n_cols % 16 == 0 else ()
     return _ptx(KL._fy_fwd_kernel, runtime, const, cfg["num_warps"], cfg["FP_FUSION"], mult)
@@ -231,18 +231,32 @@ def _shared_loads(ptx: str) -> int:
     return len(re.findall(r"ld\.shared", ptx))
 
 
-@pytest.mark.parametrize("mode", ["sparsemax", "entmax15"])
-def test_group_start_keeps_long_rows_in_registers(mode):
-    """Rows of 32768 (the 32k-vocabulary loss) start the solver from group maxima: forming the
-    groups costs no trip through shared memory, only the solve on them its cross-warp reductions
-    (a layout conversion of the row costs ~130 shared loads), with every Triton since 3.6."""
-    cfg = launch_config(32768, 4, mode=MODES[mode], lanes=False)
-    runtime = {"Z": F32, "Y": "*i64", "LOSS": F32, "STATS": F32, "ALPHA": F32, "n_rows": "i32",
+def _loss_fwd_groups(n_cols: int, dtype: str, groups: int) -> str:
+    """The 1.5-entmax loss forward for rows of n_cols held in registers, started from groups of
+    `groups` entries (0: from -1)."""
+    elem = {"*fp32": 4, "*bf16": 2}[dtype]
+    cfg = launch_config(n_cols, elem, mode=1, lanes=False)
+    runtime = {"Z": dtype, "Y": "*i64", "LOSS": F32, "STATS": F32, "ALPHA": F32, "n_rows": "i32",
                "n_cols": "i32", "stride": "i32", "ignore_index": "i32", "eps": "fp32",
                "relu_tau": "fp32", "tol": "fp32"}
-    const = {"MODE": MODES[mode], "SMOOTH": False, "MAX_ITER": 64, "BR": 1, "BC": cfg["BC"],
-             "SINGLE": True, "GROUP_ITER": cfg["GROUP_ITER"]}
-    assert cfg["GROUPS"]
-    loads = {g: _shared_loads(_ptx(KL._fy_fwd_kernel, runtime, dict(const, GROUPS=g), cfg["num_warps"],
-                                   cfg["FP_FUSION"], ("n_cols", "stride"))) for g in (True, False)}
-    assert loads[True] <= 2 * loads[False], loads
+    const = {"MODE": 1, "SMOOTH": False, "MAX_ITER": 32, "BR": 1, "BC": cfg["BC"], "SINGLE": True,
+             "GROUPS": groups, "GROUP_ITER": cfg["GROUP_ITER"]}
+    return _ptx(KL._fy_fwd_kernel, runtime, const, cfg["num_warps"], cfg["FP_FUSION"], ("n_cols", "stride"))
+
+
+@pytest.mark.parametrize("dtype", ["*fp32", "*bf16"])
+@pytest.mark.parametrize("n_cols", [1024, 4096, 8192, 32768])
+def test_group_start_keeps_long_rows_in_registers(n_cols, dtype):
+    """Long rows start the solver from group maxima: forming the groups costs no trip through
+    shared memory, only the solve on them its cross-warp reductions (groups of 16 at 8192 columns
+    on 8 warps, which took the row through shared memory, ran the loss 1.5x slower on an H200)."""
+    groups = launch_config(n_cols, 4 if dtype == "*fp32" else 2, mode=1, lanes=False)["GROUPS"]
+    assert groups >= 4
+    loads = {g: _shared_loads(_loss_fwd_groups(n_cols, dtype, g)) for g in (groups, 0)}
+    assert loads[groups] <= 2 * loads[0], loads
+
+
+def test_group_check_sees_groups_spread_over_threads():
+    """Groups of 16 at 8192 columns on 8 warps (before `group_size`) fail the check above."""
+    loads = {g: _shared_loads(_loss_fwd_groups(8192, "*fp32", g)) for g in (16, 0)}
+    assert loads[16] > 2 * loads[0], loads

@@ -24,6 +24,7 @@ DEFAULTS = {"SINGLE_MAX": 32768, "CHUNK": 4096, "CHUNK_WARPS": 8,
             "BISECT_SINGLE_MAX": 4096,              # alpha-entmax (float alpha): longer rows stream
             "BISECT_LONG_WARPS": 32,                # alpha-entmax rows >= 16384 held in registers
             "GROUP_MIN": 1024,                      # rows from this length start from group maxima
+            "GROUP_SIZE": 16,                       # entries a group, at most (group_size)
             "GROUP_ITER": 32}                       # solver passes at most over the group maxima
 
 
@@ -34,6 +35,16 @@ def next_pow2(n: int) -> int:
 def cdiv(a: int, b: int) -> int:
     """ceil(a / b) for the launch grids (`triton.cdiv` goes through Triton's JIT call: ~7 us a call)."""
     return -(-a // b)
+
+
+def group_size(bc: int, num_warps: int, elem_size: int, most: int) -> int:
+    """Entries a group of the start from group maxima (`_solver.group_max`: group j holds entries j,
+    j + bc / size, ...): at most `most`, and few enough that bc / size is a multiple of the span a
+    load covers (16-byte vectors on 32 lanes of each warp), so that a group lies in one thread.
+    Groups of 16 at 8192 columns on 8 warps took the row through shared memory: the fp32
+    1.5-entmax loss at 4096 x 8192 ran 1.5x slower (H200)."""
+    span = 16 // elem_size * 32 * num_warps
+    return max(1, min(most, bc // span))
 
 
 def launch_config(n_cols: int, elem_size: int, override: dict | None = None, mode: int = 1,
@@ -57,7 +68,9 @@ def _launch_config(n_cols: int, elem_size: int, override: dict | None, mode: int
     LANES: for tiles of several short rows, the lanes they share (each row gets LANES // BR of
     them, `_solver.lane_cols`, in the mapping kernels' `_*_lanes_kernel`); 0 for one row a
     program, or where the kernel has no lane tiles (lanes=False: the loss).
-    GROUPS: the row held in registers starts the solver from its group maxima (_solver.py).
+    GROUPS: entries a group where the row held in registers starts the solver from its group
+    maxima (_solver.py; 0: from -1); streamed rows: 1, their groups being the columns that share a
+    position mod BC.
     soft_rows: a per-row alpha tensor, whose alpha == 1 rows only the register path computes."""
     o = dict(DEFAULTS, **override) if override else DEFAULTS
     single_max = o["SINGLE_MAX"]
@@ -76,7 +89,9 @@ def _launch_config(n_cols: int, elem_size: int, override: dict | None, mode: int
             nw = o.get("num_warps") or o["BISECT_LONG_WARPS"]
         else:  # one row per program: 8 warps hold 32768 floats (128 a thread) best on H200
             nw = o.get("num_warps") or max(1, min(8, bc // 1024))
-        groups = br == 1 and bc >= o["GROUP_MIN"] and not backward
+        groups = 0
+        if br == 1 and bc >= o["GROUP_MIN"] and not backward:
+            groups = group_size(bc, nw, elem_size, o["GROUP_SIZE"])
         n_lanes = min(32 * nw, br * bc)
         # (with one lane a row the compiler spreads the row over the lanes again)
         if br == 1 or n_lanes // br < 2 or spread:
@@ -88,5 +103,5 @@ def _launch_config(n_cols: int, elem_size: int, override: dict | None, mode: int
         return {"BR": br, "BC": bc, "SINGLE": True, "GROUPS": groups, "GROUP_ITER": o["GROUP_ITER"],
                 "FP_FUSION": fusion, "num_warps": nw, "LANES": n_lanes}
     nw = o.get("num_warps") or o["CHUNK_WARPS"]
-    return {"BR": 1, "BC": o["CHUNK"], "SINGLE": False, "GROUPS": True, "GROUP_ITER": o["GROUP_ITER"],
+    return {"BR": 1, "BC": o["CHUNK"], "SINGLE": False, "GROUPS": 1, "GROUP_ITER": o["GROUP_ITER"],
             "FP_FUSION": o["CHUNK"] >= 64 * nw, "num_warps": nw, "LANES": 0}

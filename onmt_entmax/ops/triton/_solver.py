@@ -23,7 +23,7 @@ then p is divided by A so that it sums to one.
 Start: tau = -1 is a lower bound, but on flat rows Newton from there needs up to ~11 passes
 (sparsemax, 32768 entries of randn * 0.2: each step covers a quarter of the distance). For any
 subset T of the row, F_T(tau) = sum_T [x - tau]_+^beta <= F(tau), so the threshold of T is a
-lower bound of the row's. Long rows take T = the maxima of groups of 16 entries, which holds
+lower bound of the row's. Long rows take T = the maxima of groups of 4-16 entries, which holds
 most of the (small) support: solving on T costs 1/16 of a pass each step, and from there the
 row needs 1-2 passes (4 for flat alpha = 1.33 rows, whose large support T misses).
 """
@@ -35,7 +35,6 @@ from triton.language.extra.cuda import libdevice
 
 # MODE (a constexpr in every kernel): 0 sparsemax, 1 exact 1.5-entmax, 2 any alpha (Newton + tol).
 _INTERP = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") == "1")
-GROUP = tl.constexpr(16)  # entries per group of the start (rows held in registers)
 START_MARGIN = tl.constexpr(1e-6)  # tau_T - margin: a lower bound despite float32 rounding
 FLT_MIN = tl.constexpr(1.1754943508222875e-38)
 
@@ -213,23 +212,23 @@ def max_nan(a, b):
 
 
 @triton.jit
-def group_max(z, BR: tl.constexpr, BC: tl.constexpr):
-    """Maxima [BR, BC // GROUP] of a partition of each row into groups of GROUP entries, group j
-    holding entries j, j + BC // GROUP, j + 2 BC // GROUP, ... (any partition serves the start).
-    Strided because a thread holds entries one layout span apart (4-8 a thread x 32 lanes x
-    warps): once BC // GROUP is a multiple of the span (32768 columns on 8 warps), each group
-    lies in one thread's registers. The reshape keeps the order (can_reorder, which let Triton
-    choose the groups, is deprecated in 3.9 and gone in 3.10); contiguous groups in order go
-    through shared memory (sm_90 PTX at 32768 columns: 140 shared loads against 12)."""
-    return tl.reduce(tl.reshape(z, [BR, GROUP, BC // GROUP]), 1, max_nan)
+def group_max(z, BR: tl.constexpr, BC: tl.constexpr, SIZE: tl.constexpr):
+    """Maxima [BR, BC // SIZE] of a partition of each row into groups of SIZE entries, group j
+    holding entries j, j + BC // SIZE, j + 2 BC // SIZE, ... (any partition serves the start).
+    Strided because a thread holds entries one layout span apart (16-byte vectors x 32 lanes x
+    warps): where BC // SIZE is a multiple of the span (`_config.group_size`), each group lies in
+    one thread's registers. The reshape keeps the order (can_reorder, which let Triton choose
+    the groups, is deprecated in 3.9 and gone in 3.10); groups spread over threads go through
+    shared memory (sm_90 PTX at 32768 columns: 140 shared loads against 12)."""
+    return tl.reduce(tl.reshape(z, [BR, SIZE, BC // SIZE]), 1, max_nan)
 
 
 @triton.jit
 def tile_max(z, BR: tl.constexpr, BC: tl.constexpr, GROUPS: tl.constexpr):
-    """(row maxima [BR], NaN where the row has a NaN; zg): zg the group maxima of the tile when
-    GROUPS (for `start`), else z."""
+    """(row maxima [BR], NaN where the row has a NaN; zg): zg the maxima of the tile's groups of
+    GROUPS entries (for `start`), or z where GROUPS is 0."""
     if GROUPS:
-        zg = group_max(z, BR, BC)
+        zg = group_max(z, BR, BC, GROUPS)
     else:
         zg = z
     return tl.reduce(zg, 1, max_nan), zg
@@ -238,7 +237,7 @@ def tile_max(z, BR: tl.constexpr, BC: tl.constexpr, GROUPS: tl.constexpr):
 @triton.jit
 def start(zg, m, a1, beta, row_ok, tol, MODE: tl.constexpr, GROUP_ITER: tl.constexpr,
           GROUPS: tl.constexpr):
-    """The solver's first tau [BR]: `group_start` when GROUPS, else -1."""
+    """The solver's first tau [BR]: `group_start` where GROUPS is not 0, else -1."""
     if GROUPS:
         tau0 = group_start(zg, m, a1, beta, row_ok, tol, MODE, GROUP_ITER)
     else:

@@ -295,7 +295,7 @@ def fy_loss_rows(z: torch.Tensor, target: torch.Tensor, kind: str, alpha=1.5, ta
                                   float(tau), tol),
            {"MODE": mode, "SMOOTH": eps > 0, "MAX_ITER": max_iter if mode != 1 else 32,
             "BR": cfg["BR"], "BC": cfg["BC"], "SINGLE": cfg["SINGLE"],
-            "GROUPS": cfg["GROUPS"] and mode != 3, "GROUP_ITER": cfg["GROUP_ITER"]},
+            "GROUPS": 0 if mode == 3 else cfg["GROUPS"], "GROUP_ITER": cfg["GROUP_ITER"]},
            cfg["num_warps"], cfg["FP_FUSION"])
     return loss, stats, a_rows
 
