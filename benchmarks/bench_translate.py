@@ -137,6 +137,13 @@ def translate_ms(model: Path, src: Path, out: Path, args: argparse.Namespace) ->
     return float(found[-1])
 
 
+def progress(what: str, folder: Path, ms: float) -> None:
+    """One line on stderr as each run ends: a run cut short by a time limit (a lent GPU machine's
+    10-minute commands; 16 onmt_translate processes of 1000 lines took more than 230 s on an
+    H200) still leaves the runs it made."""
+    print(f"[bench_translate] {what} {folder.name}: {ms:.3f} ms a sentence", file=sys.stderr, flush=True)
+
+
 def decoding_options(ap: argparse.ArgumentParser, lines: int, fixed_length: int) -> None:
     """The options of a decoding benchmark over a `bench_train.py` workdir (this one and
     profile_translate.py): what is decoded, and how."""
@@ -182,13 +189,14 @@ def main() -> None:
         # not timed: compiles the Triton specialisations of every shape the timed runs meet (a
         # one-sentence warm-up left them to the first timed round: 3.3-3.9 ms a sentence against
         # 1.4-1.9 after, H100), into Triton's cache on disk for the onmt_translate processes
-        timer(last_checkpoint(folder), src, folder / "warmup.out", args)
+        progress("warm-up", folder, timer(last_checkpoint(folder), src, folder / "warmup.out", args))
     if args.check_kernels:
         check_kernels(folders, src, args, timer)
     runs: dict = {folder: [] for folder in folders}
     for r in range(args.repeat):  # rounds over the models, so a slow spell of the host hits all of them;
         for folder in folders[r % len(folders):] + folders[:r % len(folders)]:  # each round starts elsewhere
             runs[folder].append(timer(last_checkpoint(folder), src, folder / "bench.out", args))
+            progress(f"round {r + 1}/{args.repeat}", folder, runs[folder][-1])
     soft = next((f for f in folders if f.name == "softmax"), None)
     ratios = {}
     for folder in folders:
