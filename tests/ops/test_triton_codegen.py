@@ -64,16 +64,18 @@ def _mapping_fwd(n_cols, mode, fp_fusion=None, lanes=True):
     return _ptx(fn, runtime, const, cfg["num_warps"], fus, mult)
 
 
+_LOSS_FWD_ARGS = {"Z": F32, "Y": "*i64", "LOSS": F32, "STATS": F32, "ALPHA": F32, "n_rows": "i32",
+                  "n_cols": "i32", "stride": "i32", "ignore_index": "i32", "eps": "fp32",
+                  "relu_tau": "fp32", "tol": "fp32"}
+
+
 def _loss_fwd(n_cols, mode):
     cfg = launch_config(n_cols, 4, mode=MODES[mode], lanes=False)
-    runtime = {"Z": F32, "Y": "*i64", "LOSS": F32, "STATS": F32, "ALPHA": F32, "n_rows": "i32",
-               "n_cols": "i32", "stride": "i32", "ignore_index": "i32", "eps": "fp32",
-               "relu_tau": "fp32", "tol": "fp32"}
     const = {"MODE": MODES[mode], "SMOOTH": False, "MAX_ITER": 64, "BR": cfg["BR"],
              "BC": cfg["BC"], "SINGLE": cfg["SINGLE"], "GROUPS": 0 if mode == "alpha_relu" else cfg["GROUPS"],
              "GROUP_ITER": cfg["GROUP_ITER"]}
     mult = ("n_cols", "stride") if n_cols % 16 == 0 else ()
-    return _ptx(KL._fy_fwd_kernel, runtime, const, cfg["num_warps"], cfg["FP_FUSION"], mult)
+    return _ptx(KL._fy_fwd_kernel, _LOSS_FWD_ARGS, const, cfg["num_warps"], cfg["FP_FUSION"], mult)
 
 
 def _mapping_bwd(n_cols, mode):
@@ -236,12 +238,10 @@ def _loss_fwd_groups(n_cols: int, dtype: str, groups: int) -> str:
     `groups` entries (0: from -1)."""
     elem = {"*fp32": 4, "*bf16": 2}[dtype]
     cfg = launch_config(n_cols, elem, mode=1, lanes=False)
-    runtime = {"Z": dtype, "Y": "*i64", "LOSS": F32, "STATS": F32, "ALPHA": F32, "n_rows": "i32",
-               "n_cols": "i32", "stride": "i32", "ignore_index": "i32", "eps": "fp32",
-               "relu_tau": "fp32", "tol": "fp32"}
     const = {"MODE": 1, "SMOOTH": False, "MAX_ITER": 32, "BR": 1, "BC": cfg["BC"], "SINGLE": True,
              "GROUPS": groups, "GROUP_ITER": cfg["GROUP_ITER"]}
-    return _ptx(KL._fy_fwd_kernel, runtime, const, cfg["num_warps"], cfg["FP_FUSION"], ("n_cols", "stride"))
+    return _ptx(KL._fy_fwd_kernel, dict(_LOSS_FWD_ARGS, Z=dtype), const, cfg["num_warps"], cfg["FP_FUSION"],
+                ("n_cols", "stride"))
 
 
 @pytest.mark.parametrize("dtype", ["*fp32", "*bf16"])

@@ -24,7 +24,7 @@ Start: tau = -1 is a lower bound, but on flat rows Newton from there needs up to
 (sparsemax, 32768 entries of randn * 0.2: each step covers a quarter of the distance). For any
 subset T of the row, F_T(tau) = sum_T [x - tau]_+^beta <= F(tau), so the threshold of T is a
 lower bound of the row's. Long rows take T = the maxima of groups of 4-16 entries, which holds
-most of the (small) support: solving on T costs 1/16 of a pass each step, and from there the
+most of the (small) support: solving on T costs 1/16-1/4 of a pass each step, and from there the
 row needs 1-2 passes (4 for flat alpha = 1.33 rows, whose large support T misses).
 """
 import os
