@@ -69,13 +69,20 @@ _LOSS_FWD_ARGS = {"Z": F32, "Y": "*i64", "LOSS": F32, "STATS": F32, "ALPHA": F32
                   "relu_tau": "fp32", "tol": "fp32"}
 
 
-def _loss_fwd(n_cols, mode):
-    cfg = launch_config(n_cols, 4, mode=MODES[mode], lanes=False)
+_ELEM_SIZE = {F32: 4, "*bf16": 2}
+
+
+def _loss_fwd(n_cols, mode, dtype=F32, groups=None):
+    """The loss forward fy_loss_rows launches for rows of n_cols of `dtype` logits; `groups`: the
+    start's group size instead of the launch's (0: from -1)."""
+    cfg = launch_config(n_cols, _ELEM_SIZE[dtype], mode=MODES[mode], lanes=False)
+    if groups is None:
+        groups = 0 if mode == "alpha_relu" else cfg["GROUPS"]
     const = {"MODE": MODES[mode], "SMOOTH": False, "MAX_ITER": 64, "BR": cfg["BR"],
-             "BC": cfg["BC"], "SINGLE": cfg["SINGLE"], "GROUPS": 0 if mode == "alpha_relu" else cfg["GROUPS"],
-             "GROUP_ITER": cfg["GROUP_ITER"]}
+             "BC": cfg["BC"], "SINGLE": cfg["SINGLE"], "GROUPS": groups, "GROUP_ITER": cfg["GROUP_ITER"]}
     mult = ("n_cols", "stride") if n_cols % 16 == 0 else ()
-    return _ptx(KL._fy_fwd_kernel, _LOSS_FWD_ARGS, const, cfg["num_warps"], cfg["FP_FUSION"], mult)
+    return _ptx(KL._fy_fwd_kernel, dict(_LOSS_FWD_ARGS, Z=dtype), const, cfg["num_warps"], cfg["FP_FUSION"],
+                mult)
 
 
 def _mapping_bwd(n_cols, mode):
@@ -233,30 +240,19 @@ def _shared_loads(ptx: str) -> int:
     return len(re.findall(r"ld\.shared", ptx))
 
 
-def _loss_fwd_groups(n_cols: int, dtype: str, groups: int) -> str:
-    """The 1.5-entmax loss forward for rows of n_cols held in registers, started from groups of
-    `groups` entries (0: from -1)."""
-    elem = {"*fp32": 4, "*bf16": 2}[dtype]
-    cfg = launch_config(n_cols, elem, mode=1, lanes=False)
-    const = {"MODE": 1, "SMOOTH": False, "MAX_ITER": 32, "BR": 1, "BC": cfg["BC"], "SINGLE": True,
-             "GROUPS": groups, "GROUP_ITER": cfg["GROUP_ITER"]}
-    return _ptx(KL._fy_fwd_kernel, dict(_LOSS_FWD_ARGS, Z=dtype), const, cfg["num_warps"], cfg["FP_FUSION"],
-                ("n_cols", "stride"))
-
-
-@pytest.mark.parametrize("dtype", ["*fp32", "*bf16"])
+@pytest.mark.parametrize("dtype", [F32, "*bf16"])
 @pytest.mark.parametrize("n_cols", [1024, 4096, 8192, 32768])
 def test_group_start_keeps_long_rows_in_registers(n_cols, dtype):
     """Long rows start the solver from group maxima: forming the groups costs no trip through
     shared memory, only the solve on them its cross-warp reductions (groups of 16 at 8192 columns
     on 8 warps, which took the row through shared memory, ran the loss 1.5x slower on an H200)."""
-    groups = launch_config(n_cols, 4 if dtype == "*fp32" else 2, mode=1, lanes=False)["GROUPS"]
+    groups = launch_config(n_cols, _ELEM_SIZE[dtype], mode=1, lanes=False)["GROUPS"]
     assert groups >= 4
-    loads = {g: _shared_loads(_loss_fwd_groups(n_cols, dtype, g)) for g in (groups, 0)}
+    loads = {g: _shared_loads(_loss_fwd(n_cols, "entmax15", dtype, g)) for g in (groups, 0)}
     assert loads[groups] <= 2 * loads[0], loads
 
 
 def test_group_check_sees_groups_spread_over_threads():
     """Groups of 16 at 8192 columns on 8 warps (before `group_size`) fail the check above."""
-    loads = {g: _shared_loads(_loss_fwd_groups(8192, "*fp32", g)) for g in (16, 0)}
+    loads = {g: _shared_loads(_loss_fwd(8192, "entmax15", F32, g)) for g in (16, 0)}
     assert loads[16] > 2 * loads[0], loads
