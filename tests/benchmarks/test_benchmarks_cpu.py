@@ -15,13 +15,15 @@ ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = ("softmax", "entmax15_output_all_attention_", "learned_alpha_all_attention_", "1_5_ReLU_output")
 
 
-def _run(*args: str, stderr: list | None = None) -> str:
-    """The script's stdout (its stderr appended to `stderr` when given)."""
+def _proc(*args: str) -> subprocess.CompletedProcess:
+    """The script run to its end, successfully (its stdout and stderr captured)."""
     proc = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    if stderr is not None:
-        stderr.append(proc.stderr)
-    return proc.stdout
+    return proc
+
+
+def _run(*args: str) -> str:
+    return _proc(*args).stdout
 
 
 def _table(out: str) -> dict:
@@ -58,18 +60,16 @@ def test_bench_translate_decodes_every_tiny_model_in_process_against_softmax(tin
 def test_bench_translate_process_runs_report_translation_time_and_whole_runs(tiny_models):
     """onmt_translate processes: -report_time's translation time, and each run's whole time with the
     model's loading (where the kernels' warm-up now runs), warm-up run included."""
-    err = []
-    out = _run("benchmarks/bench_translate.py", "--workdir", str(tiny_models), "--lines", "4", "--repeat", "1",
-               stderr=err)
+    proc = _proc("benchmarks/bench_translate.py", "--workdir", str(tiny_models), "--lines", "4", "--repeat", "1")
+    out = proc.stdout
     assert "model loading included" in out
     # each run is also reported as it ends (a run cut short by a time limit keeps those lines)
-    progress = [line for line in err[0].splitlines() if line.startswith("[bench_translate]")]
-    assert len(progress) == 2 * len(VARIANTS), err[0][-2000:]
+    progress = [line for line in proc.stderr.splitlines() if line.startswith("[bench_translate]")]
+    assert len(progress) == 2 * len(VARIANTS), proc.stderr[-2000:]
     timed, whole_runs = out.split("model loading included")
     rows, whole = _table(timed), _table(whole_runs)
     for variant in VARIANTS:
         assert float(rows[variant][0]) > 0, variant
-    for variant in VARIANTS:
         runs = [float(t) for t in whole[variant][0].split()]
         assert len(runs) == 2 and min(runs) > 0, variant
 
