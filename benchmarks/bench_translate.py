@@ -140,8 +140,9 @@ def translate_ms(model: Path, src: Path, out: Path, args: argparse.Namespace) ->
 def progress(what: str, folder: Path, ms: float) -> None:
     """One line on stderr as each run ends: a run cut short by a time limit (a lent GPU machine's
     10-minute commands; 16 onmt_translate processes of 1000 lines took more than 230 s on an
-    H200) still leaves the runs it made."""
-    print(f"[bench_translate] {what} {folder.name}: {ms:.3f} ms a sentence", file=sys.stderr, flush=True)
+    H200) still leaves the runs it made; for a process, also its whole run (model loading included)."""
+    whole = f", whole run {RUN_S[folder][-1]:.2f} s" if RUN_S.get(folder) else ""
+    print(f"[bench_translate] {what} {folder.name}: {ms:.3f} ms a sentence{whole}", file=sys.stderr, flush=True)
 
 
 def decoding_options(ap: argparse.ArgumentParser, lines: int, fixed_length: int) -> None:

@@ -5,6 +5,7 @@ inside the package can break them unseen until the next GPU session: `bench_atte
 did when `fused_attention.fusable` changed what it returns. Here they run on tiny CPU models;
 their numbers mean nothing, their tables must be whole.
 """
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,7 @@ def test_bench_translate_process_runs_report_translation_time_and_whole_runs(tin
     # each run is also reported as it ends (a run cut short by a time limit keeps those lines)
     progress = [line for line in proc.stderr.splitlines() if line.startswith("[bench_translate]")]
     assert len(progress) == 2 * len(VARIANTS), proc.stderr[-2000:]
+    assert all(re.search(r"ms a sentence, whole run [0-9.]+ s$", line) for line in progress), progress
     timed, whole_runs = out.split("model loading included")
     rows, whole = _table(timed), _table(whole_runs)
     for variant in VARIANTS:
