@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .model import install, reset_learnable_alphas
-from .translation import opts_for_build
+from onmt_entmax import ops
+
+from .model import has_sparse_transformation, install, reset_learnable_alphas
+from .translation import loading_onto_gpu, opts_for_build
 
 _STOCK_GLOBAL_ATTENTION = "softmax"  # what we ask upstream to build before installing ours
 
@@ -12,6 +14,8 @@ _STOCK_GLOBAL_ATTENTION = "softmax"  # what we ask upstream to build before inst
 def wrap_build_base_model(upstream: Callable) -> Callable:
     """Build with upstream, then install our generator and normalizers (before weights load).
 
+    Loaded for a GPU (``load_test_model``), a sparse model also starts the kernels' host set-up in
+    the background (``ops.prepare_kernels_in_background``).
     Upstream ``GlobalAttention`` asserts ``attn_func in {softmax, sparsemax}``: it is built as
     softmax and then given our normalizer (upstream's sparsemax is replaced too, by the -inf-safe
     one from ``onmt_entmax.ops``).
@@ -25,7 +29,11 @@ def wrap_build_base_model(upstream: Callable) -> Callable:
             model = upstream(model_opt, vocabs)
         finally:
             model_opt.global_attention_function = requested
-        return install(model, opt)
+        model = install(model, opt)
+        if loading_onto_gpu() and has_sparse_transformation(model):
+            # the kernels' host set-up overlaps the weights' loading; the translator's warm-up waits for it
+            ops.prepare_kernels_in_background()
+        return model
 
     return build_base_model
 

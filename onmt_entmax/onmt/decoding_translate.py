@@ -39,6 +39,7 @@ from .decoding_ensemble import apply as apply_ensemble
 from .decoding_beam import apply as apply_beam
 from .decoding_options import DecodingConfig, add_decoding_options
 from .decoding_scorer import SentenceScorer, trim_eos
+from .model import has_sparse_transformation
 
 NEG_INF = float("-inf")
 
@@ -76,7 +77,7 @@ def warm_up_kernels_of(model) -> bool:
     ~0.5 s on the GPU hosts, otherwise paid in the first beam step, inside onmt_translate's
     -report_time) when a module of the model has a sparse transformation (softmax's decoding runs no
     kernel of ours). True when it ran."""
-    if not any(getattr(getattr(m, "transformation", None), "sparse", False) for m in model.modules()):
+    if not has_sparse_transformation(model):
         return False
     param = next(model.parameters(), None)
     return param is not None and ops.warm_up_kernels(param.device)

@@ -104,6 +104,12 @@ def install(model: nn.Module, opt) -> nn.Module:
     return model
 
 
+def has_sparse_transformation(model: nn.Module) -> bool:
+    """Whether a module of the model (generator, attention normalizer) has a sparse transformation:
+    softmax models (stock or ours) run no kernel of ours."""
+    return any(getattr(getattr(m, "transformation", None), "sparse", False) for m in model.modules())
+
+
 def reset_learnable_alphas(model: nn.Module) -> None:
     """Undo ``param_init``'s uniform init on alpha logits: a new model starts at the configured alpha."""
     for module in model.modules():

@@ -37,7 +37,8 @@ PATCHES: list[Patch] = [
           "onmt.utils.parse:ArgumentParser.parse_known_args", options.wrap_parse_known_args),
     Patch("validate_options", "check Entmax options (alpha >= 1, tau, copy_attn, learn_alpha) before training",
           "onmt.utils.parse:ArgumentParser.validate_model_opts", validation.wrap_validate_model_opts),
-    Patch("build_base_model", "install our generator and attention normalizers before weights are loaded",
+    Patch("build_base_model", "install our generator and attention normalizers before weights are loaded "
+          "(loaded for a GPU: start the kernels' host set-up)",
           "onmt.model_builder:build_base_model", building.wrap_build_base_model),
     Patch("build_model", "start learnable alphas at the configured alpha, not param_init noise",
           "onmt.model_builder:build_model", building.wrap_build_model, aliases=("onmt.train_single:build_model",)),

@@ -29,6 +29,7 @@ def _logger():
 
 _GENERATOR = contextvars.ContextVar("onmt_entmax_generator", default=None)
 _OVERRIDES = contextvars.ContextVar("onmt_entmax_overrides", default=None)
+_GPU_LOAD = contextvars.ContextVar("onmt_entmax_gpu_load", default=False)
 
 
 def make_log_softmax(upstream_log_softmax: Callable) -> Callable:
@@ -89,11 +90,14 @@ def wrap_load_test_model(upstream: Callable) -> Callable:
     """``model_builder.load_test_model``: pass overrides to the model build; refuse an unresolved tau."""
 
     def load_test_model(opt, device_id=0, model_path=None):
-        token = _OVERRIDES.set(overrides_from(opt))
+        from onmt.utils.misc import use_gpu
+
+        token, gpu = _OVERRIDES.set(overrides_from(opt)), _GPU_LOAD.set(bool(use_gpu(opt)))
         try:
             vocabs, model, model_opt = upstream(opt, device_id, model_path)
         finally:
             _OVERRIDES.reset(token)
+            _GPU_LOAD.reset(gpu)
         gen = getattr(model, "generator", None)
         tau = overrides_from(opt).get("generator_tau")
         if tau == "auto":
@@ -108,9 +112,14 @@ def wrap_load_test_model(upstream: Callable) -> Callable:
     return load_test_model
 
 
+def loading_onto_gpu() -> bool:
+    """True while ``load_test_model`` (onmt_translate, scoring) loads a model for a GPU."""
+    return _GPU_LOAD.get()
+
+
 def opts_for_build(model_opt):
     """The options the model is built from: checkpoint's plus any translate-time overrides."""
     return apply_overrides(model_opt, current_overrides())
 
 
-__all__ = ["make_log_softmax", "wrap_decode_and_generate", "wrap_load_test_model", "opts_for_build"]
+__all__ = ["make_log_softmax", "wrap_decode_and_generate", "wrap_load_test_model", "opts_for_build", "loading_onto_gpu"]

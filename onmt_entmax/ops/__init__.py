@@ -1,5 +1,6 @@
 """Math layer: sparse mappings and their Fenchel-Young losses (no OpenNMT-py import here)."""
 from ._common import alpha_in_range
+from ._dispatch import prepare_in_background as prepare_kernels_in_background
 from ._dispatch import warm_up as warm_up_kernels
 from .alpha_relu import alpha_relu, alpha_relu_log
 from .attention import sparse_attention
@@ -28,5 +29,5 @@ __all__ = [
     "softmax_safe", "sparse_attention", "beam_stats", "beam_topk", "alpha_in_range", "bounded_alpha",
     "SparsemaxLoss", "Entmax15Loss", "EntmaxBisectLoss", "AlphaReLULoss",
     "sparsemax_loss", "entmax15_loss", "entmax_bisect_loss", "alpha_relu_loss", "fy_loss",
-    "tau_formula", "tau_first_batch", "warm_up_kernels",
+    "tau_formula", "tau_first_batch", "warm_up_kernels", "prepare_kernels_in_background",
 ]

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from types import ModuleType
 from typing import Any, Callable, Optional
 
@@ -70,6 +71,28 @@ def kernel(op: str, z: Tensor, dim: int = -1, **kw) -> Optional[Callable]:
     return getattr(kernels, op)
 
 
+_SETUP: Optional[threading.Thread] = None  # the set-up started by prepare_in_background
+
+
+def prepare_in_background() -> bool:
+    """Start the host half of Triton's once-a-process set-up in a daemon thread: importing Triton
+    and a kernel module (0.1-0.2 s on the CPU VM) and hashing Triton's library into its cache key
+    (0.27-0.40 s there; file reads and sha256 release the GIL), so that it overlaps what the caller
+    does next (loading a model's weights onto the GPU); the whole first launch took 0.47-0.54 s on
+    the H200 hosts. Once a process, where a CUDA device and Triton are present
+    (ONMT_ENTMAX_NO_TRITON=warm_up turns it off with the warm-up, =prepare alone); `warm_up` waits
+    for it. True when started."""
+    global _SETUP
+    if _SETUP is not None or _disabled("warm_up") or _disabled("prepare") or not torch.cuda.is_available():
+        return False
+    kernels = _triton()
+    if kernels is None or not kernels.HAVE_TRITON:
+        return False
+    _SETUP = threading.Thread(target=kernels.prepare, name="onmt_entmax-triton-setup", daemon=True)
+    _SETUP.start()
+    return True
+
+
 def warm_up(device) -> bool:
     """Triton's once-a-process set-up on `device`, done now: the first launch of any kernel in a
     process hashes Triton's own library (~400 MB) into its cache key and starts its driver, 0.5-0.6 s
@@ -79,6 +102,8 @@ def warm_up(device) -> bool:
     (ONMT_ENTMAX_NO_TRITON=warm_up turns this off alone). True when it ran."""
     if _disabled("warm_up"):
         return False
+    if _SETUP is not None:
+        _SETUP.join()  # its cache key would otherwise be computed twice (an unlocked lru_cache)
     z = torch.zeros(1, 16, device=device)
     return try_kernel("alpha_relu_log", z, 1.5, 0.0) is not None
 

@@ -163,3 +163,35 @@ def test_generator_tau_formula_sets_the_closed_form_threshold(toy):
     assert float(ckpt["generator"]["tau"][0]) == pytest.approx(expected, rel=1e-6)
     out = translate(toy / "run/model_step_2.pt", toy / "src-test.txt", toy / "p.txt", "-generator_tau", "formula")
     assert len(out) == 20
+
+
+def test_a_gpu_load_starts_the_kernel_setup_of_a_sparse_model_only(toy, monkeypatch):
+    """onmt_translate -gpu N: a sparse model's load starts the kernels' host set-up in the
+    background, while its weights load (the warm-up then finds it done); a softmax model (here the
+    same checkpoint with its output overridden to softmax), or a CPU load, starts nothing."""
+    import onmt.utils.misc
+    from onmt.bin.translate import _get_parser
+    from onmt.model_builder import load_test_model
+
+    from onmt_entmax import ops
+
+    model = dict(ARCHS["transformer"]("softmax"), generator_function="entmax15")
+    config = yaml_config(toy, model, steps=2)
+    build_vocab(config)
+    train(config)
+    started = []
+    monkeypatch.setattr(ops, "prepare_kernels_in_background", lambda: started.append(True) or True)
+    on_gpu = [False]  # what our wrapper is told; upstream keeps loading onto the CPU
+    monkeypatch.setattr(onmt.utils.misc, "use_gpu", lambda opt: on_gpu[0])
+
+    def load(*extra):
+        opt = _get_parser().parse_args(["-model", str(toy / "run/model_step_2.pt"), "-src", "x", *extra])
+        return load_test_model(opt)[1]
+
+    load()
+    assert started == []
+    on_gpu[0] = True
+    assert isinstance(load().generator, EntmaxGenerator)
+    assert started == [True]
+    assert load("-generator_function", "softmax").generator.transformation.spec()[0] == "softmax"
+    assert started == [True]

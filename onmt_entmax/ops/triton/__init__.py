@@ -160,6 +160,23 @@ def fy_loss(logits: torch.Tensor, target: torch.Tensor, kind: str, alpha=1.5, ta
 
 
 @functools.lru_cache(maxsize=None)
+def prepare() -> None:
+    """The host side of the first launch in a process, without a launch: import Triton and the
+    smallest kernel's module, and compute Triton's cache key (`triton.runtime.cache.triton_key`,
+    a hash of its own ~400 MB library, cached for the process). For a background thread
+    (`_dispatch.prepare_in_background`): an error here is left to the first launch, which redoes
+    what did not happen and raises it there."""
+    try:
+        _submodule("alpha_relu")
+        from triton.runtime import cache
+
+        key = getattr(cache, "triton_key", None)  # Triton 3.x; elsewhere the launch computes its own
+        if key is not None:
+            key()
+    except Exception:  # noqa: BLE001 (see the docstring)
+        pass
+
+
 def _submodule(name: str) -> ModuleType:
     """The kernel submodule `name`, imported on first use (Triton compiles nothing until a kernel runs;
     an import statement in a function costs ~0.5 us at every call, and the decoding ops run at every
