@@ -159,7 +159,6 @@ def fy_loss(logits: torch.Tensor, target: torch.Tensor, kind: str, alpha=1.5, ta
                                       return_support, reduction)
 
 
-@functools.lru_cache(maxsize=None)
 def prepare() -> None:
     """The host side of the first launch in a process, without a launch: import Triton and the
     smallest kernel's module, and compute Triton's cache key (`triton.runtime.cache.triton_key`,
@@ -177,6 +176,7 @@ def prepare() -> None:
         pass
 
 
+@functools.lru_cache(maxsize=None)
 def _submodule(name: str) -> ModuleType:
     """The kernel submodule `name`, imported on first use (Triton compiles nothing until a kernel runs;
     an import statement in a function costs ~0.5 us at every call, and the decoding ops run at every
