@@ -79,9 +79,9 @@ def prepare_in_background() -> bool:
     and a kernel module (0.1-0.2 s on the CPU VM) and hashing Triton's library into its cache key
     (0.27-0.40 s there; file reads and sha256 release the GIL), so that it overlaps what the caller
     does next (loading a model's weights onto the GPU): the warm-up then took 0.39-0.45 s against
-    0.64-0.65 s (medians, H200, docs/kernels.md). Once a process, where a CUDA device and Triton are present
-    (ONMT_ENTMAX_NO_TRITON=warm_up turns it off with the warm-up, =prepare alone); `warm_up` waits
-    for it. True when started."""
+    0.64-0.65 s (medians, H200, docs/kernels.md). Once a process, where a CUDA device and Triton
+    are present (ONMT_ENTMAX_NO_TRITON=warm_up turns it off with the warm-up, =prepare alone);
+    `warm_up` waits for it. True when started."""
     global _SETUP
     if _SETUP is not None or _disabled("warm_up") or _disabled("prepare") or not torch.cuda.is_available():
         return False
