@@ -4,6 +4,8 @@ A run is a folder and an ``onmt_train`` command. Each piece appends to the folde
 and resumes with ``-train_from`` the newest complete checkpoint there; a run that exits normally
 gets ``train.done`` and is never started again. A time limit stops the pieces still going, so the
 same call later continues them: a long reproduction can be cut into pieces of a few minutes.
+With several GPUs, each run starts on the GPU running the fewest runs at that moment (the choice is
+made by ``CUDA_VISIBLE_DEVICES``: a one-GPU ``onmt_train`` always trains on its device 0).
 """
 from __future__ import annotations
 
@@ -33,18 +35,20 @@ def resume_command(run_dir: Path, cmd: list[str]) -> list[str]:
     return [str(c) for c in cmd] + (["-train_from", str(ckpt)] if ckpt is not None else [])
 
 
-def _start(run_dir: Path, cmd: list[str], cwd: Path) -> subprocess.Popen:
+def _start(run_dir: Path, cmd: list[str], cwd: Path, gpu: int | None = None) -> subprocess.Popen:
     run_dir.mkdir(parents=True, exist_ok=True)
     cmd = resume_command(run_dir, cmd)
+    env = None if gpu is None else {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
     # the console output, not -log_file: with num_workers 0 OpenNMT-py 3.5.1's data iterator calls
     # init_logger() in the main process and drops the file handler after the model summary.
     log = open(run_dir / "train.log", "a", encoding="utf-8")
-    log.write(f"[reproduce] {time.strftime('%Y-%m-%d %H:%M:%S')} piece: {' '.join(cmd)}\n")
+    on = "" if gpu is None else f"CUDA_VISIBLE_DEVICES={gpu} "
+    log.write(f"[reproduce] {time.strftime('%Y-%m-%d %H:%M:%S')} piece: {on}{' '.join(cmd)}\n")
     log.flush()
-    print("+", " ".join(cmd), ">>", run_dir / "train.log", flush=True)
+    print("+", on + " ".join(cmd), ">>", run_dir / "train.log", flush=True)
     # own process group, so that a time limit stops the data-loader workers too
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    proc.run_dir, proc.log = run_dir, log
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    proc.run_dir, proc.log, proc.gpu = run_dir, log, gpu
     return proc
 
 
@@ -60,17 +64,23 @@ def _stop(proc: subprocess.Popen, grace: float = 60.0) -> None:
     proc.log.close()
 
 
+def least_busy(gpus: list[int], running: list) -> int:
+    """The first of ``gpus`` with the fewest of the ``running`` processes on it."""
+    return min(gpus, key=lambda g: sum(p.gpu == g for p in running))
+
+
 def run_pieces(runs: list[tuple[Path, list[str]]], cwd: Path, jobs: int = 1,
-               max_minutes: float | None = None) -> list[Path]:
+               max_minutes: float | None = None, gpus: list[int] | None = None) -> list[Path]:
     """Run (folder, onmt_train command) pairs, ``jobs`` at a time, each resumed from its newest
-    checkpoint; stop what is still going after ``max_minutes``. Returns the folders not finished."""
+    checkpoint, spread over ``gpus`` (each run on the least busy one; None: as the command says);
+    stop what is still going after ``max_minutes``. Returns the folders not finished."""
     deadline = None if max_minutes is None else time.monotonic() + 60.0 * max_minutes
     todo = [(d, cmd) for d, cmd in runs if not (d / "train.done").exists()]
     running: list[subprocess.Popen] = []
     failed: list[str] = []
     while todo or running:
         while todo and len(running) < jobs and (deadline is None or time.monotonic() < deadline):
-            running.append(_start(*todo.pop(0), cwd))
+            running.append(_start(*todo.pop(0), cwd, least_busy(gpus, running) if gpus else None))
         for proc in [p for p in running if p.poll() is not None]:
             running.remove(proc)
             proc.log.close()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -34,7 +35,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import experiments as E  # noqa: E402
-from pieces import latest_checkpoint, run_pieces  # noqa: E402,F401 (latest_checkpoint: re-exported)
+import results_csv  # noqa: E402
+from pieces import latest_checkpoint, run_pieces  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 try:
@@ -51,15 +53,23 @@ TRANSLATE_BATCH = 64  # sentences per onmt_translate batch (--translate-batch: l
 _TAU = re.compile(r"generator_tau auto: tau = ([0-9.eE+-]+)")  # logged by onmt_entmax.onmt.training
 
 
-def run(cmd: list[str], cwd: Path | None = None, log: Path | None = None) -> None:
-    """Run a command in ``cwd`` (default WORK); with ``log``, stdout and stderr go to that file."""
-    cwd = cwd or WORK
-    print("+", " ".join(map(str, cmd)), *([">", log] if log else []), flush=True)
+def gpu_env(gpu: int | None) -> dict | None:
+    """The environment that puts a child process on GPU ``gpu`` as its device 0 (one-GPU onmt_train
+    always trains on device 0, whatever -gpu_ranks says); None (inherit) for the CPU."""
+    return None if gpu is None else {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
+
+
+def run(cmd: list[str], cwd: Path | None = None, log: Path | None = None, gpu: int | None = None) -> None:
+    """Run a command in ``cwd`` (default WORK), on GPU ``gpu`` if given; with ``log``, stdout and
+    stderr go to that file."""
+    cwd, env = cwd or WORK, gpu_env(gpu)
+    on = "" if gpu is None else f"CUDA_VISIBLE_DEVICES={gpu} "
+    print("+", on + " ".join(map(str, cmd)), *([">", log] if log else []), flush=True)
     if log is None:
-        subprocess.run([str(c) for c in cmd], cwd=cwd, check=True)
+        subprocess.run([str(c) for c in cmd], cwd=cwd, check=True, env=env)
         return
     with open(log, "w", encoding="utf-8") as out:
-        proc = subprocess.run([str(c) for c in cmd], cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.run([str(c) for c in cmd], cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env)
     if proc.returncode != 0:
         tail = "".join(Path(log).read_text(encoding="utf-8", errors="replace").splitlines(True)[-30:])
         raise subprocess.CalledProcessError(proc.returncode, cmd, output=tail)
@@ -118,26 +128,28 @@ def build_vocab(cfg: dict, config: Path | str, cwd: Path | None = None) -> None:
 
 
 # ------------------------------------------------------------------------------------- train/eval
-def train_command(e: E.Experiment, seed: int, gpu: int | None, extra: list[str] = ()) -> list[str]:
-    """onmt_train for one seed (pieces.run_pieces adds -train_from when a piece ran before)."""
+def train_command(e: E.Experiment, seed: int, gpu: bool, extra: list[str] = ()) -> list[str]:
+    """onmt_train for one seed, on a GPU or the CPU (pieces.run_pieces picks the GPU by
+    CUDA_VISIBLE_DEVICES and adds -train_from when a piece ran before)."""
     run_dir = WORK / e.run_dir / f"seed{seed}"
-    gpu_args = ["-world_size", "1", "-gpu_ranks", str(gpu)] if gpu is not None else []
+    gpu_args = ["-world_size", "1", "-gpu_ranks", "0"] if gpu else []
     return [str(c) for c in ["onmt_train", "-config", ROOT / e.path, "-seed", str(seed),
                              "-save_model", run_dir / "model", *gpu_args, *extra]]
 
 
-def train_all(runs: list[tuple[E.Experiment, int]], gpu: int | None, extra: list[str] = (), jobs: int = 1,
+def train_all(runs: list[tuple[E.Experiment, int]], gpus: list[int] | None, extra: list[str] = (), jobs: int = 1,
               max_minutes: float | None = None) -> list[Path]:
-    """Train (experiment, seed) pairs, ``jobs`` at a time on the same device (small models leave a GPU
-    mostly idle), in pieces of at most ``max_minutes`` (see pieces.py). Returns the unfinished runs."""
-    return run_pieces([(WORK / e.run_dir / f"seed{s}", train_command(e, s, gpu, list(extra))) for e, s in runs],
-                      WORK, jobs, max_minutes)
+    """Train (experiment, seed) pairs, ``jobs`` at a time spread over ``gpus`` (None: the CPU; small
+    models leave a GPU mostly idle, so several share one), in pieces of at most ``max_minutes`` (see
+    pieces.py). Returns the unfinished runs."""
+    return run_pieces([(WORK / e.run_dir / f"seed{s}", train_command(e, s, bool(gpus), list(extra)))
+                       for e, s in runs], WORK, jobs, max_minutes, gpus or None)
 
 
 def train(e: E.Experiment, seed: int, gpu: int | None, extra: list[str] = ()) -> Path:
     """onmt_train -config <e> -seed <seed> into runs/.../seed<seed>/ (skipped if it finished before,
     resumed from its newest checkpoint if a piece of it ran before)."""
-    train_all([(e, seed)], gpu, extra)
+    train_all([(e, seed)], None if gpu is None else [gpu], extra)
     return WORK / e.run_dir / f"seed{seed}"
 
 
@@ -163,11 +175,11 @@ def best_checkpoint(log_text: str) -> tuple[str, float]:
 
 def translate(models: list[str], src: Path, out: Path, gpu: int | None, extra: list[str] = (), cwd: Path | None = None) -> None:
     """Beam 5 (Peters et al. §4); several models: an ensemble averaging probabilities (-avg_raw_probs)."""
-    gpu_args = ["-gpu", str(gpu)] if gpu is not None else []
+    gpu_args = ["-gpu", "0"] if gpu is not None else []  # (the GPU itself: CUDA_VISIBLE_DEVICES)
     ens = ["-avg_raw_probs"] if len(models) > 1 else []
     run(["onmt_translate", "-model", *models, "-src", src, "-output", out, "-beam_size", "5",
          "-batch_size", str(TRANSLATE_BATCH), "-max_length", "250", *ens, *gpu_args, *extra], cwd=cwd,
-        log=Path(out).with_suffix(".log"))
+        log=Path(out).with_suffix(".log"), gpu=gpu)
 
 
 def read_lines(path: Path) -> list[str]:
@@ -237,7 +249,7 @@ def spread_sample(src: Path, n: int, out: Path) -> Path:
     return out
 
 
-def analyze(name: str, seeds: list[int], gpu: int | None, only: str | None = None, jobs: int = 1,
+def analyze(name: str, seeds: list[int], gpus: list[int] | None, only: str | None = None, jobs: int = 1,
             max_lines: int | None = None) -> None:
     """Decode the validation set (or a spread sample of ``max_lines``) of each run with the analysis
     options; summary -> analysis-<name>.json."""
@@ -245,7 +257,7 @@ def analyze(name: str, seeds: list[int], gpu: int | None, only: str | None = Non
 
     a = E.ANALYSES[name]
 
-    def one(e: E.Experiment) -> None:
+    def one(e: E.Experiment, gpu: int | None) -> None:
         for seed in seeds:
             run_dir = WORK / e.run_dir / f"seed{seed}"
             out = run_dir / f"analysis-{name}.json"
@@ -273,19 +285,21 @@ def analyze(name: str, seeds: list[int], gpu: int | None, only: str | None = Non
         for e in todo:
             columns.setdefault(e.column, []).append(e)
         todo = [max(group, key=mean_best_dev) for group in columns.values()]
-    _parallel(one, todo, jobs)
+    _parallel(one, todo, jobs, gpus)
 
 
-def _parallel(fn, items: list, jobs: int) -> None:
-    """fn over items, ``jobs`` at a time (each call mostly waits on an onmt_translate process)."""
+def _parallel(fn, items: list, jobs: int, gpus: list[int] | None = None) -> None:
+    """fn(item, gpu) over items, ``jobs`` at a time (each call mostly waits on an onmt_translate
+    process), item i on GPU gpus[i % len(gpus)] (None: the CPU)."""
+    on = [gpus[i % len(gpus)] if gpus else None for i in range(len(items))]
     if jobs <= 1:
-        for item in items:
-            fn(item)
+        for item, gpu in zip(items, on):
+            fn(item, gpu)
         return
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(jobs) as pool:
-        for _ in pool.map(fn, items):  # re-raises the first failure
+        for _ in pool.map(fn, items, on):  # re-raises the first failure
             pass
 
 
@@ -357,7 +371,7 @@ def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
         seconds = time.perf_counter() - t0
         result = {"checkpoint": ckpt, "step": int(Path(ckpt).stem.rsplit("_", 1)[1]), "dev_accuracy": dev_acc,
                   "finished": (run_dir / "train.done").exists(), "translate_seconds": round(seconds, 1),
-                  **score(e, run_dir / "pred.test.txt")}
+                  "gpu": device_name(gpu), **score(e, run_dir / "pred.test.txt")}
         (run_dir / "scores.json").write_text(json.dumps(result, indent=1) + "\n")
     ens = WORK / e.run_dir / "ensemble"
     if E.TABLES[e.table].ensemble and len(best) > 1 and not _scored(ens / "scores.json", best, "checkpoints"):
@@ -367,9 +381,63 @@ def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
         (ens / "scores.json").write_text(json.dumps(result, indent=1) + "\n")
 
 
+def device_name(gpu: int | None) -> str:
+    """What decoded (and, in these scripts, trained): the GPU's name, or "cpu"."""
+    if gpu is None:
+        return "cpu"
+    import torch
+
+    return torch.cuda.get_device_name(gpu)
+
+
+# ------------------------------------------------------------------------------------- record
+RESULTS = ROOT / "docs" / "results"
+CSV_TABLES = {"peters2019-table1"}  # tables printed from their committed CSV (results_csv.py)
+
+
+def results_csv_path(table: str) -> Path:
+    return RESULTS / f"{table}.csv"
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    except OSError:
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def record(table: str, seeds: list[int], only: str | None = None, commit: str | None = None,
+           runs: Path | None = None, out: Path | None = None) -> list[dict]:
+    """One row per evaluated run (scores.json) of ``table`` into its CSV (``out``, default
+    docs/results/<table>.csv), replacing the row of the same run and commit. Returns the new rows."""
+    if table not in CSV_TABLES:
+        raise SystemExit(f"record: only {', '.join(sorted(CSV_TABLES))} keep their results in a CSV file")
+    commit = commit or git_commit()
+    if not commit:
+        raise SystemExit("record: no git checkout here to read the commit from; pass --commit")
+    runs, out = runs or WORK, out or results_csv_path(table)
+    new = []
+    for e in experiments(table, only):
+        for seed in seeds:
+            run_dir = runs / e.run_dir / f"seed{seed}"
+            scores, last = results_csv.scores_of(run_dir), latest_checkpoint(run_dir)
+            if scores is None or last is None:
+                continue
+            steps = int(last.stem.rsplit("_", 1)[1])
+            new.append(results_csv.run_row(e.column, e.row, seed, scores, steps, E.SIGMORPHON[e.column]["epoch"],
+                                           commit))
+    results_csv.write_rows(out, results_csv.merge(results_csv.read_rows(out), new))
+    print(f"{len(new)} row(s) recorded in {out}")
+    return new
+
+
 # ----------------------------------------------------------------------------------------- table
 def collect(table: str, runs: Path | None = None) -> dict[tuple[str, str], list[float]]:
-    """{(row, column): [metric of each seed]} from runs/<family>/<name>/seed*/scores.json."""
+    """{(row, column): [metric of each seed]} from runs/<family>/<name>/seed*/scores.json, or, for the
+    tables kept in a committed CSV and no ``runs`` folder given, from that file."""
+    if table in CSV_TABLES and runs is None:
+        return results_csv.cells(results_csv.read_rows(results_csv_path(table)))
     spec, runs = E.TABLES[table], runs or WORK
     cells: dict[tuple[str, str], list[float]] = {}
     for e in experiments(table):
@@ -438,10 +506,15 @@ def smoke_data(cwd: Path | None = None, lines: int = 400, merges: int = 300) -> 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("step", choices=["all", "data", "train", "evaluate", "analyze", "table", "plot", "smoke-data"])
+    p.add_argument("step", choices=["all", "data", "train", "evaluate", "record", "analyze", "table", "plot",
+                                    "smoke-data"])
     p.add_argument("table", nargs="?", help="one of: " + ", ".join([*E.TABLES, *E.ANALYSES]))
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    p.add_argument("--gpu", type=int, help="GPU id (default: CPU)")
+    p.add_argument("--gpu", type=int, help="GPU id (default: CPU); the same as --gpus ID")
+    p.add_argument("--gpus", type=int, nargs="+",
+                   help="GPU ids to spread the runs over (each training run starts on the least busy one; "
+                        "--jobs runs at a time in all)")
+    p.add_argument("--commit", help="record: the commit the runs were made at (default: this checkout's HEAD)")
     p.add_argument("--only", help="glob on experiment names, e.g. 'medium/*' or 'de-en/*'")
     p.add_argument("--sigmorphon", type=Path, help="SIGMORPHON 2018 archive or task1 folder")
     p.add_argument("--train-args", default="", help="extra onmt_train options, e.g. '-world_size 2 -gpu_ranks 0 1'")
@@ -457,6 +530,9 @@ def main(argv: list[str] | None = None) -> None:
                    help="analyses decode every k-th validation line, at most this many (default: all)")
     p.add_argument("--translate-batch", type=int, default=64, help="onmt_translate -batch_size (sentences)")
     a = p.parse_args(argv)
+    if a.gpu is not None and a.gpus:
+        p.error("--gpu and --gpus: give one of them")
+    gpus = a.gpus or ([a.gpu] if a.gpu is not None else None)
     global TRANSLATE_BATCH
     TRANSLATE_BATCH = a.translate_batch
     if a.step == "smoke-data":
@@ -469,7 +545,7 @@ def main(argv: list[str] | None = None) -> None:
         p.error(f"{a.step} needs a table: " + ", ".join([*E.TABLES, *E.ANALYSES]))
     if a.table in E.ANALYSES:  # tables computed from another table's runs (train/evaluate that one first)
         if a.step in ("all", "analyze"):
-            analyze(a.table, a.seeds, a.gpu, a.only, a.jobs, a.analysis_lines)
+            analyze(a.table, a.seeds, gpus, a.only, a.jobs, a.analysis_lines)
         if a.step in ("all", "analyze", "table"):
             print(print_analysis(a.table, a.runs))
         return
@@ -480,12 +556,14 @@ def main(argv: list[str] | None = None) -> None:
     if a.step in ("all", "train"):
         for e in todo:
             build_vocab(e.config, ROOT / e.path)
-        unfinished = train_all([(e, seed) for e in todo for seed in a.seeds], a.gpu, a.train_args.split(),
+        unfinished = train_all([(e, seed) for e in todo for seed in a.seeds], gpus, a.train_args.split(),
                                jobs=a.jobs, max_minutes=a.max_minutes)
         if unfinished and a.step == "all":
             print("evaluating the newest validated checkpoints of the unfinished runs too", flush=True)
     if a.step in ("all", "evaluate"):
-        _parallel(lambda e: evaluate(e, a.seeds, a.gpu), todo, a.jobs)
+        _parallel(lambda e, gpu: evaluate(e, a.seeds, gpu), todo, a.jobs, gpus)
+    if a.step == "record" or (a.step == "all" and a.table in CSV_TABLES):
+        record(a.table, a.seeds, a.only, a.commit, a.runs)
     if a.step in ("all", "table"):
         print(print_table(a.table, a.runs))
 

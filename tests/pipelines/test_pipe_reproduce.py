@@ -253,3 +253,57 @@ def test_evaluation_is_redone_when_a_resumed_run_has_a_newer_best_checkpoint(tmp
     rep.evaluate(e, [1], None)
     assert [Path(d).name for d in decoded] == ["model_step_5.pt", "model_step_10.pt"]
     assert json.loads((run_dir / "scores.json").read_text())["step"] == 10
+
+
+def test_training_runs_are_spread_over_the_gpus(tmp_path):
+    """--gpus 0 1: each run starts on the least busy GPU, chosen by CUDA_VISIBLE_DEVICES (a one-GPU
+    onmt_train always trains on its device 0, so the command itself says -gpu_ranks 0)."""
+    import sys
+
+    show = [sys.executable, "-c", "import os, time; print('on', os.environ['CUDA_VISIBLE_DEVICES']); time.sleep(1)"]
+    runs = [(tmp_path / f"r{i}", show) for i in range(3)]
+    assert rep.run_pieces(runs, tmp_path, jobs=2, gpus=[0, 1]) == []
+    seen = [(tmp_path / f"r{i}" / "train.log").read_text() for i in range(3)]
+    assert "on 0" in seen[0] and "on 1" in seen[1] and ("on 0" in seen[2] or "on 1" in seen[2])
+    e = next(x for x in E.all_experiments() if x.table == "peters2019-table1")
+    cmd = rep.train_command(e, 1, gpu=True)
+    assert cmd[cmd.index("-gpu_ranks") + 1] == "0" and "-gpu_ranks" not in rep.train_command(e, 1, gpu=False)
+
+
+def _evaluated_run(root, e, seed, acc, step):
+    import zipfile
+
+    d = root / e.run_dir / f"seed{seed}"
+    d.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(d / f"model_step_{step}.pt", "w") as z:  # a complete checkpoint is a zip
+        z.writestr("data.pkl", b"")
+    (d / "scores.json").write_text(json.dumps({"dev_accuracy": acc + 5, "accuracy": acc, "levenshtein": 0.25,
+                                               "gpu": "NVIDIA H100 80GB HBM3"}))
+
+
+def test_record_keeps_one_csv_row_per_run_and_the_table_is_printed_from_it(tmp_path, monkeypatch):
+    e = next(x for x in E.all_experiments() if x.name == "medium/out1.5-attn1.5")
+    csv_path = tmp_path / "table1.csv"
+    for seed, acc in ((1, 84.0), (2, 85.0)):
+        _evaluated_run(tmp_path, e, seed, acc, 2980)
+    rows = rep.record("peters2019-table1", [1, 2, 3], "medium/out1.5-*", commit="abc1234", runs=tmp_path, out=csv_path)
+    assert [(r["seed"], r["epochs"], r["steps"], r["test_acc"]) for r in rows] == [
+        ("1", "2.0", "2980", "84.00"), ("2", "2.0", "2980", "85.00")]
+    header = csv_path.read_text().splitlines()[0]
+    assert header == "setting,output_alpha,attention_alpha,seed,epochs,steps,valid_acc,test_acc,test_lev,gpu,commit,date"
+    _evaluated_run(tmp_path, e, 1, 86.0, 4470)  # the same run trained on and evaluated again: its row is replaced
+    rep.record("peters2019-table1", [1], "medium/out1.5-*", commit="abc1234", runs=tmp_path, out=csv_path)
+    lines = csv_path.read_text().splitlines()[1:]
+    assert len(lines) == 2 and lines[0].startswith("medium,1.5,1.5,1,3.0,4470,91.00,86.00,0.250,NVIDIA H100 80GB HBM3,abc1234,")
+    monkeypatch.setattr(rep, "results_csv_path", lambda table: csv_path)
+    row = next(line for line in rep.print_table("peters2019-table1").splitlines() if line.startswith("| out1.5-attn1.5 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[5:7] == ["85.50 ± 0.71 (n=2)", "84.93"]  # medium-avg: ours (seeds 1 and 2) beside the paper's
+
+
+def test_record_refuses_tables_without_a_results_file_and_runs_without_a_commit(tmp_path, monkeypatch):
+    with pytest.raises(SystemExit, match="CSV"):
+        rep.record("peters2019-table2", [1])
+    monkeypatch.setattr(rep, "git_commit", lambda: "")
+    with pytest.raises(SystemExit, match="--commit"):
+        rep.record("peters2019-table1", [1], runs=tmp_path, out=tmp_path / "t.csv")
