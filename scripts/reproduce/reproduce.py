@@ -75,12 +75,18 @@ def run(cmd: list[str], cwd: Path | None = None, log: Path | None = None, gpu: i
         raise subprocess.CalledProcessError(proc.returncode, cmd, output=tail)
 
 
-def experiments(table: str, only: str | None = None) -> list[E.Experiment]:
+def selected(name: str, only: str | list[str] | None) -> bool:
+    """Whether an experiment name matches ``only``: a glob or a list of globs (any of them); None: all."""
+    if not only:
+        return True
+    return any(fnmatch.fnmatch(name, pattern) for pattern in ([only] if isinstance(only, str) else only))
+
+
+def experiments(table: str, only: str | list[str] | None = None) -> list[E.Experiment]:
     if table not in E.TABLES:
         raise SystemExit(f"unknown table {table!r}; tables: {', '.join(E.TABLES)}")
     found = [e for e in E.all_experiments() if e.table == table]
-    if only:
-        found = [e for e in found if fnmatch.fnmatch(e.name, only)]
+    found = [e for e in found if selected(e.name, only)]
     return found
 
 
@@ -249,7 +255,7 @@ def spread_sample(src: Path, n: int, out: Path) -> Path:
     return out
 
 
-def analyze(name: str, seeds: list[int], gpus: list[int] | None, only: str | None = None, jobs: int = 1,
+def analyze(name: str, seeds: list[int], gpus: list[int] | None, only: str | list[str] | None = None, jobs: int = 1,
             max_lines: int | None = None) -> None:
     """Decode the validation set (or a spread sample of ``max_lines``) of each run with the analysis
     options; summary -> analysis-<name>.json."""
@@ -279,7 +285,7 @@ def analyze(name: str, seeds: list[int], gpus: list[int] | None, only: str | Non
                       [*analysis_flags(a, e), "-entmax_report", report])
             out.write_text(json.dumps({**summarize(read_jsonl(str(report))), "checkpoint": ckpt}, indent=1) + "\n")
 
-    todo = [e for e in analysis_runs(name) if not only or fnmatch.fnmatch(e.name, only)]
+    todo = [e for e in analysis_runs(name) if selected(e.name, only)]
     if a.layout == "best":  # only the column's best validated configuration is reported: decode only it
         columns: dict[str, list[E.Experiment]] = {}
         for e in todo:
@@ -407,7 +413,7 @@ def git_commit() -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
-def record(table: str, seeds: list[int], only: str | None = None, commit: str | None = None,
+def record(table: str, seeds: list[int], only: str | list[str] | None = None, commit: str | None = None,
            runs: Path | None = None, out: Path | None = None) -> list[dict]:
     """One row per evaluated run (scores.json) of ``table`` into its CSV (``out``, default
     docs/results/<table>.csv), replacing the row of the same run and commit. Returns the new rows."""
@@ -515,7 +521,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="GPU ids to spread the runs over (each training run starts on the least busy one; "
                         "--jobs runs at a time in all)")
     p.add_argument("--commit", help="record: the commit the runs were made at (default: this checkout's HEAD)")
-    p.add_argument("--only", help="glob on experiment names, e.g. 'medium/*' or 'de-en/*'")
+    p.add_argument("--only", nargs="+", metavar="GLOB",
+                   help="globs on experiment names (any of them), e.g. 'medium/*' or 'de-en/*'")
     p.add_argument("--sigmorphon", type=Path, help="SIGMORPHON 2018 archive or task1 folder")
     p.add_argument("--train-args", default="", help="extra onmt_train options, e.g. '-world_size 2 -gpu_ranks 0 1'")
     p.add_argument("--out", type=Path, default=ROOT / "runs/figure4.png", help="plot output")

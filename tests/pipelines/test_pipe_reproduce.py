@@ -307,3 +307,9 @@ def test_record_refuses_tables_without_a_results_file_and_runs_without_a_commit(
     monkeypatch.setattr(rep, "git_commit", lambda: "")
     with pytest.raises(SystemExit, match="--commit"):
         rep.record("peters2019-table1", [1], runs=tmp_path, out=tmp_path / "t.csv")
+
+
+def test_only_takes_several_globs():
+    names = [e.name for e in rep.experiments("peters2019-table1", ["medium/out1-attn1", "medium/out1.5-attn1.5"])]
+    assert names == ["medium/out1-attn1", "medium/out1.5-attn1.5"]
+    assert len(rep.experiments("peters2019-table1", "medium/*")) == 9
