@@ -7,7 +7,7 @@ training mode (attention dropout 0.1), forward + backward, --rows sentences of -
 (context attention over a source as long as the target). Each call is timed in a loop with one
 synchronisation at the end (the host's cost per call wherever the GPU's is smaller), for a stock
 softmax module (OpenNMT-py's SDPA branch), sparse modules on the fused path
-(onmt_entmax/onmt/fused_attention.py) and on the eager branch they took before (matmul, mask,
+(onmt_entmax/onmt/model/fused_attention.py) and on the eager branch they took before (matmul, mask,
 normalizer, dropout, matmul), in rounds over the cases (each case's fastest round kept). Ratios are
 against softmax in the same run.
 
@@ -23,7 +23,7 @@ from bench_kernels import host_us_per_call  # (benchmarks/ is on sys.path when r
 
 import onmt_entmax.onmt as plugin
 from onmt_entmax.modules import AttentionNormalizer
-from onmt_entmax.onmt import fused_attention
+from onmt_entmax.onmt.model import fused_attention
 from onmt_entmax.registry import get_transformation
 
 

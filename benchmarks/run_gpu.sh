@@ -42,7 +42,7 @@ decode_in_process() {  # decode_in_process NAME WORKDIR SOURCE
 if part tests; then
     # speed of wrong kernels means nothing: the kernel tests first (set -e stops on a failure)
     python3 -m pytest -q -p no:cacheprovider tests/ops/test_triton_kernels.py tests/ops/test_triton_loss.py tests/ops/test_triton_codegen.py \
-        tests/ops/test_triton_attention.py tests/onmt/test_fused_attention.py tests/onmt/test_cuda.py \
+        tests/ops/test_triton_attention.py tests/onmt/model/test_fused_attention.py tests/onmt/test_cuda.py \
         2>&1 | tee "$out/tests.txt" | tail -n 3
 fi
 if part check; then

@@ -8,7 +8,7 @@
 
 Input per step are the model's own log-scores (T, V), -inf for zeros, as decoding uses them; the
 sum and the support come from ``analysis.sparsity`` (``probability_sums``, ``output_support``).
-Running a checkpoint over a test set is OpenNMT-py work: ``onmt_entmax.onmt.teacher_forcing``
+Running a checkpoint over a test set is OpenNMT-py work: ``onmt_entmax.onmt.decoding.teacher_forcing``
 (command ``onmt-entmax-alpha-relu-stats``) feeds ``StepStats.add``.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Each attention head h of a model trained with ``learn_alpha`` has alpha_h = clamp(1 + sigmoid(a_h),
 1.01, 2) (``modules.attention.LearnableAlpha``; ``a`` is stored in the checkpoint as
 ``<attention module>.softmax.alpha.a``). Training writes ``<save_model>_alphas.csv`` (columns
-``step, kind, layer, head, alpha``) at every report step (``onmt/alpha_log.py``).
+``step, kind, layer, head, alpha``) at every report step (``onmt/training/alpha_log.py``).
 
 Plots: the learned alphas per layer for encoder self, decoder self and context attention (their
 Fig. "learned alpha": bimodal in the encoder), and alpha trajectories over training steps.

@@ -6,7 +6,7 @@ For one query with head distributions p_1..p_H over the same keys (natural log, 
 
 0 when all heads attend alike, at most log H. The diversity of a layer is the mean of JS over all
 (non-padding) queries of a data set. Sparse heads give exact zeros, so disagreements count fully.
-Capturing attention from a checkpoint is OpenNMT-py work: ``onmt_entmax.onmt.teacher_forcing``
+Capturing attention from a checkpoint is OpenNMT-py work: ``onmt_entmax.onmt.decoding.teacher_forcing``
 feeds ``HeadDiversity.add`` and has the ``onmt-entmax-head-diversity`` command.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Decoding algorithms for sparse models: pure functions over log-prob tensors.
 
-Nothing here imports OpenNMT-py; ``onmt_entmax.onmt.decoding_*`` hooks them into
+Nothing here imports OpenNMT-py; ``onmt_entmax.onmt.decoding`` hooks them into
 ``onmt_translate``.
 """
 from .certificate import CertificateTracker, SentenceCertificate, certificate_rate, require_sparse

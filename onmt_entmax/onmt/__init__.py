@@ -6,7 +6,7 @@ that calls it right after ``import onmt`` (see ``autoload``). ``ONMT_ENTMAX_DISA
 """
 from __future__ import annotations
 
-from .model import generator_log_probs, learned_alphas, transformation_of
+from .model.surgery import generator_log_probs, learned_alphas, transformation_of
 
 
 _activating = False

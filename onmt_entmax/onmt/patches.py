@@ -14,8 +14,10 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from . import (building, checkpoint, fused_attention, lr_halving, options, reporting, rnn_attention, training,
-               translation, validation)
+from . import checkpoint, options, validation
+from .decoding import log_probs
+from .model import building, fused_attention, loading, rnn_attention
+from .training import loss, lr_halving, reporting
 
 
 @dataclass(frozen=True)
@@ -43,11 +45,11 @@ PATCHES: list[Patch] = [
     Patch("build_model", "start learnable alphas at the configured alpha, not param_init noise",
           "onmt.model_builder:build_model", building.wrap_build_model, aliases=("onmt.train_single:build_model",)),
     Patch("loss_criterion", "Fenchel-Young criterion of the model's generator (upstream sparsemax crashes)",
-          "onmt.utils.loss:LossCompute.from_opts", training.wrap_from_opts),
+          "onmt.utils.loss:LossCompute.from_opts", loss.wrap_from_opts),
     Patch("loss_forward", "resolve generator_tau auto on the first batch; attention sparsity and alphas",
-          "onmt.utils.loss:LossCompute.forward", training.wrap_forward),
+          "onmt.utils.loss:LossCompute.forward", loss.wrap_forward),
     Patch("loss_stats", "name the loss; nonzero output probabilities per token",
-          "onmt.utils.loss:LossCompute._stats", training.wrap_stats),
+          "onmt.utils.loss:LossCompute._stats", loss.wrap_stats),
     Patch("stats_update", "accumulate the sparsity sums across batches and GPUs",
           "onmt.utils.statistics:Statistics.update", reporting.wrap_update),
     Patch("stats_output", "log the FY loss instead of a perplexity; sparsity; learned alphas",
@@ -65,11 +67,11 @@ PATCHES: list[Patch] = [
     Patch("fused_attention_sdpa", "that branch's scaled_dot_product_attention runs the module's sparse normalizer",
           "onmt.modules.multi_headed_attn:scaled_dot_product_attention", fused_attention.make_sdpa),
     Patch("translator_generator", "decoding sees which generator is running",
-          "onmt.translate.translator:Inference._decode_and_generate", translation.wrap_decode_and_generate),
+          "onmt.translate.translator:Inference._decode_and_generate", log_probs.wrap_decode_and_generate),
     Patch("translator_log_probs", "log of the model's own probabilities (-inf for zeros) instead of log_softmax",
-          "onmt.translate.translator:log_softmax", translation.make_log_softmax),
+          "onmt.translate.translator:log_softmax", log_probs.make_log_softmax),
     Patch("load_test_model", "translate-time overrides; refuse an alpha_relu model without tau",
-          "onmt.model_builder:load_test_model", translation.wrap_load_test_model),
+          "onmt.model_builder:load_test_model", loading.wrap_load_test_model),
     Patch("valid_lr_halving_option", "the valid_lr_halving option (Peters et al.'s learning-rate schedule)",
           "onmt.opts:_add_train_general_opts", lr_halving.wrap_add_train_general_opts),
     Patch("valid_lr_halving_check", "valid_lr_halving needs world_size 1 (only rank 0 validates)",
@@ -84,8 +86,8 @@ PATCHES: list[Patch] = [
           "onmt.trainer:Trainer.validate", lr_halving.wrap_validate),
     Patch("checkpoint_safe_globals", "torch >= 2.6 weights-only loading of OpenNMT-py checkpoints",
           apply=checkpoint.allow_checkpoint_globals),
-    Patch("sparse_decoding", "-inf beam search, certificates, analyses, raw-prob ensembles (docs/decoding.md)", apply=lambda: importlib.import_module("onmt_entmax.onmt.decoding_translate").apply()),  # noqa: E501
-    Patch("alpha_csv", "learned alpha per head and layer to <save_model>_alphas.csv at every report step", "onmt.trainer:Trainer._maybe_report_training", lambda up: importlib.import_module("onmt_entmax.onmt.alpha_log").wrap_maybe_report_training(up)),  # noqa: E501
+    Patch("sparse_decoding", "-inf beam search, certificates, analyses, raw-prob ensembles (docs/decoding.md)", apply=lambda: importlib.import_module("onmt_entmax.onmt.decoding.translator").apply()),  # noqa: E501
+    Patch("alpha_csv", "learned alpha per head and layer to <save_model>_alphas.csv at every report step", "onmt.trainer:Trainer._maybe_report_training", lambda up: importlib.import_module("onmt_entmax.onmt.training.alpha_log").wrap_maybe_report_training(up)),  # noqa: E501
 ]
 
 _MARK = "__onmt_entmax_patch__"

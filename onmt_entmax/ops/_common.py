@@ -14,6 +14,9 @@ from torch import Tensor
 from torch.autograd import Function
 
 Alpha = Union[float, Tensor]
+# the normalized mappings, by name (``entmax.mapping_of_kind``); here, below everything, so that the
+# Triton package can check op names without importing the mappings that dispatch to it
+KINDS = ("sparsemax", "entmax15", "entmax_bisect")
 
 _HALF = (torch.float16, torch.bfloat16)
 

@@ -5,13 +5,10 @@ from typing import Optional
 
 from torch import Tensor
 
-from ._common import Alpha, check_alpha, compute_dtype
+from ._common import KINDS, Alpha, check_alpha, compute_dtype
 from .entmax15 import entmax15, entmax15_threshold
 from .entmax_bisect import _bisect_last, _prepare, default_n_iter, entmax_bisect, softmax_safe
 from .sparsemax import sparsemax, sparsemax_threshold
-
-
-KINDS = ("sparsemax", "entmax15", "entmax_bisect")  # the normalized mappings, by name
 
 
 def mapping_of_kind(z: Tensor, kind: str, alpha: Alpha = 1.5, dim: int = -1, n_iter: Optional[int] = None) -> Tensor:

@@ -50,7 +50,7 @@ WORK = ROOT  # where work/data, work/downloads and runs/ live (config paths are 
 _VALID = re.compile(r"Validation accuracy: ([0-9.eE+-]+|nan)")
 _SAVED = re.compile(r"Saving checkpoint (\S+_step_\d+\.pt)")
 TRANSLATE_BATCH = 64  # sentences per onmt_translate batch (--translate-batch: larger on a GPU)
-_TAU = re.compile(r"generator_tau auto: tau = ([0-9.eE+-]+)")  # logged by onmt_entmax.onmt.training
+_TAU = re.compile(r"generator_tau auto: tau = ([0-9.eE+-]+)")  # logged by onmt_entmax.onmt.training.loss
 
 
 def gpu_env(gpu: int | None) -> dict | None:

@@ -51,7 +51,7 @@ def tiny():
 
 
 def test_per_step_sums_are_those_of_alpha_relu_of_the_logits(tiny):
-    from onmt_entmax.onmt.teacher_forcing import load_model, run
+    from onmt_entmax.onmt.decoding.teacher_forcing import load_model, run
 
     model, vocabs = load_model(tiny["learned"])
     tau = float(model.generator.tau)
@@ -75,7 +75,7 @@ def test_per_step_sums_are_those_of_alpha_relu_of_the_logits(tiny):
 def test_command_alpha_relu_against_entmax(tiny, tmp_path):
     from test_alphas import _nontrivial_png
 
-    from onmt_entmax.onmt.teacher_forcing import alpha_relu_stats_main
+    from onmt_entmax.onmt.decoding.teacher_forcing import alpha_relu_stats_main
 
     assert alpha_relu_stats_main(["-model", tiny["learned"], tiny["dense"], "-name", "1.5-ReLU", "1.5-entmax",
                                   "-src", tiny["src"], "-tgt", tiny["tgt"], "-out_dir", str(tmp_path)]) == 0
@@ -90,7 +90,7 @@ def test_command_alpha_relu_against_entmax(tiny, tmp_path):
 
 
 def test_empty_translations_count_one_step_and_bad_files_are_refused(tiny, tmp_path):
-    from onmt_entmax.onmt.teacher_forcing import load_model, run
+    from onmt_entmax.onmt.decoding.teacher_forcing import load_model, run
 
     model, vocabs = load_model(tiny["dense"])
     src = [line for line in open(tiny["src"])][:3]
@@ -114,7 +114,7 @@ def test_teacher_forcing_own_translations_gives_the_decoding_steps(tiny, tmp_pat
 
     from tiny_transformers import finish, start_module
 
-    from onmt_entmax.onmt.teacher_forcing import load_model, run
+    from onmt_entmax.onmt.decoding.teacher_forcing import load_model, run
 
     hyp = str(tmp_path / "hyp.txt")
     proc = start_module(tiny["dir"], "onmt.bin.translate", "-model", tiny["learned"], "-src", tiny["src"],

@@ -137,7 +137,7 @@ def _fake_trainer(base_path, every=5):
 
 
 def test_report_hook_starts_fresh_runs_at_step_0_and_continues_resumed_ones(tmp_path):
-    from onmt_entmax.onmt.alpha_log import wrap_maybe_report_training
+    from onmt_entmax.onmt.training.alpha_log import wrap_maybe_report_training
 
     report = wrap_maybe_report_training(lambda self, step, n, lr, stats: stats)
     base = str(tmp_path / "m")

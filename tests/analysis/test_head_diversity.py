@@ -67,7 +67,7 @@ def tiny():
 
 
 def test_captured_attention_is_each_heads_distribution_and_js_matches_scipy(tiny):
-    from onmt_entmax.onmt.teacher_forcing import load_model, run
+    from onmt_entmax.onmt.decoding.teacher_forcing import load_model, run
 
     model, vocabs = load_model(tiny["learned"])
     seen = []
@@ -101,7 +101,7 @@ def test_captured_attention_is_each_heads_distribution_and_js_matches_scipy(tiny
 def test_command_compares_models(tiny, tmp_path):
     from test_alphas import _nontrivial_png
 
-    from onmt_entmax.onmt.teacher_forcing import head_diversity_main
+    from onmt_entmax.onmt.decoding.teacher_forcing import head_diversity_main
 
     assert head_diversity_main(["-model", tiny["learned"], tiny["dense"], "-name", "learned alpha", "softmax",
                                 "-src", tiny["src"], "-tgt", tiny["tgt"], "-out_dir", str(tmp_path)]) == 0
@@ -120,7 +120,7 @@ def test_cuda_capture_matches_cpu_and_needs_the_explicit_path(tiny):
     from onmt.modules.multi_headed_attn import MultiHeadedAttention
 
     from onmt_entmax.analysis.alpha_relu_stats import StepStats
-    from onmt_entmax.onmt.teacher_forcing import load_model, run
+    from onmt_entmax.onmt.decoding.teacher_forcing import load_model, run
 
     for ckpt in (tiny["learned"], tiny["dense"]):
         out = []

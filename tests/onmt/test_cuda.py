@@ -57,7 +57,7 @@ def test_cuda_transformer_attention_rows_contain_exact_zeros(toy, calls):
     out = translate(toy / "run/model_step_30.pt", toy / "src-test.txt", toy / "pred.txt", "-gpu", "0",
                     "-beam_size", "3")
     assert len(out) == 20
-    # decoding runs each sparse attention as one fused call (onmt_entmax/onmt/fused_attention.py)
+    # decoding runs each sparse attention as one fused call (onmt_entmax/onmt/model/fused_attention.py)
     assert all(dev == "cuda-fused" for k in ("enc", "dec", "context") for dev, _ in calls[k])
     assert calls["enc"] and calls["dec"] and calls["context"]
     half = translate(toy / "run/model_step_30.pt", toy / "src-test.txt", toy / "pred16.txt", "-gpu", "0",

@@ -24,7 +24,7 @@ from types import ModuleType
 
 import torch
 
-from ..entmax import KINDS  # the normalized mappings, by name
+from .._common import KINDS  # the normalized mappings, by name
 from ._config import DEFAULTS
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)

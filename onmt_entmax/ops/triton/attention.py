@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..attention import KINDS
+from .._common import KINDS
 from . import _solver as S
 from ._config import next_pow2
 from ._launch import launch

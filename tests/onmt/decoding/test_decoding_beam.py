@@ -7,16 +7,16 @@ import sys
 import pytest
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "decoding"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "decoding"))
 from decoding_toys import EOS, RandomSparseModel, draw_model, spell  # noqa: E402
 
 from onmt_entmax.decoding import CertificateTracker, beam_search, enumerate_support, exact_search  # noqa: E402
-from onmt_entmax.onmt import decoding_beam  # noqa: E402
+from onmt_entmax.onmt.decoding import beam as beam_hooks  # noqa: E402
 
 onmt_bs = pytest.importorskip("onmt.translate.beam_search")
 from onmt.translate.decode_strategy import DecodeStrategy  # noqa: E402
 
-decoding_beam.apply()
+beam_hooks.apply()
 NEG_INF = float("-inf")
 PAD, BOS, UNK = 97, 98, 99  # outside the toys' vocabularies except when padded below
 PATCHED = [(DecodeStrategy, n) for n in ("ensure_min_length", "ensure_unk_removed", "block_ngram_repeats",
@@ -46,7 +46,7 @@ def run_onmt_beam(models, beam_size, n_best, max_length, vocab, min_length=0, ba
                             n_best=n_best, global_scorer=scorer, min_length=min_length, max_length=max_length,
                             return_attention=False, block_ngram_repeat=block_ngram, exclusion_tokens=set(),
                             stepwise_penalty=False, ratio=0.0, ban_unk_token=ban_unk)
-    rec = decoding_beam.BeamRecord(CertificateTracker(len(models)) if certify else None, n_best)
+    rec = beam_hooks.BeamRecord(CertificateTracker(len(models)) if certify else None, n_best)
     bs._entmax = rec
     bs.initialize(torch.zeros(len(models), 3, 4), torch.full((len(models),), 3))
     for _ in range(bs.max_length):

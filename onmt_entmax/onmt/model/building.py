@@ -1,12 +1,12 @@
-"""Wrappers of OpenNMT-py's model builders (see ``model.install``)."""
+"""Wrappers of OpenNMT-py's model builders (see ``surgery.install``)."""
 from __future__ import annotations
 
 from typing import Callable
 
 from onmt_entmax import ops
 
-from .model import has_sparse_transformation, install, reset_learnable_alphas
-from .translation import loading_onto_gpu, opts_for_build
+from .surgery import has_sparse_transformation, install, reset_learnable_alphas
+from .loading import loading_onto_gpu, opts_for_build
 
 _STOCK_GLOBAL_ATTENTION = "softmax"  # what we ask upstream to build before installing ours
 

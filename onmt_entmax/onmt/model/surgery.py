@@ -14,8 +14,8 @@ from onmt_entmax.modules import AttentionNormalizer, EntmaxGenerator
 from onmt_entmax.modules.attention import LearnableAlpha
 from onmt_entmax.registry import Transformation, get_transformation
 
-from .options import DEFERRED_TAU
-from .validation import attention_spec
+from ..options import DEFERRED_TAU
+from ..validation import attention_spec
 
 
 def generator_transformation(opt) -> Transformation:

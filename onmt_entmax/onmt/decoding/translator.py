@@ -33,13 +33,13 @@ from onmt_entmax.analysis import (
 )
 from onmt_entmax.decoding import CertificateTracker, SupportTooLarge, enumerate_support, exact_search
 
-from .decoding_beam import BeamRecord, _wrap
-from .decoding_ensemble import LOG_PROBS_OUT, member_transformations
-from .decoding_ensemble import apply as apply_ensemble
-from .decoding_beam import apply as apply_beam
-from .decoding_options import DecodingConfig, add_decoding_options
-from .decoding_scorer import SentenceScorer, trim_eos
-from .model import has_sparse_transformation
+from ..model.surgery import has_sparse_transformation
+from .beam import BeamRecord, _wrap
+from .ensemble import LOG_PROBS_OUT, member_transformations
+from .ensemble import apply as apply_ensemble
+from .beam import apply as apply_beam
+from .options import DecodingConfig, add_decoding_options
+from .scorer import SentenceScorer, trim_eos
 
 NEG_INF = float("-inf")
 

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 from onmt_entmax import ops
 from onmt_entmax.modules import EntmaxGenerator, TransformationLoss
 
-from .model import learned_alphas
+from ..model.surgery import learned_alphas
 
 
 def _logger():

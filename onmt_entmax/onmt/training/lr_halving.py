@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from .options import _entmax_group
+from ..options import _entmax_group
 
 STATE_KEYS = ("entmax_lr_halvings", "entmax_last_valid_loss")
 

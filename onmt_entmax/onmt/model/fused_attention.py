@@ -2,7 +2,7 @@
 
 On CUDA, ``MultiHeadedAttention.forward`` computes softmax attention with one
 ``scaled_dot_product_attention`` call when ``self_attn_type == "scaled-dot-flash"``; a module with
-a sparse normalizer is set to ``scaled-dot`` (``model.install_transformer_attention``) and would
+a sparse normalizer is set to ``scaled-dot`` (``surgery.install_transformer_attention``) and would
 take the eager branch instead: scaled matmul, mask fill, normalizer, cast, dropout, matmul, each
 an autograd node in training. That host work is what made sparse models train and decode slower
 (a small Transformer's steps are host-bound); ``AttentionNormalizer.attend`` is one fused kernel

@@ -1,9 +1,5 @@
-"""Translation-side hooks: the model's own log-probabilities, and translate-time option overrides.
-
-Upstream ``Inference._decode_and_generate`` computes ``log_softmax(generator(h))``. While it runs
-we make the module-level ``log_softmax`` of ``onmt.translate.translator`` resolve to the model's
-``generator_log_probs`` (log of the sparse probabilities, -inf for zeros, the mapping training
-used); stock softmax models get ``log_softmax`` exactly as before.
+"""Model loading for translation (``model_builder.load_test_model``): translate-time overrides of the
+checkpoint's Entmax options, the alpha-ReLU threshold, and whether the model is loaded for a GPU.
 """
 from __future__ import annotations
 
@@ -14,9 +10,10 @@ from typing import Callable
 from onmt_entmax.modules import EntmaxGenerator
 from onmt_entmax.registry import transformation_class
 
-from .model import formula_tau, generator_log_probs
-from .options import translate_option_names
-from .validation import EntmaxOptionError, validate_entmax_opts
+from ..options import translate_option_names
+from ..validation import EntmaxOptionError, validate_entmax_opts
+from .surgery import formula_tau
+
 
 def _logger():
     """OpenNMT-py's logger, imported late: importing this module must not import ``onmt`` (the
@@ -26,36 +23,10 @@ def _logger():
     return logger
 
 
-
-_GENERATOR = contextvars.ContextVar("onmt_entmax_generator", default=None)
 _OVERRIDES = contextvars.ContextVar("onmt_entmax_overrides", default=None)
 _GPU_LOAD = contextvars.ContextVar("onmt_entmax_gpu_load", default=False)
 
 
-def make_log_softmax(upstream_log_softmax: Callable) -> Callable:
-    """Replacement for ``onmt.translate.translator.log_softmax``."""
-
-    def log_softmax(input, dim=-1, *args, **kwargs):  # noqa: A002 (upstream signature)
-        generator = _GENERATOR.get()
-        if generator is None or dim not in (-1, input.dim() - 1):
-            return upstream_log_softmax(input, dim, *args, **kwargs)
-        return generator_log_probs(generator, input)
-
-    return log_softmax
-
-
-def wrap_decode_and_generate(upstream: Callable) -> Callable:
-    def _decode_and_generate(self, *args, **kwargs):
-        token = _GENERATOR.set(getattr(self.model, "generator", None))
-        try:
-            return upstream(self, *args, **kwargs)
-        finally:
-            _GENERATOR.reset(token)
-
-    return _decode_and_generate
-
-
-# --- overrides ---------------------------------------------------------------------------------
 def overrides_from(opt) -> dict:
     return {n: getattr(opt, n) for n in translate_option_names() if getattr(opt, n, None) is not None}
 
@@ -122,4 +93,4 @@ def opts_for_build(model_opt):
     return apply_overrides(model_opt, current_overrides())
 
 
-__all__ = ["make_log_softmax", "wrap_decode_and_generate", "wrap_load_test_model", "opts_for_build", "loading_onto_gpu"]
+__all__ = ["wrap_load_test_model", "opts_for_build", "loading_onto_gpu"]

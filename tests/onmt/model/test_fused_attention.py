@@ -1,10 +1,10 @@
-"""Sparse attention through OpenNMT-py's SDPA branch (onmt_entmax/onmt/fused_attention.py)."""
+"""Sparse attention through OpenNMT-py's SDPA branch (onmt_entmax/onmt/model/fused_attention.py)."""
 import pytest
 import torch
 from torch.nn import functional as F
 
 from onmt_entmax.modules import AttentionNormalizer
-from onmt_entmax.onmt import fused_attention
+from onmt_entmax.onmt.model import fused_attention
 from onmt_entmax.registry import get_transformation
 
 

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Callable
 
-from .training import current_alphas
+from .loss import current_alphas
 
 def _logger():
     """OpenNMT-py's logger, imported late: importing this module must not import ``onmt`` (the

@@ -3,7 +3,7 @@ that it makes the output dense (measured on Multi30k, docs/results.md)."""
 from torch import nn
 
 from onmt_entmax.modules import EntmaxGenerator
-from onmt_entmax.onmt.training import label_smoothing_warning
+from onmt_entmax.onmt.training.loss import label_smoothing_warning
 from onmt_entmax.registry import get_transformation
 
 

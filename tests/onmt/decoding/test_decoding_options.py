@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("onmt")
 
-from onmt_entmax.onmt.decoding_options import DecodingConfig, add_decoding_options  # noqa: E402
+from onmt_entmax.onmt.decoding.options import DecodingConfig, add_decoding_options  # noqa: E402
 from onmt_entmax.registry import get_transformation  # noqa: E402
 
 

@@ -28,7 +28,7 @@ from onmt_entmax.analysis.alpha_relu_stats import StepStats, format_summary, plo
 from onmt_entmax.analysis.alphas import attention_site, site_order
 from onmt_entmax.analysis.head_diversity import HeadDiversity, plot_head_diversity
 
-from .model import generator_log_probs
+from ..model.surgery import generator_log_probs
 
 
 @dataclass
@@ -51,7 +51,7 @@ def load_model(checkpoint: str, gpu: int = -1):
     import onmt.opts
     from onmt.utils.parse import ArgumentParser
 
-    from . import activate
+    from .. import activate
 
     activate()
     if not os.path.exists(checkpoint):

@@ -16,7 +16,7 @@ import torch
 
 pytest.importorskip("onmt")
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 DRIVER = f"""
 import os, sys
 sys.path.insert(0, {REPO!r})
@@ -245,7 +245,7 @@ def test_transformer_alpha_relu_decodes_unnormalised_scores(workdir):
 
 
 def test_python_api_support_sets_suggestions_enumeration(workdir):
-    from onmt_entmax.onmt.decoding_api import SparseDecoder
+    from onmt_entmax.onmt.decoding.api import SparseDecoder
 
     dec = SparseDecoder(str(workdir / SPARSE))
     src = (workdir / "src-test.txt").read_text().splitlines()

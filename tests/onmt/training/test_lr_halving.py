@@ -6,7 +6,7 @@ import torch
 
 from conftest import build_vocab, train, yaml_config
 
-from onmt_entmax.onmt import lr_halving
+from onmt_entmax.onmt.training import lr_halving
 
 
 def _stats(loss, n_words):

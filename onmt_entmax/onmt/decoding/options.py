@@ -13,7 +13,7 @@ DECODING_OPTIONS = (
 
 def _group(parser):
     try:
-        from .options import _entmax_group  # the integration's shared "Entmax" group
+        from ..options import _entmax_group  # the integration's shared "Entmax" group
 
         return _entmax_group(parser)
     except ImportError:  # pragma: no cover - integration not installed

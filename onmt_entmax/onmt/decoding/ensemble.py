@@ -15,7 +15,7 @@ import functools
 
 from onmt_entmax.decoding import average_probs, check_same_vocab
 
-from .decoding_beam import _wrap
+from .beam import _wrap
 
 LOG_PROBS_OUT = "_entmax_log_probs_out"  # generator output is already log-probabilities
 
@@ -31,7 +31,7 @@ def member_transformations(model) -> list:
 
 
 def _member_log_probs(generator, logits):
-    from .model import generator_log_probs
+    from ..model.surgery import generator_log_probs
 
     return generator_log_probs(generator, logits)
 

@@ -1,7 +1,7 @@
 """Python API over a checkpoint: forced-decoding support sets, next-word suggestions, support
 enumeration and exact search for one tokenized sentence (Peters et al. 2019, Figures 1 and 2).
 
-    from onmt_entmax.onmt.decoding_api import SparseDecoder
+    from onmt_entmax.onmt.decoding.api import SparseDecoder
     dec = SparseDecoder("model.pt")
     dec.suggest("english V PTCP PST d r a w", prefix="d r a")     # [("w", 1.0)]
     dec.support_sets("english V PTCP PST d r a w", "d r a w n")    # one StepSupport per target token
@@ -20,7 +20,7 @@ import torch
 from onmt_entmax.analysis import StepSupport, suggestions, support_sets
 from onmt_entmax.decoding import Support, enumerate_support, exact_search
 
-from .decoding_scorer import SentenceScorer, trim_eos
+from .scorer import SentenceScorer, trim_eos
 
 
 class SparseDecoder:
@@ -31,7 +31,7 @@ class SparseDecoder:
         from onmt.translate.translator import build_translator
         from onmt.utils.parse import ArgumentParser
 
-        from . import activate
+        from .. import activate
 
         activate()
         paths = [model] if isinstance(model, str) else list(model)

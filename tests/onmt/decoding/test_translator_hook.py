@@ -58,7 +58,7 @@ def test_hypothesis_text_reads_the_target_vocabulary_once_per_translator():
     sentence was a third of a sparse model's decoding time (10k-word vocabulary, H100 host)."""
     from types import SimpleNamespace
 
-    from onmt_entmax.onmt.decoding_translate import _text
+    from onmt_entmax.onmt.decoding.translator import _text
 
     class Vocab:
         reads = 0
@@ -77,17 +77,17 @@ def test_translator_build_warms_the_kernels_of_a_sparse_model_only(monkeypatch):
     """Triton's once-a-process set-up (~0.5 s) runs when a sparse model is loaded, on the model's
     device, not in the first beam step; a softmax model (stock or ours) never starts Triton."""
     from onmt_entmax import ops
-    from onmt_entmax.onmt import decoding_translate
+    from onmt_entmax.onmt.decoding import translator as translator_hooks
 
     devices = []
     monkeypatch.setattr(ops, "warm_up_kernels", lambda device: devices.append(device) or True)
     entmax = EntmaxGenerator.from_linear(nn.Linear(8, 20), get_transformation("entmax15"))
     sparse = nn.Sequential(nn.Linear(8, 8), entmax)
-    assert decoding_translate.warm_up_kernels_of(sparse)
+    assert translator_hooks.warm_up_kernels_of(sparse)
     assert devices == [torch.device("cpu")]
-    assert not decoding_translate.warm_up_kernels_of(nn.Sequential(nn.Linear(8, 20)))
+    assert not translator_hooks.warm_up_kernels_of(nn.Sequential(nn.Linear(8, 20)))
     softmax = EntmaxGenerator.from_linear(nn.Linear(8, 20), get_transformation("softmax"))
-    assert not decoding_translate.warm_up_kernels_of(nn.Sequential(nn.Linear(8, 8), softmax))
+    assert not translator_hooks.warm_up_kernels_of(nn.Sequential(nn.Linear(8, 8), softmax))
     assert devices == [torch.device("cpu")]
 
 
@@ -116,9 +116,9 @@ def test_translator_from_opt_warms_the_kernels_once_the_model_is_built(monkeypat
         order.append("built")
         return types.SimpleNamespace()
 
-    from onmt_entmax.onmt import decoding_translate
+    from onmt_entmax.onmt.decoding import translator as translator_hooks
 
-    from_opt = decoding_translate._from_opt(classmethod(upstream))
+    from_opt = translator_hooks._from_opt(classmethod(upstream))
     model = nn.Module()
     model.generator = EntmaxGenerator.from_linear(nn.Linear(8, 20), get_transformation("entmax15"))
     opt = _get_parser().parse_args(["-model", "m.pt", "-src", "s.txt"])
