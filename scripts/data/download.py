@@ -194,8 +194,11 @@ def _fetch_once(url: str, part: Path, chunk: int, progress: bool, timeout: float
             raise _Cut("range not satisfiable") from err
         raise
     with resp:
-        if have and (resp.status != 206 or not (resp.headers.get("Content-Range") or "").startswith(f"bytes {have}-")):
-            have = 0  # the server ignored the range (or answered another one): start over
+        if have and resp.status == 206 and not (resp.headers.get("Content-Range") or "").startswith(f"bytes {have}-"):
+            part.unlink()  # another range than asked for: start over
+            raise _Cut("the server answered another range")
+        if have and resp.status != 206:
+            have = 0  # the server ignored the range and sends the whole file
         total = have + resp.length if resp.length is not None else None
         bar = None
         if progress:
