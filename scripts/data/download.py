@@ -151,7 +151,8 @@ CORPORA: dict[str, list[tuple[Source, ...]]] = {
          Source(f"{_STATMT}/wmt14/wiki-titles.tgz", "wiki-titles-wmt14.tgz",
                 size=8168057, sha256="3a0bbb5d05cb9c3daccfab2078b0044f34f3b8b8bdd54b185b84ade36eadb9b6",
                 pinned_by=_TFDS.format("wmt14_translate.txt"))),
-        # dev/newstest2012.{en,ru}: tfds' source (WMT19 dev archive), else fairseq's (WMT17 dev archive)
+        # dev/newstest2012.{en,ru}: tfds' source (WMT19 dev archive), else fairseq's (WMT17 dev archive);
+        # extract.py reads no training pairs from these two (its DEV_ARCHIVES)
         (Source("http://data.statmt.org/wmt19/translation-task/dev.tgz", "dev.tgz",
                 size=38654961, sha256="7a7deccf82ebb05ba508dba5eb21356492224e8f630ec4f992132b029b4b25e7",
                 pinned_by=_TFDS.format("wmt13_translate.txt")),
@@ -159,7 +160,6 @@ CORPORA: dict[str, list[tuple[Source, ...]]] = {
                 md5="9b1aa63c1cf49dccdd20b962fe313989", pinned_by="awslabs/sockeye contrib/autopilot/tasks.py")),
     ],
 }
-DEV_ARCHIVES = ("dev.tgz", "dev-wmt17.tgz")  # dev sets only: extract.py does not read training pairs from them
 # CoNLL-SIGMORPHON 2018 (git); task1/ at this commit is byte-identical to ../shared/data's archive (604 files)
 GIT = {"sigmorphon2018": GitSource("https://github.com/sigmorphon/conll2018", "490e2e0693241f708670d9d1c56803b754fab7cd")}
 

@@ -197,6 +197,8 @@ def test_every_recipe_has_sources_and_unknown_corpora_are_named(tmp_path):
     prep = load_script("scripts/data/prepare_mt.py")
     extract = load_script("scripts/data/extract.py")
     assert set(prep.RECIPES) <= set(dl.CORPORA) and set(prep.RECIPES) <= set(extract.EXTRACTORS)
+    # the WMT dev archives are read for newstest2012 and never as training data
+    assert {s.name for s in dl.CORPORA["wmt13-en-ru"][-1]} == set(extract.DEV_ARCHIVES)
     with pytest.raises(KeyError, match="klingon"):
         dl.download("klingon", tmp_path)
 
