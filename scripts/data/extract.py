@@ -4,12 +4,18 @@
     python3 scripts/data/extract.py multi30k --downloads work/downloads/multi30k --out work/data/multi30k/raw
 
 Splits per corpus (dev / test): Multi30k val / test_2016_flickr; IWSLT'17 dev2010 / tst2017 (also
-tst2016 as ``test2016``); IWSLT'14 every 23rd training pair / dev2010+tst2010-12+TEDX.dev2012 (the
-6,750-line fairseq set); KFTT dev / test (the released tokenization, ``data/tok``; ``*.orig`` holds
-the untokenized references); WMT'16 newsdev2016 / newstest2016, WMT'14 newstest2013 / newstest2014
-(full), WMT'13 newstest2012 / newstest2013 -- WMT dev/test sets come from SacreBLEU's own
-checked downloads, or from ``--testsets DIR`` holding ``<name>.<lang>`` files (e.g. ../shared/data).
-Training parallel files inside WMT archives are found by name (``X.<l1>-<l2>.<l>``).
+tst2016 as ``test2016``); IWSLT'14 no dev here (``prepare_mt.py`` takes every 23rd pair of the cleaned
+training set, as fairseq's prepare-iwslt14.sh) / dev2010+TEDX.dev2012+tst2010-12 (the 6,750-line fairseq
+set); KFTT dev / test (the released tokenization, ``data/tok``); WMT'16 newsdev2016 / newstest2016,
+WMT'14 newstest2013 / newstest2014 (full), WMT'13 newstest2012 (from the WMT dev archive: SacreBLEU has no
+wmt12 en-ru) / newstest2013 -- the other WMT dev/test sets come from SacreBLEU's own checked downloads,
+or from ``--testsets DIR`` holding ``<name>.<lang>`` files (e.g. ../shared/data). Training parallel files
+inside WMT archives are found by name (``X.<l1>-<l2>.<l>``).
+
+``{split}.orig.{lang}`` files hold the untokenized references of SacreBLEU where ``{split}.{lang}`` is not
+plain text (KFTT's tokens, IWSLT'14's XML-escaped segments); ``pretokenized.txt`` lists the splits
+already in their recipe's tokenization, which ``prepare_mt.py`` passes through (IWSLT'14 test sets
+given as fairseq's output).
 """
 from __future__ import annotations
 
@@ -34,6 +40,27 @@ def xml_segments(text: str) -> list[str]:
 def tags_file_lines(text: str) -> list[str]:
     """IWSLT ``train.tags.*`` files: talk metadata lines are XML tags (``<url>``, ``<talkid>``...)."""
     return [" ".join(line.split()) for line in text.splitlines() if not line.strip().startswith("<")]
+
+
+_FAIRSEQ_DROP = ("<url>", "<talkid>", "<keywords>")
+_FAIRSEQ_UNTAG = re.compile(r"</?(title|description)>")
+
+
+def fairseq_tags_lines(text: str) -> list[str]:
+    """``train.tags.*`` as fairseq's prepare-iwslt14.sh reads it: lines containing ``<url>``, ``<talkid>``
+    or ``<keywords>`` dropped, the ``<title>`` / ``<description>`` tags removed and their text kept."""
+    return [" ".join(_FAIRSEQ_UNTAG.sub("", line).split()) for line in text.splitlines()
+            if not any(tag in line for tag in _FAIRSEQ_DROP)]
+
+
+_FAIRSEQ_SEG_OPEN = re.compile(r'<seg id="[0-9]*">\s*')
+_FAIRSEQ_SEG_CLOSE = re.compile(r"\s*</seg>\s*")
+
+
+def fairseq_xml_lines(text: str) -> list[str]:
+    """Segments as fairseq's prepare-iwslt14.sh reads them: every line holding ``<seg id``, its tags
+    removed, XML entities left as they are (its tokenizer then escapes ``&amp;`` to ``&amp; amp ;``)."""
+    return [_FAIRSEQ_SEG_CLOSE.sub("", _FAIRSEQ_SEG_OPEN.sub("", line)) for line in text.splitlines() if "<seg id" in line]
 
 
 class Archive:
@@ -128,10 +155,16 @@ def extract_multi30k(dl: Path, out: Path, testsets: Path | None = None) -> None:
 
 
 def extract_iwslt17(dl: Path, out: Path, testsets: Path | None = None) -> None:
+    """Training and dev2010 from the multilingual release (torchtext's) or, downloaded as its fallback,
+    the bilingual de-en release of the same campaign (same file names inside)."""
+    train = None
     if (dl / "2017-01-trnmted.tgz").exists():
-        inner = Archive(dl / "2017-01-trnmted.tgz").nested("*DeEnItNlRo-DeEnItNlRo.tgz")
-        write_split(out, "train", {l: tags_file_lines(inner.text(inner.one(f"*train.tags.de-en.{l}"))) for l in ("de", "en")})
-        write_split(out, "dev", {l: xml_segments(inner.text(inner.one(f"*IWSLT17.TED.dev2010.de-en.{l}.xml"))) for l in ("de", "en")})
+        train = Archive(dl / "2017-01-trnmted.tgz").nested("*DeEnItNlRo-DeEnItNlRo.tgz")
+    elif (dl / "2017-01-trnted-de-en.tgz").exists():
+        train = Archive(dl / "2017-01-trnted-de-en.tgz")
+    if train is not None:
+        write_split(out, "train", {l: tags_file_lines(train.text(train.one(f"*train.tags.de-en.{l}"))) for l in ("de", "en")})
+        write_split(out, "dev", {l: xml_segments(train.text(train.one(f"*IWSLT17.TED.dev2010.de-en.{l}.xml"))) for l in ("de", "en")})
     tests = testsets or dl
     src_side = {"de": Archive(tests / "de-en.tgz"), "en": Archive(tests / "en-de.tgz")}
     for split, year in (("test", "tst2017"), ("test2016", "tst2016")):
@@ -140,21 +173,34 @@ def extract_iwslt17(dl: Path, out: Path, testsets: Path | None = None) -> None:
         })
 
 
+PRETOKENIZED = "pretokenized.txt"  # splits already in their recipe's tokenization, one a line
 IWSLT14_TEST = ("IWSLT14.TED.dev2010", "IWSLT14.TEDX.dev2012", "IWSLT14.TED.tst2010", "IWSLT14.TED.tst2011", "IWSLT14.TED.tst2012")
 
 
 def extract_iwslt14(dl: Path, out: Path, testsets: Path | None = None) -> None:
+    """fairseq's prepare-iwslt14.sh reading of the release: training lines (no dev split: prepare_mt.py
+    holds out every 23rd pair after cleaning, as fairseq) and the concatenated test talks; ``test.orig``
+    holds the same segments as plain text (entities unescaped), the references of SacreBLEU."""
     if (dl / "de-en.tgz").exists():
         arch = Archive(dl / "de-en.tgz")
-        train = {l: tags_file_lines(arch.text(arch.one(f"*train.tags.de-en.{l}"))) for l in ("de", "en")}
-        # fairseq recipe: every 23rd training pair is held out for validation
-        write_split(out, "train", {l: [s for i, s in enumerate(v) if i % 23 != 0] for l, v in train.items()})
-        write_split(out, "dev", {l: [s for i, s in enumerate(v) if i % 23 == 0] for l, v in train.items()})
-        test = {l: sum((xml_segments(arch.text(arch.one(f"*{t}.de-en.{l}.xml"))) for t in IWSLT14_TEST), []) for l in ("de", "en")}
-    else:  # ../shared/data/mt-testsets/iwslt14-de-en: same sets, already tokenized and lowercased
-        src = testsets or dl
-        test = {l: sum(((src / f"{t}.de-en.{l}").read_text(encoding="utf-8").splitlines() for t in IWSLT14_TEST), []) for l in ("de", "en")}
+        write_split(out, "train", {l: fairseq_tags_lines(arch.text(arch.one(f"*train.tags.de-en.{l}"))) for l in ("de", "en")})
+        xml = {(t, l): arch.text(arch.one(f"*{t}.de-en.{l}.xml")) for t in IWSLT14_TEST for l in ("de", "en")}
+        test = {l: sum((fairseq_xml_lines(xml[t, l]) for t in IWSLT14_TEST), []) for l in ("de", "en")}
+        plain = {l: sum((xml_segments(xml[t, l]) for t in IWSLT14_TEST), []) for l in ("de", "en")}
+        if any(len(test[l]) != len(plain[l]) for l in test):
+            raise ValueError(f"{dl / 'de-en.tgz'}: <seg id lines and <seg> elements differ in number")
+        write_split(out, "test", test)
+        write_split(out, "test.orig", plain)
+        return
+    # ../shared/data/mt-testsets/iwslt14-de-en: the same sets as fairseq's script writes them (tokenized,
+    # escaped, lower-cased); their SacreBLEU references are those lines detokenized (no originals there)
+    from sacremoses import MosesDetokenizer
+
+    src = testsets or dl
+    test = {l: sum(((src / f"{t}.de-en.{l}").read_text(encoding="utf-8").splitlines() for t in IWSLT14_TEST), []) for l in ("de", "en")}
     write_split(out, "test", test)
+    write_split(out, "test.orig", {l: [MosesDetokenizer(lang=l).detokenize(x.split()) for x in v] for l, v in test.items()})
+    (out / PRETOKENIZED).write_text("test\n", encoding="utf-8")
 
 
 def extract_kftt(dl: Path, out: Path, testsets: Path | None = None) -> None:
@@ -173,10 +219,26 @@ def extract_kftt(dl: Path, out: Path, testsets: Path | None = None) -> None:
             write_split(out, f"{split}.orig", {l: read(stem, l, False) for l in ("ja", "en")})
 
 
+DEV_ARCHIVES = ("dev.tgz", "dev-wmt17.tgz")  # download.py's WMT dev archives (the primary and its fallback)
+
+
+def dev_archive_testset(dl: Path, stem: str, langs: tuple[str, str]) -> dict[str, list[str]]:
+    """``dev/<stem>.<lang>`` (plain text) from the WMT dev archive download.py fetched into ``dl``."""
+    found = [dl / name for name in DEV_ARCHIVES if (dl / name).exists()]
+    if not found:
+        raise FileNotFoundError(f"{dl}: no {' or '.join(DEV_ARCHIVES)} (download.py fetches it) for {stem}, "
+                                "and no --testsets folder given")
+    arch = Archive(found[0])
+    return {lang: arch.text(arch.one(f"*dev/{stem}.{lang}")).splitlines() for lang in langs}
+
+
 def _wmt(pair: tuple[str, str], dev: tuple[str, str], test: tuple[str, str]):
+    """``dev`` / ``test``: (SacreBLEU test set, file stem); ``"dev-archive"``: the WMT dev archive in the
+    downloads folder, unless ``--testsets`` holds ``<stem>.<lang>``."""
     def extract(dl: Path, out: Path, testsets: Path | None = None) -> None:
         l1, l2 = pair
-        archives = [p for p in sorted(dl.glob("*")) if p.suffix in (".tgz", ".zip", ".gz")] if dl.is_dir() else []
+        archives = [p for p in sorted(dl.glob("*")) if p.suffix in (".tgz", ".zip", ".gz")
+                    and p.name not in DEV_ARCHIVES] if dl.is_dir() else []
         if archives:
             train: dict[str, list[str]] = {l1: [], l2: []}
             for path in archives:
@@ -184,7 +246,11 @@ def _wmt(pair: tuple[str, str], dev: tuple[str, str], test: tuple[str, str]):
                     train[l] += lines
             write_split(out, "train", train)
         for split, (name, stem) in (("dev", dev), ("test", test)):
-            write_split(out, split, sacrebleu_testset(name, l1, l2, testsets, stem))
+            given = testsets is not None and all((testsets / f"{stem}.{l}").exists() for l in pair)
+            if name == "dev-archive" and not given:
+                write_split(out, split, dev_archive_testset(dl, stem, pair))
+            else:
+                write_split(out, split, sacrebleu_testset(name, l1, l2, testsets, stem))
     return extract
 
 
@@ -195,7 +261,7 @@ EXTRACTORS = {
     "kftt-ja-en": extract_kftt,
     "wmt16-ro-en": _wmt(("ro", "en"), ("wmt16/dev", "newsdev2016"), ("wmt16", "newstest2016")),
     "wmt14-en-de": _wmt(("en", "de"), ("wmt13", "newstest2013"), ("wmt14/full", "newstest2014")),
-    "wmt13-en-ru": _wmt(("en", "ru"), ("wmt12", "newstest2012"), ("wmt13", "newstest2013")),
+    "wmt13-en-ru": _wmt(("en", "ru"), ("dev-archive", "newstest2012"), ("wmt13", "newstest2013")),
 }
 
 

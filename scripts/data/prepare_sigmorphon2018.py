@@ -2,7 +2,8 @@
 """CoNLL-SIGMORPHON 2018 task 1 -> OpenNMT-py files for one multilingual model.
 
 Reads the released archive (``task1/all/`` and ``task1/surprise/``, as Peters et al. 2019 used
-them together) or its extracted folder, keeps every language that has ``<lang>-train-<setting>``,
+them together), its extracted folder, or the git clone ``download.py sigmorphon2018`` makes (pinned
+commit; its task1/ equals the archive), keeps every language that has ``<lang>-train-<setting>``,
 and writes
 
     OUT/src-{train,dev,test}.txt, OUT/tgt-{train,dev,test}.txt   all languages, one model
@@ -37,9 +38,11 @@ def load_task1(source: Path) -> dict[tuple[str, str], list[str]]:
     """{(language, kind): lines} for every task-1 data file in an archive or extracted folder."""
     if source.is_dir():
         root = source.parent if source.name == "task1" else source
+        # a git clone also holds task1/baseline/, task1/evaluation/ (with folders): read data files only
         texts = {
-            str(p.relative_to(root)).replace("\\", "/"): p.read_text(encoding="utf-8")
+            name: p.read_text(encoding="utf-8")
             for p in root.glob("task1/*/*")
+            if p.is_file() and _NAME.match(name := str(p.relative_to(root)).replace("\\", "/"))
         }
     else:  # one pass over the archive (41 MB unpacked): reopening a .tar.gz per member is quadratic
         with tarfile.open(source) as tar:

@@ -1,5 +1,6 @@
 """MT data: extraction of the released test sets, and the Moses + subword-nmt recipes."""
 import json
+import shutil
 
 import pytest
 from sacremoses import MosesTokenizer
@@ -89,6 +90,21 @@ def test_joint_recipe_learns_one_code_file_separate_recipe_two(tmp_path):
 def test_training_pairs_are_cleaned_but_test_pairs_never():
     src, tgt = prep.clean_pairs(["a b", "", "a " * 10, "x"], ["c d", "e", "b", "y " * 4], max_len=8, max_ratio=1.5)
     assert (src, tgt) == (["a b"], ["c d"])
+
+
+def test_cleaning_is_moses_clean_corpus_n():
+    """clean-corpus-n.perl: | deleted unless the first pair has one, 1000-character words, ratio both ways."""
+    src = ["p  q", "x " * 3, "w" * 1001, "a | b", "one two three four"]
+    tgt = ["r s", "y", "v", "c d", "1 2"]
+    kept = prep.moses_clean(src, tgt, max_len=10, max_ratio=1.5)
+    assert kept == [(0, "p q", "r s"), (3, "a b", "c d")]
+    assert prep.moses_clean(["f|N b", "a | b"], ["g|N", "c d"])[1] == (1, "a | b", "c d")  # factored: kept
+    assert prep.moses_clean(["w" * 1000], ["v"]) == [(0, "w" * 1000, "v")]
+
+
+def test_unknown_recipe_step_is_named():
+    with pytest.raises(ValueError, match="tokenise"):
+        prep.Recipe(("de", "en"), 10, train_steps=("tokenise",))
 
 
 def test_missing_bpe_split_is_named(tmp_path):
@@ -193,3 +209,146 @@ def test_sentencepiece_option_segments_the_same_tokens(tmp_path):
         assert [remove_sentencepiece(p) for p in pieces] == tok
     with pytest.raises(ValueError, match="--subword"):
         prep.prepare("multi30k", tmp_path / "raw", tmp_path / "o2", subword="wordpiece")
+
+
+def test_fairseq_iwslt14_readers_keep_what_prepare_iwslt14_keeps():
+    tags = ("<url>http://x</url>\n<keywords>k</keywords>\n<speaker>S</speaker>\n<talkid>1</talkid>\n"
+            "<title>A talk</title>\n<description>About it</description>\n Hello  there. \n")
+    # grep -v url/talkid/keywords; sed removes the title/description tags, their text stays
+    assert extract.fairseq_tags_lines(tags) == ["<speaker>S</speaker>", "A talk", "About it", "Hello there."]
+    xml = '<doc>\n<seg id="1"> R&amp;D \u2019s  </seg>\n<seg id="2">B</seg>\n</doc>'
+    assert extract.fairseq_xml_lines(xml) == ["R&amp;D \u2019s", "B"]  # entities left for the tokenizer
+
+
+def _iwslt14_release(path, n=100, dirty=(5, 30, 31, 60)):
+    """A de-en.tgz laid out as the IWSLT'14 release; pair i in ``dirty`` is one clean-corpus-n drops."""
+    de, en = ["<url>u</url>", "<keywords>k</keywords>", "<talkid>1</talkid>", "<title>Titel</title>"], \
+        ["<url>u</url>", "<keywords>k</keywords>", "<talkid>1</talkid>", "<title>Title</title>"]
+    pairs = []
+    for i in range(n):
+        if i == 5:
+            d, e = "ein zwei drei vier", "one"  # ratio 4
+        elif i == 30:
+            d, e = "w" * 1001, "long"  # a 1001-character word
+        elif i == 31:
+            d, e = " ".join(["x"] * 176), " ".join(["y"] * 170)  # 176 tokens
+        elif i == 60:
+            d, e = "", "empty"
+        else:
+            d, e = f"Satz {i} ist's | gut.", f"Sentence {i} is 'fine' | here."
+        pairs.append((d, e))
+        de.append(d)
+        en.append(e)
+    files = {"de-en/train.tags.de-en.de": "\n".join(de) + "\n", "de-en/train.tags.de-en.en": "\n".join(en) + "\n"}
+    for t in extract.IWSLT14_TEST:
+        for lang, text in (("de", "F&amp;E\u2019s gut"), ("en", "R&amp;D\u2019s fine")):
+            files[f"de-en/{t}.de-en.{lang}.xml"] = f'<doc>\n<seg id="1"> {text} {t} </seg>\n</doc>\n'
+    _tgz(path, files)
+    return [p for i, p in enumerate(pairs) if i not in dirty]
+
+
+def test_iwslt14_release_is_prepared_as_fairseq_prepare_iwslt14(tmp_path):
+    (tmp_path / "dl").mkdir()
+    clean = _iwslt14_release(tmp_path / "dl/de-en.tgz")
+    extract.extract_iwslt14(tmp_path / "dl", tmp_path / "raw")
+    assert not (tmp_path / "raw/dev.en").exists()  # made after cleaning by prepare_mt
+    assert (tmp_path / "raw/test.orig.en").read_text().splitlines()[0] == "R&D\u2019s fine IWSLT14.TED.dev2010"
+    summary = prep.prepare("iwslt14-de-en", tmp_path / "raw", tmp_path / "out", merges=30)
+    read = lambda name: (tmp_path / "out" / name).read_text(encoding="utf-8").splitlines()
+    mt = MosesTokenizer(lang="en")
+    expected = ["title"] + [mt.tokenize(e, escape=True, return_str=True).lower() for _, e in clean]
+    # awk 'NR%23 == 0' after cleaning: the title line is pair 1, so dev holds cleaned pairs 23, 46, 69, ...
+    assert read("dev.tok.en") == expected[22::23]
+    assert read("train.tok.en") == [x for i, x in enumerate(expected) if (i + 1) % 23]
+    assert summary["lines"] == {"dev": len(expected) // 23, "test": 5, "train": len(expected) - len(expected) // 23}
+    assert read("train.tok.en")[2] == "sentence 1 is &apos; fine &apos; &#124; here ."  # escaped, lower-cased
+    assert read("test.tok.en")[0] == "r &amp; amp ; d &apos;s fine iwslt14.ted.dev2010"  # ’ -> ' on test sets only
+    assert read("test.raw.en")[0] == "R&D\u2019s fine IWSLT14.TED.dev2010"  # SacreBLEU's reference: plain text
+    assert read("dev.raw.en")[0] == clean[21][1]
+
+
+@needs_shared("mt-testsets", "iwslt14-de-en")
+def test_iwslt14_shared_test_sets_are_fairseqs_output_and_passed_through(tmp_path):
+    extract.extract_iwslt14(T / "iwslt14-de-en", tmp_path, T / "iwslt14-de-en")
+    _write(tmp_path, "train", {"de": ["ein kleiner satz ."] * 50, "en": ["a small sentence ."] * 50})
+    summary = prep.prepare("iwslt14-de-en", tmp_path, tmp_path / "out", merges=20)
+    assert summary["pretokenized"] == ["test"]
+    shared = sum(((T / "iwslt14-de-en" / f"{t}.de-en.en").read_text(encoding="utf-8").splitlines()
+                  for t in extract.IWSLT14_TEST), [])
+    assert (tmp_path / "out/test.tok.en").read_text(encoding="utf-8").splitlines() == shared  # not re-tokenized
+    assert "&amp; amp ;" in (tmp_path / "out/test.tok.en").read_text(encoding="utf-8")
+    raw = (tmp_path / "out/test.raw.en").read_text(encoding="utf-8")
+    assert "&apos;" not in raw and "isn't" in raw  # detokenized for SacreBLEU
+
+
+@needs_shared("mt-testsets", "iwslt14-de-en")
+def test_iwslt14_recipe_reproduces_fairseqs_tokens_on_the_real_test_set():
+    """Detokenize fairseq's tst2010 and tokenize it again with the recipe: XML escaping is what makes the
+    lines equal (the rest differ where the lower-cased text lost a sentence-final period's capital)."""
+    import dataclasses
+
+    from sacremoses import MosesDetokenizer
+
+    recipe = prep.RECIPES["iwslt14-de-en"]
+    lines = (T / "iwslt14-de-en/IWSLT14.TED.tst2010.de-en.en").read_text(encoding="utf-8").splitlines()
+    detok = [MosesDetokenizer(lang="en").detokenize(x.split()) for x in lines]
+    rate = {}
+    for escape in (True, False):
+        r = dataclasses.replace(recipe, escape=escape)
+        rate[escape] = sum(a == b for a, b in zip(prep.tokenize_lines(detok, "en", r, 1, r.eval_steps), lines)) / len(lines)
+    assert rate[True] > 0.9 > 0.5 > rate[False]  # measured: 93.1 % and 49.3 % of 1,565 lines
+
+
+def test_wmt_recipe_follows_fairseq_prepare_wmt14en2de(tmp_path):
+    """-a hyphen splitting, escaping, non-printing characters removed on train; clean-corpus-n on the BPE
+    output, so a pair of 200 words but over 250 subwords is dropped; dev/test never filtered."""
+    long_de = " ".join(f"Qzx{i}vyw" for i in range(200))
+    long_en = " ".join(f"Kqj{i}wvz" for i in range(200))
+    train = {"en": ["A well-known \u200bfact."] * 30 + [long_en], "de": ["Eine bekannte Tatsache."] * 30 + [long_de]}
+    _write(tmp_path / "raw", "train", train)
+    _write(tmp_path / "raw", "dev", {"en": [long_en, "It\u2019s"], "de": [long_de, "Es ist"]})
+    _write(tmp_path / "raw", "test", {"en": ["x"], "de": ["y"]})
+    summary = prep.prepare("wmt14-en-de", tmp_path / "raw", tmp_path / "out", merges=10)
+    read = lambda name: (tmp_path / "out" / name).read_text(encoding="utf-8").splitlines()
+    assert summary["train_pairs_before_cleaning"] == 31 and summary["lines"]["train"] == 30
+    assert read("train.tok.en")[0] == "A well @-@ known fact ."
+    assert read("dev.tok.en")[1] == "It &apos;s" and summary["lines"]["dev"] == 2
+    assert [b.replace("@@ ", "") for b in read("train.bpe.de")] == read("train.tok.de")  # still aligned
+    assert len(read("train.raw.en")) == 30
+
+
+@needs_shared("mt-testsets", "wmt13-en-ru")
+def test_wmt13_dev_set_comes_from_the_wmt_dev_archive(tmp_path):
+    """SacreBLEU has no wmt12 en-ru: newstest2012 is read from the dev archive download.py fetches."""
+    shared = T / "wmt13-en-ru"
+    dl_dir = tmp_path / "dl"
+    dl_dir.mkdir()
+    _tgz(dl_dir / "dev.tgz", {f"dev/newstest2012.{l}": (shared / f"newstest2012.{l}").read_text(encoding="utf-8")
+                              for l in ("en", "ru")})
+    _tgz(dl_dir / "training-parallel-nc-v8.tgz", {"training/news-commentary-v8.ru-en.ru": "мир\n",
+                                                  "training/news-commentary-v8.ru-en.en": "world\n"})
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    for l in ("en", "ru"):
+        shutil.copy(shared / f"newstest2013.{l}", tests / f"newstest2013.{l}")
+    extract.EXTRACTORS["wmt13-en-ru"](dl_dir, tmp_path / "out", tests)
+    assert (tmp_path / "out/dev.ru").read_text(encoding="utf-8") == (shared / "newstest2012.ru").read_text(encoding="utf-8")
+    assert len((tmp_path / "out/dev.en").read_text(encoding="utf-8").splitlines()) == 3003
+    assert (tmp_path / "out/train.en").read_text(encoding="utf-8") == "world\n"  # nothing read from dev.tgz
+    (dl_dir / "dev.tgz").unlink()
+    with pytest.raises(FileNotFoundError, match="dev.tgz"):
+        extract.EXTRACTORS["wmt13-en-ru"](dl_dir, tmp_path / "out2", tests)
+
+
+def test_iwslt17_bilingual_fallback_release_is_read_like_the_multilingual_one(tmp_path):
+    (tmp_path / "dl").mkdir()
+    _tgz(tmp_path / "dl/2017-01-trnted-de-en.tgz", {
+        "de-en/train.tags.de-en.de": "<url>u</url>\nHallo Welt.\n", "de-en/train.tags.de-en.en": "<url>u</url>\nHello world.\n",
+        "de-en/IWSLT17.TED.dev2010.de-en.de.xml": '<seg id="1"> Ja . </seg>',
+        "de-en/IWSLT17.TED.dev2010.de-en.en.xml": '<seg id="1"> Yes . </seg>',
+    })
+    tests = T / "iwslt17-de-en"
+    if not tests.exists():
+        pytest.skip("needs the IWSLT'17 test archives in ../shared/data")
+    extract.extract_iwslt17(tmp_path / "dl", tmp_path / "out", tests)
+    assert (tmp_path / "out/train.en").read_text() == "Hello world.\n" and (tmp_path / "out/dev.de").read_text() == "Ja .\n"

@@ -52,3 +52,21 @@ def test_unknown_language_is_named(tmp_path):
 
     with pytest.raises(ValueError, match="klingon"):
         prep.prepare(ARCHIVE, tmp_path, "medium", languages=["english", "klingon"])
+
+
+@needs_shared("sigmorphon2018-task1.tar.gz")
+def test_git_clone_layout_gives_the_files_of_the_archive(tmp_path):
+    """download.py clones sigmorphon/conll2018, whose task1/ also holds baseline/ and evaluation/ folders."""
+    import tarfile
+
+    clone = tmp_path / "conll2018"
+    with tarfile.open(ARCHIVE) as tar:
+        tar.extractall(clone, filter="data")
+    (clone / "task1/evaluation/sample-output/task1").mkdir(parents=True)
+    (clone / "task1/baseline").mkdir()
+    (clone / "task1/baseline/baseline.py").write_text("print()\n")
+    sizes = {"train": 20, "dev": 5, "test": 5}
+    langs = prep.prepare(clone, tmp_path / "from-clone", "high", sizes=sizes)
+    assert prep.prepare(ARCHIVE, tmp_path / "from-archive", "high", sizes=sizes) == langs
+    for name in ("src-train.txt", "tgt-train.txt", "src-test.txt", "languages.txt"):
+        assert filecmp.cmp(tmp_path / "from-clone" / name, tmp_path / "from-archive" / name, shallow=False), name
