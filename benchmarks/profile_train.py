@@ -64,6 +64,23 @@ def profile(trainer, batches: list, n: int, gpu: bool, top: int) -> dict:
     }
 
 
+def python_profile(trainer, batches: list, n: int, sync, top: int) -> str:
+    """The ``top`` Python functions by time of their own over ``n`` steps (cProfile)."""
+    import cProfile
+    import io
+    import pstats
+
+    prof = cProfile.Profile()
+    sync()
+    prof.enable()
+    train_steps(trainer, batches, 0, n)
+    sync()
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("configs", nargs="+", type=Path, help="onmt_train YAML configs (vocabularies built)")
@@ -72,6 +89,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=300, help="timed steps per config (after one warm-up pass)")
     ap.add_argument("--profile-steps", type=int, default=20)
     ap.add_argument("--top", type=int, default=12, help="operators listed by host time")
+    ap.add_argument("--python", type=int, default=0, metavar="STEPS",
+                    help="also run this many steps under cProfile and list the Python functions with the most "
+                         "time of their own (host work that torch.profiler does not see: outside any operator)")
     args = ap.parse_args()
     import torch
 
@@ -92,7 +112,7 @@ def main() -> None:
     print("| config | steps/s | wall ms a step (profiled) | GPU kernel ms a step | launches a step "
           "| host syncs a step | aten ops a step |")
     print("|---|---|---|---|---|---|---|")
-    tops = {}
+    tops, pythons = {}, {}
     for name, (trainer, batches) in trainers.items():
         train_steps(trainer, batches, 0, len(batches))  # warm-up: Triton compilation, allocator, cuBLAS
         sync()
@@ -102,12 +122,16 @@ def main() -> None:
         rate = args.steps / (time.perf_counter() - t0)
         p = profile(trainer, batches, args.profile_steps, args.gpu, args.top)
         tops[name] = p["top"]
+        if args.python:
+            pythons[name] = python_profile(trainer, batches, args.python, sync, args.top)
         print(f"| {name} | {rate:.1f} | {p['wall_ms']:.2f} | {p['gpu_ms']:.2f} | {p['launches']:.0f} "
               f"| {p['syncs']:.1f} | {p['aten']:.0f} |", flush=True)
     for name, top in tops.items():
         print(f"\n{name}: operators with the most host time of their own, a step")
         for ms, calls, key in top:
             print(f"  {ms:7.3f} ms  {calls:7.1f} calls  {key}")
+    for name, text in pythons.items():
+        print(f"\n{name}: Python functions with the most time of their own ({args.python} steps, cProfile)\n{text}")
 
 
 if __name__ == "__main__":

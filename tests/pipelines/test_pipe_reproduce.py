@@ -167,7 +167,7 @@ def test_time_limited_piece_is_resumed_by_the_same_command(tmp_path, monkeypatch
     e = E.Experiment("smoke", "resume", cfg, "sigsample", "src", "tgt", "peters2019-table1", "x", "medium", "sigmorphon")
     monkeypatch.setattr(E.Experiment, "path", property(lambda self: str(config)))
     rep.build_vocab(cfg, config)
-    often = ["-save_checkpoint_steps", "5", "-valid_steps", "5", "-keep_checkpoint", "-1"]
+    often = ["-save_checkpoint_steps", "5", "-valid_steps", "5", "-keep_checkpoint", "-1", "-early_stopping", "0"]
     unfinished = rep.train_all([(e, 1)], None, ["-train_steps", "1000000", *often], max_minutes=0.4)
     run_dir = tmp_path / "runs/smoke/resume/seed1"
     assert unfinished == [run_dir] and not (run_dir / "train.done").exists()
