@@ -36,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import experiments as E  # noqa: E402
 import results_csv  # noqa: E402
-from pieces import latest_checkpoint, run_pieces  # noqa: E402
+from pieces import latest_checkpoint, run_pieces  # noqa: E402,F401 (latest_checkpoint: re-exported)
 
 ROOT = Path(__file__).resolve().parents[2]
 try:
@@ -405,6 +405,10 @@ def results_csv_path(table: str) -> Path:
     return RESULTS / f"{table}.csv"
 
 
+def curves_csv_path(table: str) -> Path:
+    return RESULTS / f"{table}-validation.csv"
+
+
 def git_commit() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
@@ -416,25 +420,34 @@ def git_commit() -> str:
 def record(table: str, seeds: list[int], only: str | list[str] | None = None, commit: str | None = None,
            runs: Path | None = None, out: Path | None = None) -> list[dict]:
     """One row per evaluated run (scores.json) of ``table`` into its CSV (``out``, default
-    docs/results/<table>.csv), replacing the row of the same run and commit. Returns the new rows."""
+    docs/results/<table>.csv), replacing the row of the same run and commit, and the run's
+    validations into <out>-validation.csv. Returns the new rows. Reads only scores.json and
+    train.log, so it runs wherever those files were copied."""
     if table not in CSV_TABLES:
         raise SystemExit(f"record: only {', '.join(sorted(CSV_TABLES))} keep their results in a CSV file")
     commit = commit or git_commit()
     if not commit:
         raise SystemExit("record: no git checkout here to read the commit from; pass --commit")
     runs, out = runs or WORK, out or results_csv_path(table)
-    new = []
+    curves_out = out.with_name(f"{out.stem}-validation.csv")
+    new, curves = [], []
     for e in experiments(table, only):
+        epoch = E.SIGMORPHON[e.column]["epoch"]
         for seed in seeds:
             run_dir = runs / e.run_dir / f"seed{seed}"
-            scores, last = results_csv.scores_of(run_dir), latest_checkpoint(run_dir)
-            if scores is None or last is None:
+            scores = results_csv.scores_of(run_dir)
+            log = (run_dir / "train.log").read_text(encoding="utf-8") if (run_dir / "train.log").exists() else ""
+            steps = results_csv.last_saved_step(log)
+            if scores is None or steps is None:
                 continue
-            steps = int(last.stem.rsplit("_", 1)[1])
-            new.append(results_csv.run_row(e.column, e.row, seed, scores, steps, E.SIGMORPHON[e.column]["epoch"],
-                                           commit))
+            new.append(results_csv.run_row(e.column, e.row, seed, scores, steps, epoch, commit))
+            curves += results_csv.curve_rows(e.column, e.row, seed, log, epoch, commit)
     results_csv.write_rows(out, results_csv.merge(results_csv.read_rows(out), new))
-    print(f"{len(new)} row(s) recorded in {out}")
+    key = (*results_csv.KEY, "step")
+    old_curves = results_csv.read_rows(curves_out, results_csv.CURVE_COLUMNS)
+    results_csv.write_rows(curves_out, results_csv.sorted_curves(results_csv.merge(old_curves, curves, key)),
+                           results_csv.CURVE_COLUMNS)
+    print(f"{len(new)} row(s) recorded in {out}, {len(curves)} validation(s) in {curves_out}")
     return new
 
 

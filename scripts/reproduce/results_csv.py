@@ -9,12 +9,16 @@ Columns (peters2019-table1): setting, output_alpha, attention_alpha, seed; epoch
 long the run trained (its last checkpoint); valid_acc = the best validation token accuracy, whose
 checkpoint was decoded; test_acc / test_lev = exact match (%) and Levenshtein distance on the test
 set, averaged over languages (the paper's metric); gpu, commit, date (UTC) of the run.
+
+Beside it, docs/results/<table>-validation.csv keeps every validation of every recorded run (the
+learning curves: how far from converged a run stopped), from the training logs.
 """
 from __future__ import annotations
 
 import csv
 import datetime
 import json
+import math
 import re
 from pathlib import Path
 
@@ -22,6 +26,13 @@ COLUMNS = ("setting", "output_alpha", "attention_alpha", "seed", "epochs", "step
            "test_lev", "gpu", "commit", "date")
 KEY = ("setting", "output_alpha", "attention_alpha", "seed", "commit")
 _NAME = re.compile(r"out([0-9.]+)-attn([0-9.]+)$")
+CURVE_COLUMNS = ("setting", "output_alpha", "attention_alpha", "seed", "epoch", "step", "valid_acc", "valid_loss",
+                 "lr", "commit")
+_VALID_LOSS = re.compile(r"Validation (perplexity|\S+ FY loss): ([0-9.eE+-]+|nan|inf)")
+_VALID_ACC = re.compile(r"Validation accuracy: ([0-9.eE+-]+|nan)")
+_HALVED = re.compile(r"learning rate halved to ([0-9.eE+-]+)")
+_LR = re.compile(r"; lr: ([0-9.eE+-]+);")
+_SAVED = re.compile(r"Saving checkpoint \S+_step_(\d+)\.pt")
 
 
 def alphas(name: str) -> tuple[str, str]:
@@ -32,32 +43,76 @@ def alphas(name: str) -> tuple[str, str]:
     return m.group(1), m.group(2)
 
 
-def read_rows(path: Path) -> list[dict]:
+def read_rows(path: Path, columns: tuple = COLUMNS) -> list[dict]:
     if not path.exists():
         return []
     with path.open(encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))
-    if rows and tuple(rows[0]) != COLUMNS:
-        raise ValueError(f"{path}: columns {tuple(rows[0])}, expected {COLUMNS}")
+    if rows and tuple(rows[0]) != columns:
+        raise ValueError(f"{path}: columns {tuple(rows[0])}, expected {columns}")
     return rows
 
 
-def write_rows(path: Path, rows: list[dict]) -> None:
+def write_rows(path: Path, rows: list[dict], columns: tuple = COLUMNS) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     with tmp.open("w", encoding="utf-8", newline="") as f:
-        writer = csv.DictWriter(f, COLUMNS, lineterminator="\n")
+        writer = csv.DictWriter(f, columns, lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
     tmp.replace(path)  # (never a half-written results file)
 
 
-def merge(old: list[dict], new: list[dict]) -> list[dict]:
-    """``old`` with every row of ``new`` replacing the row of the same run and commit, or appended."""
-    out = {tuple(r[k] for k in KEY): r for r in old}
+def merge(old: list[dict], new: list[dict], key: tuple = KEY) -> list[dict]:
+    """``old`` with every row of ``new`` replacing the row of the same ``key`` (run and commit), or
+    appended."""
+    out = {tuple(r[k] for k in key): r for r in old}
     for r in new:
-        out[tuple(r[k] for k in KEY)] = r
+        out[tuple(r[k] for k in key)] = r
     return list(out.values())
+
+
+def sorted_curves(rows: list[dict]) -> list[dict]:
+    """Validation rows by run, then step."""
+    return sorted(rows, key=lambda r: (r["setting"], float(r["output_alpha"]), float(r["attention_alpha"]),
+                                       int(r["seed"]), r["commit"], int(r["step"])))
+
+
+def last_saved_step(log_text: str) -> int | None:
+    """The step of the last checkpoint the training log says it saved (OpenNMT-py saves at every
+    validation and when training ends), or None."""
+    steps = _SAVED.findall(log_text)
+    return int(steps[-1]) if steps else None
+
+
+def validation_curve(log_text: str) -> list[dict]:
+    """Every validation of a training log: {step, valid_acc, valid_loss, lr}: valid_loss is the loss a
+    target token (cross-entropy, from the perplexity OpenNMT-py logs, for a softmax output; the
+    Fenchel-Young loss for a sparse one), lr the learning rate after that validation (halved there if
+    the loss rose). A validation's step is the one of the checkpoint saved right after it."""
+    out, pending, lr = [], {}, None
+    for line in log_text.splitlines():
+        if (m := _LR.search(line)) is not None:
+            lr = m.group(1)
+        elif (m := _HALVED.search(line)) is not None:
+            lr = m.group(1)
+        elif (m := _VALID_LOSS.search(line)) is not None:  # (softmax: cross-entropy = log perplexity)
+            value = float(m.group(2))
+            pending["valid_loss"] = f"{math.log(value) if m.group(1) == 'perplexity' else value:.6g}"
+        elif (m := _VALID_ACC.search(line)) is not None:
+            pending["valid_acc"] = m.group(1)
+        elif (m := _SAVED.search(line)) is not None and "valid_acc" in pending:
+            out.append({"step": int(m.group(1)), "valid_acc": pending["valid_acc"],
+                        "valid_loss": pending.get("valid_loss", ""), "lr": f"{float(lr):g}" if lr else ""})
+            pending = {}
+    return out
+
+
+def curve_rows(setting: str, name: str, seed: int, log_text: str, steps_per_epoch: int, commit: str) -> list[dict]:
+    out_a, attn_a = alphas(name)
+    return [{"setting": setting, "output_alpha": out_a, "attention_alpha": attn_a, "seed": str(seed),
+             "epoch": f"{v['step'] / steps_per_epoch:.1f}", "step": str(v["step"]), "valid_acc": v["valid_acc"],
+             "valid_loss": v["valid_loss"], "lr": v["lr"], "commit": commit} for v in validation_curve(log_text)]
 
 
 def run_row(setting: str, name: str, seed: int, scores: dict, steps: int, steps_per_epoch: int,

@@ -271,12 +271,17 @@ def test_training_runs_are_spread_over_the_gpus(tmp_path):
 
 
 def _evaluated_run(root, e, seed, acc, step):
-    import zipfile
-
+    """A run folder as the GPU machine leaves it: a training log that validated (and saved) at every
+    epoch up to ``step``, the halving of the learning rate at the second validation, and scores.json."""
     d = root / e.run_dir / f"seed{seed}"
     d.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(d / f"model_step_{step}.pt", "w") as z:  # a complete checkpoint is a zip
-        z.writestr("data.pkl", b"")
+    lines = []
+    for i, s in enumerate(range(1490, step + 1, 1490)):
+        lines += [f"[..] Step {s - 10}/149000; acc: 80.0; entmax15 FY loss: 0.1; lr: {'0.00100' if i < 2 else '0.00050'};",
+                  f"[..] Validation entmax15 FY loss: {0.2 - i / 100:g}", f"[..] Validation accuracy: {acc - 1 + i:g}"]
+        lines += ["[..] valid_lr_halving: validation loss 0.2 > 0.1, learning rate halved to 0.0005"] if i == 1 else []
+        lines += [f"[..] Saving checkpoint {d}/model_step_{s}.pt"]
+    (d / "train.log").write_text("\n".join(lines) + "\n")
     (d / "scores.json").write_text(json.dumps({"dev_accuracy": acc + 5, "accuracy": acc, "levenshtein": 0.25,
                                                "gpu": "NVIDIA H100 80GB HBM3"}))
 
@@ -295,6 +300,12 @@ def test_record_keeps_one_csv_row_per_run_and_the_table_is_printed_from_it(tmp_p
     rep.record("peters2019-table1", [1], "medium/out1.5-*", commit="abc1234", runs=tmp_path, out=csv_path)
     lines = csv_path.read_text().splitlines()[1:]
     assert len(lines) == 2 and lines[0].startswith("medium,1.5,1.5,1,3.0,4470,91.00,86.00,0.250,NVIDIA H100 80GB HBM3,abc1234,")
+    curve = (tmp_path / "table1-validation.csv").read_text().splitlines()
+    assert curve[0] == "setting,output_alpha,attention_alpha,seed,epoch,step,valid_acc,valid_loss,lr,commit"
+    assert curve[1:4] == ["medium,1.5,1.5,1,1.0,1490,85,0.2,0.001,abc1234",  # seed 1 trained on: 3 epochs
+                          "medium,1.5,1.5,1,2.0,2980,86,0.19,0.0005,abc1234",  # (halved after this validation)
+                          "medium,1.5,1.5,1,3.0,4470,87,0.18,0.0005,abc1234"]
+    assert len(curve) == 1 + 3 + 2
     monkeypatch.setattr(rep, "results_csv_path", lambda table: csv_path)
     row = next(line for line in rep.print_table("peters2019-table1").splitlines() if line.startswith("| out1.5-attn1.5 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
