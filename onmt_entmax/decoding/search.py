@@ -187,14 +187,24 @@ def beam_search(
 
     Same rules as OpenNMT-py's BeamSearch (ratio 0, no penalties), kept small so the patched
     upstream search can be checked against it: the ``beam_size`` best finite candidates are
-    kept; those ending in EOS move to the finished list and free their slot; the search stops
-    when the best candidate of a step ends in EOS and >= n_best hypotheses are finished, or
-    when nothing finite is left. Zero-probability hypotheses are never returned; at
-    ``max_length`` unfinished hypotheses are returned truncated (as upstream does).
+    kept; those ending in EOS move to the finished list and free their slot; the output is fixed
+    when the best candidate of a step ends in EOS and >= n_best hypotheses are finished, or when
+    nothing finite is left. Zero-probability hypotheses are never returned; at ``max_length``
+    unfinished hypotheses are returned truncated (as upstream does).
+
+    The certificate does not depend on ``n_best``: once the output is fixed, the search goes on
+    (its output unchanged) while no step has pruned a finite candidate, until no live hypothesis is
+    left (certified: the beam saw the whole support) or a step prunes one, or max_length cuts one.
     """
     tracker = CertificateTracker(1)
     live: list = [((), 0.0)]
     finished: list = []
+    answer = None  # the output, once fixed
+
+    def certifiable() -> bool:
+        cert = tracker[0]
+        return cert.pruned_steps == 0 and cert.truncated == 0
+
     for step in range(max_length):
         lp = _check_rows(next_log_probs([p for p, _ in live]), len(live))
         scores = torch.tensor([s for _, s in live]).unsqueeze(1) + lp
@@ -216,10 +226,12 @@ def beam_search(
             finished.extend(new_live)
             tracker.observe_stop(0, [], truncated=len(new_live))
             new_live = []
-        top_is_eos = picked[0][1] == eos
-        if (top_is_eos and len(finished) >= n_best) or not new_live:
+        if answer is None and ((picked[0][1] == eos and len(finished) >= n_best) or not new_live):
+            answer = sorted(finished, key=lambda x: -x[1])[:n_best]
+        if answer is not None and (not new_live or not certifiable()):
             tracker.observe_stop(0, [s for _, s in new_live])
             break
         live = new_live
-    finished.sort(key=lambda x: -x[1])
-    return BeamResult(finished[:n_best], tracker[0])
+    if answer is None:  # (nothing finite at all, or max_length reached before any stop)
+        answer = sorted(finished, key=lambda x: -x[1])[:n_best]
+    return BeamResult(answer, tracker[0])

@@ -93,3 +93,18 @@ def test_certified_beam_equals_exact_search(seed):
     wide = beam_search(model, eos=EOS, beam_size=len(support) + 1, max_length=6, n_best=len(support))
     assert wide.certificate.exhaustive
     assert {t for t, _ in wide.hypotheses} == {t for t, _ in support.sequences}
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_certificate_is_the_same_for_every_n_best_and_means_the_whole_support(seed):
+    """The search goes on past the n-best stop only to settle the certificate: every n_best gets the
+    same certificate, the output is what the stop chose (the 1-best is the first of the 3-best), and
+    a certified 1-best is the global best of the support."""
+    model = RandomSparseModel(vocab_size=5, seed=seed, scale=1.5, stop=4)
+    support = enumerate_support(model, eos=EOS, max_length=6, cap=10_000)
+    for beam in (1, 2, 3, 5):
+        runs = {n: beam_search(model, eos=EOS, beam_size=beam, max_length=6, n_best=n) for n in (1, 2, 3)}
+        assert len({runs[n].certificate.exhaustive for n in runs}) == 1
+        assert runs[1].hypotheses[0] == runs[3].hypotheses[0]
+        if runs[1].certificate.exhaustive:
+            assert runs[1].hypotheses[0][0] == max(support.sequences, key=lambda t: t[1])[0]

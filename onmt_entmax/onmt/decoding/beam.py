@@ -33,6 +33,9 @@ class BeamRecord:
     tracker: Optional[CertificateTracker] = None
     n_best: int = 1
     found: dict = field(default_factory=dict)  # sentence -> number of nonzero hypotheses returned
+    # sentences whose output is fixed (upstream's stopping rule) and whose search goes on only to
+    # settle the certificate, while it can still hold
+    settling: set = field(default_factory=set)
 
 
 def _wrap(owner: type, name: str, make: Callable[[Callable], Callable]) -> None:
@@ -134,6 +137,13 @@ def _beams_non_finished(upstream):
 
 
 def _store_or_stop(upstream, self, i, topk_scores_list, predictions, attention, step):
+    """Upstream's bookkeeping for sentence i of the batch; True while its search goes on.
+
+    The certificate does not depend on -n_best: where upstream stops a sentence (its top beam
+    finished and n_best hypotheses found) while hypotheses of nonzero probability are still live, its
+    output is kept as upstream chose it, and the search goes on for that sentence until no live
+    hypothesis is left (certified: the beam saw the whole support) or a step prunes one (not certified),
+    so that every -n_best gets the certificate of the same search (Peters et al. 2019, §4.1)."""
     fin = self.is_finished_list[i]
     scores = topk_scores_list[i]
     for j, s in enumerate(scores):
@@ -146,11 +156,21 @@ def _store_or_stop(upstream, self, i, topk_scores_list, predictions, attention, 
     last = last[i] if last is not None else predictions[i, :, -1].tolist()
     truncated = sum(last[j] != self.eos for j in finished_now)
     rec = getattr(self, "_entmax", None)
+    if rec is not None and b in rec.settling:  # the output is fixed: only the certificate is open
+        if live and _still_certifiable(rec, b):
+            return True
+        rec.settling.discard(b)
+        rec.tracker.observe_stop(b, live, truncated=truncated)
+        return False
     if live:
         n_before = len(self.hypotheses[b])
         going = upstream(self, i, topk_scores_list, predictions, attention, step)
         if not going:
-            self._entmax_done(b, rec, live, truncated, n_before + len(finished_now))
+            self._entmax_answered(b, rec, n_before + len(finished_now))
+            if rec is not None and rec.tracker is not None and _still_certifiable(rec, b):
+                rec.settling.add(b)  # (the next steps, until settled, see the branch above)
+                return True
+            self._entmax_done(b, rec, live, truncated)
         return going
     n_found = sum(h[0] != NEG_INF for h in self.hypotheses[b]) + len(finished_now)
     saved = self.n_best, self.ratio
@@ -161,19 +181,30 @@ def _store_or_stop(upstream, self, i, topk_scores_list, predictions, attention, 
     finally:
         self.n_best, self.ratio = saved
     assert not going
-    self._entmax_done(b, rec, [], truncated, n_found)
+    self._entmax_answered(b, rec, n_found)
+    self._entmax_done(b, rec, [], truncated)
     return False
 
 
+def _still_certifiable(rec: BeamRecord, b: int) -> bool:
+    """No step of sentence b pruned a hypothesis of nonzero probability so far (reads the tracker's
+    pending steps back: one transfer, at steps where a sentence is stopped or settling)."""
+    cert = rec.tracker[b]
+    return cert.pruned_steps == 0 and cert.truncated == 0
 
-def _entmax_done(self, b, rec, live, truncated, n_found):
-    """Certificate and n-best bookkeeping when sentence b stops; scores become 0-dim tensors
-    (``-with_score`` calls ``.item()`` on them: upstream issue #2583)."""
+
+def _entmax_answered(self, b, rec, n_found):
+    """Sentence b's output is fixed: scores become 0-dim tensors (``-with_score`` calls ``.item()``
+    on them: upstream issue #2583) and the number of nonzero hypotheses returned is kept."""
     self.scores[b] = [s if torch.is_tensor(s) else torch.tensor(float(s)) for s in self.scores[b]]
-    if rec is None:
-        return
-    rec.found[b] = min(n_found, self.n_best)
-    if rec.tracker is not None:
+    if rec is not None:
+        rec.found[b] = min(n_found, self.n_best)
+
+
+def _entmax_done(self, b, rec, live, truncated):
+    """Sentence b's search ends: the live hypotheses left unexplored and those cut at max_length
+    go to its certificate."""
+    if rec is not None and rec.tracker is not None:
         rec.tracker.observe_stop(b, live, truncated=truncated)
 
 
@@ -191,4 +222,5 @@ def apply() -> None:
     _wrap(bs, "_pick", _pick)
     _wrap(bs, "update_finished", _update_finished)
     _wrap(bs, "beams_non_finished", _beams_non_finished)
+    bs._entmax_answered = _entmax_answered
     bs._entmax_done = _entmax_done

@@ -295,3 +295,34 @@ def test_every_analysis_runs_on_the_gpu_and_agrees_with_the_cpu(workdir, sparse_
     for c, g in zip(cpu, gpu):
         assert g["empty_log_prob"] == pytest.approx(c["empty_log_prob"], abs=1e-3)
         assert g["output_support"] >= 1 and g["prob_sum"] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_certificate_does_not_depend_on_how_many_hypotheses_are_printed(workdir):
+    """Peters et al.'s certificate is a property of the beam search, not of -n_best: the search of a
+    sentence goes on past upstream's stop (top beam finished, n_best found) until its certificate is
+    settled, while the output stays what upstream's stopping rule chose."""
+    reports, outputs = {}, {}
+    for n in (1, 2, 5):
+        translate(workdir, "-model", SPARSE, "-output", f"nbest{n}.txt", "-beam_size", 5, "-n_best", n,
+                  "-length_penalty", "none", "-entmax_report", f"nbest{n}.jsonl")
+        reports[n] = [json.loads(line) for line in open(workdir / f"nbest{n}.jsonl")]
+        outputs[n] = _lines(workdir / f"nbest{n}.txt")
+    certified = {n: [r["certified"] for r in recs] for n, recs in reports.items()}
+    assert certified[1] == certified[2] == certified[5]
+    assert 0 < sum(certified[1]) < 20  # (some sentences of each kind: the comparison means something)
+    # the 1-best line is the first of each longer list: the output is what upstream's stopping rule
+    # gives (with scores that only decrease along a hypothesis, later finishes cannot beat it)
+    firsts = [lines[0] for lines in _split_nbest(outputs[5], reports[5])]
+    assert outputs[1] == firsts
+    for r in reports[1]:  # a certified beam of 5 held the whole support: at most 5 outputs have p > 0
+        assert not r["certified"] or r["max_candidates"] <= 5
+
+
+def _split_nbest(lines, recs):
+    """The output file of -n_best k cut into each input line's hypotheses (n_hyps of them, or one empty line)."""
+    out, i = [], 0
+    for r in recs:
+        n = max(r["n_hyps"], 1)
+        out.append(lines[i:i + n])
+        i += n
+    return out
