@@ -77,6 +77,9 @@ def summarize(records: Sequence[dict]) -> dict:
         if ok:
             out["mean_support_size"] = _mean([s["size"] for s in ok])
             out["single_sequence_rate"] = sum(s["size"] == 1 for s in ok) / len(ok)
+            # over every sentence asked (a support beyond the cap is not a single sequence): the share
+            # Peters et al. report (§4.1: "all probability mass into a single predicted sequence")
+            out["single_sequence_share"] = sum(s["size"] == 1 for s in ok) / len(sup)
     ex = [r["exact"] for r in recs if isinstance(r.get("exact"), dict) and "agrees" in r["exact"]]
     if ex:
         out["exact_agreement_rate"] = sum(e["agrees"] for e in ex) / len(ex)

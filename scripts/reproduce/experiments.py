@@ -375,7 +375,7 @@ ANALYSES = {
     "peters2019-sec4.1": Analysis("Peters et al. 2019, §4.1: % of validation samples, best Table 1 configuration",
                                   ("peters2019", "4.1"), "peters2019-table1",
                                   ("-certificate", "-enumerate_support", "-enumerate_cap", "100"),
-                                  {"single sequence": ("single_sequence_rate", 100.0), "certified": ("certified_rate", 100.0)},
+                                  {"single sequence": ("single_sequence_share", 100.0), "certified": ("certified_rate", 100.0)},
                                   keep=r".*/out(1\.5|2)-attn.*", layout="best"),
     # Tezekbayev et al. Table 2: empty string more probable than the beam hypothesis (development set)
     "tezekbayev-table2": Analysis("Tezekbayev et al., Table 2: % of validation sentences where the empty output wins",

@@ -109,5 +109,8 @@ def test_jsonl_writes_zero_probability_as_null_and_summary(tmp_path):
     assert s["certified_rate"] == 0.5 and s["empty_wins_rate"] == 0.5 and s["fewer_than_n_best"] == 1
     assert s["mean_output_support"] == 3.0 and s["enumerated"] == 1 and s["enumeration_failed"] == 1
     assert s["exact_agreement_rate"] == 0.5
+    # one single sequence among the enumerated supports, and among every sentence asked (the one
+    # beyond the cap has more than one): Peters et al.'s share counts the latter
+    assert s["single_sequence_rate"] == 1.0 and s["single_sequence_share"] == 0.5
     text = format_summary(s)
     assert "1/2 = 50.0%" in text and "fewer nonzero-probability hypotheses than n_best" in text

@@ -116,9 +116,9 @@ def test_certificates_come_from_the_best_validated_sparse_configuration(tmp_path
     runs = {e.name: e for e in rep.analysis_runs("peters2019-sec4.1")}
     assert "medium/out1-attn1" not in runs  # a softmax output has no certificate
     _analysis(tmp_path, runs["medium/out1.5-attn1.5"], "peters2019-sec4.1", 1,
-              {"single_sequence_rate": 0.5, "certified_rate": 0.6}, dev=80.0)
+              {"single_sequence_share": 0.5, "certified_rate": 0.6}, dev=80.0)
     _analysis(tmp_path, runs["medium/out2-attn1"], "peters2019-sec4.1", 1,
-              {"single_sequence_rate": 0.7, "certified_rate": 0.8}, dev=82.0)
+              {"single_sequence_share": 0.7, "certified_rate": 0.8}, dev=82.0)
     cells = rep.collect_analysis("peters2019-sec4.1", runs=tmp_path)
     assert cells == {("single sequence", "medium"): [70.0], ("certified", "medium"): [80.0]}
 
