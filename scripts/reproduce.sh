@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Reproduce one table of the papers: data, training over seeds, evaluation, markdown table.
-#   scripts/reproduce.sh peters2019-table1 --seeds 1 2 3 --gpu 0 [--only 'medium/*']
+# Reproduce one table of the papers: data, training over seeds, evaluation, recorded results, markdown table.
+#   scripts/reproduce.sh peters2019-table1 --seeds 1 2 3 --gpus 0 1 2 3 --jobs 9 [--only 'medium/*']
 #   scripts/reproduce.sh smoke          # tiny end-to-end check on real data (CPU, minutes)
-# Steps one at a time: python3 scripts/reproduce/reproduce.py {data,train,evaluate,table,plot} TABLE ...
+# Steps one at a time: python3 scripts/reproduce/reproduce.py {data,train,evaluate,record,table,plot} TABLE ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 1 ]; then

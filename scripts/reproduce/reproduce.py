@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run or collect the experiments of one table, over seeds, and print it beside the paper's numbers.
 
-    scripts/reproduce.sh TABLE [--seeds 1 2 3] [--gpu 0] [--only PATTERN]  # data, train, evaluate, table
+    scripts/reproduce.sh TABLE [--seeds 1 2 3] [--gpus 0 1] [--jobs N] [--only GLOB ...]  # every step
     python3 scripts/reproduce/reproduce.py table TABLE                      # collect finished runs only
 
 Steps (each skips work already done, so an interrupted reproduction resumes):
@@ -11,10 +11,12 @@ Steps (each skips work already done, so an interrupted reproduction resumes):
   evaluate  best checkpoint = highest "Validation accuracy" in train.log (Peters et al.: best validation
             accuracy), onmt_translate -beam_size 5 on the test set, scores.json; SIGMORPHON also
             decodes the ensemble of the seeds (-avg_raw_probs: averaged probabilities) into ensemble/
+  record    peters2019-table1: one row per evaluated run into docs/results/peters2019-table1.csv and its
+            validations into docs/results/peters2019-table1-validation.csv (from train.log and scores.json)
   analyze   for peters2019-table3, peters2019-sec4.1, tezekbayev-table2: decode the validation set of
             the source table's runs with onmt_translate's analyses (sparsity, certificates, empty output);
             tezekbayev-table3: the tau that generator_tau auto chose, from the training logs
-  table     markdown: mean ± std over seeds (ours) beside the paper
+  table     markdown: mean ± std over seeds (ours) beside the paper (peters2019-table1: from its CSV)
   plot      Figure 4: best validation accuracy against alpha (PNG), from the training logs
 Tables: peters2019-table1, peters2019-table2, peters2019-fig4-attention, peters2019-fig4-output,
 correia2019-bleu, tezekbayev-table1, multi30k-rnn, multi30k-transformer; analyses: peters2019-table3, peters2019-sec4.1,
