@@ -423,7 +423,8 @@ def record(table: str, seeds: list[int], only: str | list[str] | None = None, co
            runs: Path | None = None, out: Path | None = None) -> list[dict]:
     """One row per evaluated run (scores.json) of ``table`` into its CSV (``out``, default
     docs/results/<table>.csv), replacing the row of the same run and commit, and the run's
-    validations into <out>-validation.csv. Returns the new rows. Reads only scores.json and
+    validations into <out>-validation.csv, its languages' test scores into <out>-languages.csv. Returns
+    the new rows. Reads only scores.json and
     train.log, so it runs wherever those files were copied."""
     if table not in CSV_TABLES:
         raise SystemExit(f"record: only {', '.join(sorted(CSV_TABLES))} keep their results in a CSV file")
@@ -432,7 +433,8 @@ def record(table: str, seeds: list[int], only: str | list[str] | None = None, co
         raise SystemExit("record: no git checkout here to read the commit from; pass --commit")
     runs, out = runs or WORK, out or results_csv_path(table)
     curves_out = out.with_name(f"{out.stem}-validation.csv")
-    new, curves = [], []
+    languages_out = out.with_name(f"{out.stem}-languages.csv")
+    new, curves, languages = [], [], []
     for e in experiments(table, only):
         epoch = E.SIGMORPHON[e.column]["epoch"]
         for seed in seeds:
@@ -444,12 +446,17 @@ def record(table: str, seeds: list[int], only: str | list[str] | None = None, co
                 continue
             new.append(results_csv.run_row(e.column, e.row, seed, scores, steps, epoch, commit))
             curves += results_csv.curve_rows(e.column, e.row, seed, log, epoch, commit)
+            languages += results_csv.language_rows(e.column, e.row, seed, scores, commit)
     results_csv.write_rows(out, results_csv.merge(results_csv.read_rows(out), new))
     key = (*results_csv.KEY, "step")
     old_curves = results_csv.read_rows(curves_out, results_csv.CURVE_COLUMNS)
     results_csv.write_rows(curves_out, results_csv.sorted_curves(results_csv.merge(old_curves, curves, key)),
                            results_csv.CURVE_COLUMNS)
-    print(f"{len(new)} row(s) recorded in {out}, {len(curves)} validation(s) in {curves_out}")
+    old_languages = results_csv.read_rows(languages_out, results_csv.LANGUAGE_COLUMNS)
+    results_csv.write_rows(languages_out, results_csv.merge(old_languages, languages, (*results_csv.KEY, "language")),
+                           results_csv.LANGUAGE_COLUMNS)
+    print(f"{len(new)} row(s) recorded in {out}, {len(curves)} validation(s) in {curves_out}, "
+          f"{len(languages)} language score(s) in {languages_out}")
     return new
 
 

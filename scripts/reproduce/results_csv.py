@@ -11,7 +11,8 @@ checkpoint was decoded; test_acc / test_lev = exact match (%) and Levenshtein di
 set, averaged over languages (the paper's metric); gpu, commit, date (UTC) of the run.
 
 Beside it, docs/results/<table>-validation.csv keeps every validation of every recorded run (the
-learning curves: how far from converged a run stopped), from the training logs.
+learning curves: how far from converged a run stopped), from the training logs, and
+<table>-languages.csv the test scores of every language.
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ COLUMNS = ("setting", "output_alpha", "attention_alpha", "seed", "epochs", "step
            "test_lev", "gpu", "commit", "date")
 KEY = ("setting", "output_alpha", "attention_alpha", "seed", "commit")
 _NAME = re.compile(r"out([0-9.]+)-attn([0-9.]+)$")
+LANGUAGE_COLUMNS = ("setting", "output_alpha", "attention_alpha", "seed", "language", "n", "test_acc", "test_lev",
+                    "commit")
 CURVE_COLUMNS = ("setting", "output_alpha", "attention_alpha", "seed", "epoch", "step", "valid_acc", "valid_loss",
                  "lr", "commit")
 _VALID_LOSS = re.compile(r"Validation (perplexity|\S+ FY loss): ([0-9.eE+-]+|nan|inf)")
@@ -113,6 +116,16 @@ def curve_rows(setting: str, name: str, seed: int, log_text: str, steps_per_epoc
     return [{"setting": setting, "output_alpha": out_a, "attention_alpha": attn_a, "seed": str(seed),
              "epoch": f"{v['step'] / steps_per_epoch:.1f}", "step": str(v["step"]), "valid_acc": v["valid_acc"],
              "valid_loss": v["valid_loss"], "lr": v["lr"], "commit": commit} for v in validation_curve(log_text)]
+
+
+def language_rows(setting: str, name: str, seed: int, scores: dict, commit: str) -> list[dict]:
+    """The test scores of each language of an evaluated run (scores.json's per_language)."""
+    out_a, attn_a = alphas(name)
+    per = scores.get("per_language", {})
+    return [{"setting": setting, "output_alpha": out_a, "attention_alpha": attn_a, "seed": str(seed),
+             "language": lang, "n": str(v["n"]), "test_acc": f"{v['accuracy']:.2f}",
+             "test_lev": f"{v['levenshtein']:.3f}", "commit": commit}
+            for lang, v in sorted(per.items()) if lang != "average"]
 
 
 def run_row(setting: str, name: str, seed: int, scores: dict, steps: int, steps_per_epoch: int,

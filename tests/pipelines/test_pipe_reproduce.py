@@ -282,8 +282,11 @@ def _evaluated_run(root, e, seed, acc, step):
         lines += ["[..] valid_lr_halving: validation loss 0.2 > 0.1, learning rate halved to 0.0005"] if i == 1 else []
         lines += [f"[..] Saving checkpoint {d}/model_step_{s}.pt"]
     (d / "train.log").write_text("\n".join(lines) + "\n")
+    per = {"latin": {"accuracy": acc - 50, "levenshtein": 1.5, "n": 1000},
+           "uzbek": {"accuracy": 100.0, "levenshtein": 0.0, "n": 100},
+           "average": {"accuracy": acc, "levenshtein": 0.25, "n": 1100}}
     (d / "scores.json").write_text(json.dumps({"dev_accuracy": acc + 5, "accuracy": acc, "levenshtein": 0.25,
-                                               "gpu": "NVIDIA H100 80GB HBM3"}))
+                                               "gpu": "NVIDIA H100 80GB HBM3", "per_language": per}))
 
 
 def test_record_keeps_one_csv_row_per_run_and_the_table_is_printed_from_it(tmp_path, monkeypatch):
@@ -306,6 +309,12 @@ def test_record_keeps_one_csv_row_per_run_and_the_table_is_printed_from_it(tmp_p
                           "medium,1.5,1.5,1,2.0,2980,86,0.19,0.0005,abc1234",  # (halved after this validation)
                           "medium,1.5,1.5,1,3.0,4470,87,0.18,0.0005,abc1234"]
     assert len(curve) == 1 + 3 + 2
+    languages = (tmp_path / "table1-languages.csv").read_text().splitlines()
+    assert languages[0] == "setting,output_alpha,attention_alpha,seed,language,n,test_acc,test_lev,commit"
+    assert languages[1:] == ["medium,1.5,1.5,1,latin,1000,36.00,1.500,abc1234",
+                             "medium,1.5,1.5,1,uzbek,100,100.00,0.000,abc1234",
+                             "medium,1.5,1.5,2,latin,1000,35.00,1.500,abc1234",
+                             "medium,1.5,1.5,2,uzbek,100,100.00,0.000,abc1234"]
     monkeypatch.setattr(rep, "results_csv_path", lambda table: csv_path)
     row = next(line for line in rep.print_table("peters2019-table1").splitlines() if line.startswith("| out1.5-attn1.5 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
