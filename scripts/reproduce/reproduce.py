@@ -591,8 +591,14 @@ def main(argv: list[str] | None = None) -> None:
             print("evaluating the newest validated checkpoints of the unfinished runs too", flush=True)
     if a.step in ("all", "evaluate"):
         _parallel(lambda e, gpu: evaluate(e, a.seeds, gpu), todo, a.jobs, gpus)
-    if a.step == "record" or (a.step == "all" and a.table in CSV_TABLES):
+    if a.step == "record":
         record(a.table, a.seeds, a.only, a.commit, a.runs)
+    elif a.step == "all" and a.table in CSV_TABLES:
+        if a.commit or git_commit():
+            record(a.table, a.seeds, a.only, a.commit, a.runs)
+        else:  # (a copy without .git, e.g. a GPU machine: the runs are kept, record them later)
+            print(f"record skipped: no git checkout to read the commit from; run "
+                  f"`reproduce.py record {a.table} --commit HASH` (with --runs DIR where the runs were copied)")
     if a.step in ("all", "table"):
         print(print_table(a.table, a.runs))
 
