@@ -223,19 +223,24 @@ def test_dense_rows_of_an_analysis_leave_out_the_sparse_only_options():
 
 
 def test_results_page_quotes_the_committed_gpu_runs():
-    """Every test score in docs/results/2026-11-26-h200 appears in docs/results.md as the table prints it."""
+    """Every Multi30k test score in docs/results/2026-11-26-h200 and every Table 1 row of
+    docs/results/peters2019-table1.csv appears in docs/results.md as the table prints it."""
     from pipeline_helpers import ROOT
 
     folder = ROOT / "docs/results/2026-11-26-h200"
     page = (ROOT / "docs/results.md").read_text(encoding="utf-8")
     scores = sorted((folder / "runs").glob("*/*/*/seed1/scores.json"))
-    assert len(scores) == 13  # 9 SIGMORPHON medium configurations + 4 Multi30k Transformers
+    assert len(scores) == 4  # the four Multi30k Transformers
     for path in scores:
-        s = json.loads(path.read_text())
-        value = s["accuracy"] if "accuracy" in s else s["sacrebleu"]
+        value = json.loads(path.read_text())["sacrebleu"]
         assert f"{value:.2f}" in page, path
-        table = "peters2019-table1" if "peters2019-sigmorphon" in path.parts else "multi30k-transformer"
-        assert f"{value:.2f} (n=1)" in rep.print_table(table, folder)
+        assert f"{value:.2f} (n=1)" in rep.print_table("multi30k-transformer", folder)
+    rows = rep.results_csv.read_rows(rep.results_csv_path("peters2019-table1"))
+    assert len(rows) >= 9
+    table = rep.print_table("peters2019-table1")
+    for r in rows:
+        assert f"| {r['valid_acc']} |" in page and f"| {r['test_acc']} |" in page.replace("**", ""), r
+        assert f"{float(r['test_acc']):.2f} (n=1)" in table, r
 
 
 def test_evaluation_is_redone_when_a_resumed_run_has_a_newer_best_checkpoint(tmp_path, monkeypatch):
