@@ -7,7 +7,7 @@ exp is monotone in the loss). Extra numbers, when available:
 ``out nnz``  = mean number of nonzero output probabilities per target token,
 ``attn nnz`` = mean number of source tokens with nonzero attention per target token (RNN global
 attention; Transformer: head 0 of the last decoder layer's context attention, what upstream returns),
-and one line per attention layer with learned alphas.
+and the learned alphas on one line (``alphas_line``).
 """
 from __future__ import annotations
 
@@ -56,9 +56,32 @@ def wrap_update(upstream: Callable) -> Callable:
     return update
 
 
+_ATTENTION_KINDS = (("encoder.", "self_attn", "enc"), ("decoder.", "self_attn", "dec self"),
+                    ("decoder.", "context_attn", "ctx"))
+
+
+def _layer_order(name: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in name.split("."))  # layer 10 after layer 9
+
+
+def alphas_line(alphas: dict) -> str:
+    """{attention layer: [alpha per head]} as one line: per kind of attention (encoder self, decoder
+    self, context), the heads of each layer, layers in order separated by "/"; e.g.
+    ``learned alpha enc: 1.52 1.48 / 1.50 1.47 | dec self: 1.49 1.51 / … | ctx: …`` (every digit
+    is in ``<save_model>_alphas.csv``)."""
+    groups: dict[str, list[str]] = {}
+    for layer in sorted(alphas, key=_layer_order):
+        label = next((lab for start, end, lab in _ATTENTION_KINDS if layer.startswith(start) and layer.endswith(end)),
+                     layer)
+        groups.setdefault(label, []).append(" ".join(f"{a:.2f}" for a in alphas[layer]))
+    order = [lab for _, _, lab in _ATTENTION_KINDS] + sorted(set(groups) - {lab for _, _, lab in _ATTENTION_KINDS})
+    return "learned alpha " + " | ".join(f"{lab}: {' / '.join(groups[lab])}" for lab in order if lab in groups)
+
+
 def _log_alphas() -> None:
-    for layer, alphas in sorted(current_alphas().items()):
-        _logger().info("learned alpha %s: %s", layer, " ".join(f"{a:.3f}" for a in alphas))
+    alphas = current_alphas()
+    if alphas:
+        _logger().info(alphas_line(alphas))
 
 
 def wrap_output(upstream: Callable) -> Callable:

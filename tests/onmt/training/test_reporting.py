@@ -70,3 +70,13 @@ def test_output_sparsity_comes_from_the_loss_of_the_same_target_without_a_second
     other = target.clone()  # not the target the criterion saw: counted from the probabilities
     assert training_loss._output_nonzeros(crit, gen, scores, other, keep, 1) == expected
     assert training_loss._output_nonzeros(nn.CrossEntropyLoss(), gen, scores, target, keep, 1) == expected
+
+
+def test_learned_alphas_take_one_line_by_kind_of_attention_and_layer_order():
+    from onmt_entmax.onmt.training.reporting import alphas_line
+
+    alphas = {f"encoder.transformer.{i}.self_attn": [1.5 + i / 100, 1.4] for i in (10, 2, 0, 1)}
+    alphas.update({f"decoder.transformer_layers.{i}.{kind}": [a, 1.999] for i, a in ((1, 1.31), (0, 1.7))
+                   for kind in ("context_attn", "self_attn")})
+    assert alphas_line(alphas) == ("learned alpha enc: 1.50 1.40 / 1.51 1.40 / 1.52 1.40 / 1.60 1.40"
+                                   " | dec self: 1.70 2.00 / 1.31 2.00 | ctx: 1.70 2.00 / 1.31 2.00")
