@@ -8,7 +8,7 @@ import pytest
 
 from conftest import REPO, run_console
 
-from onmt_entmax.onmt.autoload import PTH_NAME, pth_line
+from onmt_entmax.onmt.autoload import HOOK_VERSION, PTH_NAME, pth_line
 
 CHECK = "import onmt, onmt_entmax.onmt as o, onmt.opts; print(o.is_active(), hasattr(onmt.opts.model_opts, '__wrapped__'))"
 
@@ -31,6 +31,19 @@ def test_start_up_imports_nothing_heavy(tmp_path):
     proc = run_console([sys.executable, "-c", "import sys; print('torch' in sys.modules, 'onmt' in sys.modules)"],
                        cwd=tmp_path)
     assert proc.stdout.split() == ["False", "False"]
+
+
+def test_a_newer_hook_replaces_the_one_of_an_earlier_install(tmp_path):
+    """An earlier install's .pth line (an older hook) must not keep the new one from running."""
+    code = ("import sys\n"
+            "sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, '_onmt_entmax_hook', 0)]\n"
+            "class Old:\n    _onmt_entmax_hook = True\n    def find_spec(self, *args): return None\n"
+            "sys.meta_path.insert(0, Old())\n"
+            "from onmt_entmax.onmt.autoload import install_hook\n"
+            "install_hook(); install_hook()\n"
+            "print([getattr(f, '_onmt_entmax_hook', 0) for f in sys.meta_path if getattr(f, '_onmt_entmax_hook', 0)])\n")
+    proc = run_console([sys.executable, "-c", code], cwd=tmp_path)
+    assert proc.stdout.strip() == f"[{HOOK_VERSION}]", proc.stderr[-2000:]
 
 
 SPAWN = """
