@@ -108,6 +108,22 @@ def warm_up(device) -> bool:
     return try_kernel("alpha_relu_log", z, 1.5, 0.0) is not None
 
 
+def cold_cache(device) -> Optional[str]:
+    """Triton's cache directory when the kernels will run on `device` but have not been compiled
+    for its GPU by this Triton yet (a machine's first sparse decoding: the first batches then
+    compile each kernel they meet, seconds in all), else None. For a log line before `warm_up`."""
+    device = torch.device(device)
+    if device.type != "cuda" or _disabled("warm_up"):
+        return None
+    kernels = _triton()
+    if kernels is None or not kernels.HAVE_TRITON:
+        return None
+    directory = kernels.cache_dir()  # empty: no disk cache, every process compiles (the user's choice)
+    if not directory or kernels.compiled_before(torch.cuda.get_device_capability(device), directory):
+        return None
+    return directory
+
+
 def try_kernel(op: str, z: Tensor, *args) -> Any:
     """`op(z, *args)` run by the kernel of an op that looks at its arguments itself (the decoding
     ops, at every beam step: the arguments looked at once, not by `supports` and again by the

@@ -53,3 +53,40 @@ def test_a_kernel_module_is_imported_once_not_at_every_call(monkeypatch):
     for _ in range(3):
         kernels._submodule("alpha_relu")
     assert imports == []
+
+
+def _compiled(directory, name="_log_kernel", arch=90, version=None):
+    """A cache entry as Triton writes it: <hash>/<kernel>.json with the target and Triton version."""
+    import json
+
+    import triton
+
+    entry = directory / f"HASH{len(list(directory.iterdir())) if directory.exists() else 0}"
+    entry.mkdir(parents=True)
+    meta = {"name": name, "target": {"backend": "cuda", "arch": arch, "warp_size": 32},
+            "triton_version": version or triton.__version__}
+    (entry / f"{name}.json").write_text(json.dumps(meta))
+
+
+def test_a_cold_cache_is_one_without_the_warm_up_kernel_for_this_gpu_and_triton(tmp_path, monkeypatch):
+    """What decides the log line 'compiling the sparse kernels for this GPU' (mocked CUDA device)."""
+    from onmt_entmax.ops import triton as kernels
+
+    cache_dir = tmp_path / "cache"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(cache_dir))
+    monkeypatch.delenv("ONMT_ENTMAX_NO_TRITON", raising=False)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    assert kernels.cache_dir() == str(cache_dir)
+    cuda = torch.device("cuda", 0)
+    assert ops.cold_kernel_cache(cuda) == str(cache_dir)  # nothing there yet
+    _compiled(cache_dir, arch=80)  # another GPU
+    _compiled(cache_dir, version="0.0.1")  # another Triton
+    _compiled(cache_dir, name="_other_kernel")
+    assert ops.cold_kernel_cache(cuda) == str(cache_dir)
+    _compiled(cache_dir)
+    assert ops.cold_kernel_cache(cuda) is None
+    assert ops.cold_kernel_cache(torch.device("cpu")) is None  # no kernels run there
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    assert ops.cold_kernel_cache(cuda) is None  # the arch-80 entry
+    monkeypatch.setenv("ONMT_ENTMAX_NO_TRITON", "warm_up")
+    assert ops.cold_kernel_cache(torch.device("cuda", 0)) is None

@@ -76,11 +76,20 @@ def warm_up_kernels_of(model) -> bool:
     """With the model loaded, run the kernels' once-a-process set-up on its device (`ops.warm_up_kernels`:
     ~0.5 s on the GPU hosts, otherwise paid in the first beam step, inside onmt_translate's
     -report_time) when a module of the model has a sparse transformation (softmax's decoding runs no
-    kernel of ours). True when it ran."""
+    kernel of ours). On a GPU whose kernels Triton has not compiled yet, say so first: the first
+    batches compile them. True when it ran."""
     if not has_sparse_transformation(model):
         return False
     param = next(model.parameters(), None)
-    return param is not None and ops.warm_up_kernels(param.device)
+    if param is None:
+        return False
+    cache = ops.cold_kernel_cache(param.device)
+    if cache is not None:
+        from onmt.utils.logging import logger
+
+        logger.info("compiling the sparse kernels for this GPU as decoding first meets them (once: Triton "
+                    "caches them in %s); the first batches take longer", cache)
+    return ops.warm_up_kernels(param.device)
 
 
 # --- per batch ------------------------------------------------------------------------------------

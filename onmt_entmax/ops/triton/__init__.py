@@ -176,6 +176,43 @@ def prepare() -> None:
         pass
 
 
+def cache_dir() -> str:
+    """Where Triton keeps the kernels it compiled (TRITON_CACHE_DIR, by default ~/.triton/cache);
+    empty when its disk cache is off."""
+    try:
+        from triton import knobs  # Triton >= 3.4
+
+        return knobs.cache.dir or ""
+    except (ImportError, AttributeError):
+        from triton.runtime.cache import default_cache_dir
+
+        return default_cache_dir()
+
+
+def compiled_before(capability: tuple[int, int], directory: str) -> bool:
+    """Whether Triton's cache `directory` holds the warm-up's kernel (`warm_up`, the first kernel a
+    sparse decoding process runs) compiled by this Triton for GPUs of compute `capability`: false on
+    a machine's first sparse run and after a Triton upgrade, when decoding compiles each kernel it
+    meets. Reads the metadata Triton writes next to each binary (<hash>/<kernel>.json: its name,
+    target architecture and Triton version)."""
+    import glob
+    import json
+
+    import triton
+
+    name = _submodule("alpha_relu")._log_kernel.__name__
+    arch = capability[0] * 10 + capability[1]
+    for path in glob.glob(os.path.join(glob.escape(directory), "*", name + ".json")) if directory else ():
+        try:
+            with open(path, encoding="utf-8") as f:
+                meta = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if meta.get("target", {}).get("arch") == arch and meta.get("triton_version") == triton.__version__:
+            return True
+    return False
+
+
 @functools.lru_cache(maxsize=None)
 def _submodule(name: str) -> ModuleType:
     """The kernel submodule `name`, imported on first use (Triton compiles nothing until a kernel runs;

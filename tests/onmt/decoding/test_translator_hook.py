@@ -91,6 +91,27 @@ def test_translator_build_warms_the_kernels_of_a_sparse_model_only(monkeypatch):
     assert devices == [torch.device("cpu")]
 
 
+def test_a_first_run_on_a_gpu_says_that_the_kernels_compile(monkeypatch, caplog):
+    """Once a process and only where Triton has not compiled them for this GPU: the first batches
+    of that run are slower, and the log says why (mocked: no CUDA here)."""
+    import logging
+
+    from onmt_entmax import ops
+    from onmt_entmax.onmt.decoding import translator as translator_hooks
+
+    monkeypatch.setattr(ops, "warm_up_kernels", lambda device: True)
+    sparse = nn.Sequential(nn.Linear(8, 8), EntmaxGenerator.from_linear(nn.Linear(8, 20),
+                                                                        get_transformation("entmax15")))
+    for cache in ("/cold/triton/cache", None):
+        monkeypatch.setattr(ops, "cold_kernel_cache", lambda device: cache)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="onmt"):
+            assert translator_hooks.warm_up_kernels_of(sparse)
+        said = [r.getMessage() for r in caplog.records if "compiling the sparse kernels" in r.getMessage()]
+        assert said == ([f"compiling the sparse kernels for this GPU as decoding first meets them (once: Triton "
+                         f"caches them in {cache}); the first batches take longer"] if cache else [])
+
+
 def test_kernel_warm_up_runs_only_where_kernels_would():
     from onmt_entmax import ops
 
