@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Every GPU benchmark of docs/benchmarks.md in one command, on one otherwise idle GPU; each table
-# goes to OUTDIR as markdown (+ JSON where the script writes it), with the device and versions.
+# Every GPU benchmark of docs/benchmarks.md in one command, on one otherwise idle GPU. Each benchmark's
+# markdown goes to OUTDIR (FILE.md, + JSON where the script writes it) with the command that made it
+# (FILE.md.cmd) and the machine (machine.json: GPU, driver, torch, Triton, commit, date); at the end
+# benchmarks/report.py assembles them into OUTDIR/benchmarks.md, the document's GPU sections
+# (`python3 benchmarks/report.py OUTDIR... --into docs/benchmarks.md` puts them there).
 #   bash benchmarks/run_gpu.sh OUTDIR [MULTI30K_DIR]      # MULTI30K_DIR: train.{de,en}.gz
 #   PARTS="tests 32k" bash benchmarks/run_gpu.sh OUTDIR    # only the named parts, in this order:
 # tests (kernel tests), check (a checked training run), kernels (kernel ratios; a few minutes),
@@ -24,59 +27,86 @@ for p in $parts; do
 done
 part() { [[ $parts == *" $1 "* ]] && echo "== part $1 ($(date -u +%H:%M:%S))"; }
 mkdir -p "$out"
-python3 -c "import torch; assert torch.cuda.is_available(), 'run_gpu.sh needs a CUDA GPU'; \
-import triton; print(torch.cuda.get_device_name(), 'torch', torch.__version__, 'triton', triton.__version__)" \
-    | tee "$out/device.txt"
-git describe --always --dirty --abbrev=40 >> "$out/device.txt" 2>/dev/null || true  # -dirty: not the commit alone
+python3 - "$out/machine.json" "$parts" <<'PY'
+import datetime, json, subprocess, sys
+import torch, triton
+assert torch.cuda.is_available(), "run_gpu.sh needs a CUDA GPU"
+def output(*cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+        "driver": output("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader").split("\n")[0],
+        "commit": output("git", "describe", "--always", "--dirty", "--abbrev=40"),  # -dirty: not the commit alone
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"), "parts": sys.argv[2].split()}
+open(sys.argv[1], "w").write(json.dumps(meta, indent=1))
+print(meta["gpu"], "torch", meta["torch"], "triton", meta["triton"], meta["commit"])
+PY
+
+# shown FILE CMD...: the command that writes FILE, as the document shows it (OUT, MULTI30K_DIR for the paths)
+shown() {
+    local file=$1 words=() a; shift
+    for a in "$@"; do
+        [[ $a == "$out"* ]] && a="OUT${a#"$out"}"
+        [[ $a == "$m30k"* ]] && a="MULTI30K_DIR${a#"$m30k"}"
+        [[ $a == *" "* ]] && a="\"$a\""
+        words+=("$a")
+    done
+    echo "${words[*]}" > "$out/$file.cmd"
+}
+# record FILE CMD...: run CMD, its output to OUTDIR/FILE, its command beside it
+record() { local file=$1; shift; shown "$file" "$@"; "$@" > "$out/$file"; }
 
 # decoding in one process, 30 steps a sentence, each run (one 64-sentence batch) paired with softmax's of
 # the same round, 120 rounds by default (onmt_translate process runs move by tens of percent); then where the beam
 # steps go: kernel launches and GPU kernel time a step, the heaviest kernels
 decode_in_process() {  # decode_in_process NAME WORKDIR SOURCE
-    python3 benchmarks/bench_translate.py --workdir "$2" --src "$3" --gpu --beam 5 --lines 64 --fixed-length 30 \
-        --in-process --repeat "${DECODE_ROUNDS:-120}" --median > "$out/translate-inproc-$1.md"
-    python3 benchmarks/profile_translate.py --workdir "$2" --src "$3" --gpu --fixed-length 30 \
-        > "$out/profile-translate-$1.md"
+    record "translate-inproc-$1.md" python3 benchmarks/bench_translate.py --workdir "$2" --src "$3" --gpu --beam 5 \
+        --lines 64 --fixed-length 30 --in-process --repeat "${DECODE_ROUNDS:-120}" --median
+    record "profile-translate-$1.md" python3 benchmarks/profile_translate.py --workdir "$2" --src "$3" --gpu \
+        --fixed-length 30
 }
 
 if part tests; then
     # speed of wrong kernels means nothing: the kernel tests first (set -e stops on a failure)
-    python3 -m pytest -q -p no:cacheprovider tests/ops/test_triton_kernels.py tests/ops/test_triton_loss.py tests/ops/test_triton_codegen.py \
-        tests/ops/test_triton_attention.py tests/onmt/model/test_fused_attention.py tests/onmt/test_cuda.py \
-        2>&1 | tee "$out/tests.txt" | tail -n 3
+    tests=(python3 -m pytest -q -p no:cacheprovider tests/ops/test_triton_kernels.py tests/ops/test_triton_loss.py
+           tests/ops/test_triton_codegen.py tests/ops/test_triton_attention.py tests/onmt/model/test_fused_attention.py
+           tests/onmt/test_cuda.py)
+    shown tests.txt "${tests[@]}"
+    "${tests[@]}" 2>&1 | tee "$out/tests.txt" | tail -n 3
 fi
 if part check; then
     # training rows are not test rows: every short-row kernel call of 100 training steps against the
     # float64 reference (exit status 1 on a wrong row)
-    python3 benchmarks/bench_train.py --gpu --data multi30k --multi30k-dir "$m30k" --workdir "$out/check" --steps 100 \
-        --variants "entmax15 (output + all attention)" "learned alpha (all attention)" \
-        --check-kernels "$out/check/wrong" > "$out/check.md"
+    record check.md python3 benchmarks/bench_train.py --gpu --data multi30k --multi30k-dir "$m30k" \
+        --workdir "$out/check" --steps 100 --variants "entmax15 (output + all attention)" "learned alpha (all attention)" \
+        --check-kernels "$out/check/wrong"
 fi
 if part kernels; then
     # VARIANTS=1: also the launch-shape sweeps (each short-row shape next to its correctness check)
-    python3 benchmarks/bench_kernels.py ${VARIANTS:+--variants} --json "$out/kernels.json" > "$out/kernels.md"
-    (cd benchmarks && python3 bench_attention.py --train --rows 128 --keys 32 --reps 200 --rounds 3) \
-        > "$out/attention-train.md"
+    record kernels.md python3 benchmarks/bench_kernels.py ${VARIANTS:+--variants} --json "$out/kernels.json"
+    record attention-train.md python3 benchmarks/bench_attention.py --train --rows 128 --keys 32 --reps 200 --rounds 3
 fi
 if part train-inproc; then
     # training steps in one process, the variants in turn (onmt_train runs move by 20-30% run to run)
-    python3 benchmarks/bench_train.py --gpu --data multi30k --multi30k-dir "$m30k" --workdir "$out/inproc-multi30k" \
-        --in-process --steps 20 --rounds 12 --json "$out/train-inproc-multi30k.json" > "$out/train-inproc-multi30k.md"
-    python3 benchmarks/bench_train.py --gpu --data synthetic --vocab 32000 --workdir "$out/inproc-32k" \
-        --in-process --steps 20 --rounds 12 --json "$out/train-inproc-32k.json" > "$out/train-inproc-32k.md"
+    record train-inproc-multi30k.md python3 benchmarks/bench_train.py --gpu --data multi30k --multi30k-dir "$m30k" \
+        --workdir "$out/inproc-multi30k" --in-process --steps 20 --rounds 12 --json "$out/train-inproc-multi30k.json"
+    record train-inproc-32k.md python3 benchmarks/bench_train.py --gpu --data synthetic --vocab 32000 \
+        --workdir "$out/inproc-32k" --in-process --steps 20 --rounds 12 --json "$out/train-inproc-32k.json"
 fi
 if part multi30k; then
-    python3 benchmarks/bench_train.py --gpu --data multi30k --multi30k-dir "$m30k" --workdir "$out/train-multi30k" \
-        --json "$out/train-multi30k.json" > "$out/train-multi30k.md"
-    python3 benchmarks/bench_translate.py --workdir "$out/train-multi30k" --gpu --beam 5 --lines 1000 \
-        --check-kernels log_probs,alpha_relu_log,beam_topk > "$out/translate-multi30k.md"
+    record train-multi30k.md python3 benchmarks/bench_train.py --gpu --data multi30k --multi30k-dir "$m30k" \
+        --workdir "$out/train-multi30k" --json "$out/train-multi30k.json"
+    record translate-multi30k.md python3 benchmarks/bench_translate.py --workdir "$out/train-multi30k" --gpu --beam 5 \
+        --lines 1000 --check-kernels log_probs,alpha_relu_log,beam_topk
     decode_in_process multi30k "$out/train-multi30k" "$out/train-multi30k/train.de"
 fi
 if part 32k; then
-    python3 benchmarks/bench_train.py --gpu --data synthetic --vocab 32000 --workdir "$out/train-32k" \
-        --json "$out/train-32k.json" > "$out/train-32k.md"
-    python3 benchmarks/bench_translate.py --workdir "$out/train-32k" --gpu --beam 5 --lines 1000 \
-        > "$out/translate-32k.md"
+    record train-32k.md python3 benchmarks/bench_train.py --gpu --data synthetic --vocab 32000 --workdir "$out/train-32k" \
+        --json "$out/train-32k.json"
+    record translate-32k.md python3 benchmarks/bench_translate.py --workdir "$out/train-32k" --gpu --beam 5 --lines 1000
     decode_in_process 32k "$out/train-32k" "$out/train-32k/train.src"
 fi
-tail -n +1 "$out"/*.md
+python3 benchmarks/report.py "$out" > "$out/benchmarks.md"
+cat "$out/benchmarks.md"

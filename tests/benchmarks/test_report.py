@@ -1,0 +1,101 @@
+"""benchmarks/report.py: run_gpu.sh's outputs become docs/benchmarks.md's GPU sections (tested on the
+CPU with outputs in the benchmarks' own formats; the GPU run itself is the next GPU session's)."""
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("bench_report", ROOT / "benchmarks" / "report.py")
+report = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(report)
+
+KERNELS = """{'gpu': 'NVIDIA H200', 'torch': '2.11.0+cu130'}
+loss float32/randn*3.0 {'ce': 1.1}
+
+| case | op | ours ms | baseline ms | ours / baseline | PyPI / baseline |
+|---|---|---|---|---|---|
+| loss 4096x32768 float32/randn*3.0 | entmax15 | 0.593 | CE 1.103 | 0.54x | 17.2x |
+| loss 4096x32768 float32/randn*3.0, GPU time | entmax15 | 0.590 | CE 1.093 | 0.54x | - |
+| attention 512x8x50x50 float32, eager | entmax15 | 0.608 | softmax 0.188 | 3.23x | 24.4x |
+| attention 512x8x50x50 float32, GPU time | entmax15 | 0.086 | softmax 0.123 | 0.70x | - |
+"""
+TRAIN = """
+training steps in one process (batching excluded) tokens/s (multi30k, NVIDIA H200, 20 steps, ...)
+| variant | target tok/s | vs softmax | median of round ratios (95% interval) | steps | runs |
+|---|---|---|---|---|---|
+| softmax | 136259 | 1.00x | 1.00x (1.00-1.00) | 20 | 1 |
+| entmax15 (output + all attention) | 133534 | 0.98x | 0.98x (0.93-1.01) | 20 | 1 |
+"""
+MACHINE = {"gpu": "NVIDIA H200", "driver": "580.159.04", "torch": "2.11.0+cu130", "triton": "3.6.0",
+           "commit": "9b0d7d6" + "0" * 33 + "-dirty", "date": "2026-11-27", "parts": ["tests", "kernels", "train-inproc"]}
+
+
+@pytest.fixture
+def outdir(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "machine.json").write_text(json.dumps(MACHINE))
+    (out / "kernels.md").write_text(KERNELS)
+    (out / "kernels.md.cmd").write_text("python3 benchmarks/bench_kernels.py --json OUT/kernels.json\n")
+    (out / "train-inproc-multi30k.md").write_text(TRAIN)
+    (out / "train-inproc-multi30k.md.cmd").write_text("python3 benchmarks/bench_train.py --gpu --in-process\n")
+    (out / "tests.txt").write_text("....\n========== 223 passed, 1 skipped in 149.18s ==========\n")
+    return out
+
+
+def _section(text: str, title: str) -> str:
+    part = text.split(f"### {title}", 1)[1]
+    return part.split("\n### ", 1)[0]
+
+
+def test_each_measured_thing_gets_its_table_command_and_machine(outdir):
+    text = report.report([outdir])
+    loss, attention = _section(text, "Losses against"), _section(text, "Attention against")
+    assert "| loss 4096x32768 float32/randn*3.0 | entmax15 | 0.593 |" in loss and "attention 512" not in loss
+    assert "| attention 512x8x50x50 float32, GPU time | entmax15 | 0.086 |" in attention and "| loss" not in attention
+    machine = "NVIDIA H200, driver 580.159.04, torch 2.11.0+cu130, Triton 3.6.0, commit 9b0d7d600000 with " \
+              "uncommitted changes, 2026-11-27"
+    assert f"`python3 benchmarks/bench_kernels.py --json OUT/kernels.json`; {machine}:" in loss
+    training = _section(text, "Training against")
+    assert "| entmax15 (output + all attention) | 133534 | 0.98x |" in training
+    assert "training steps in one process (batching excluded) tokens/s" in training  # the table's caption
+    assert "223 passed, 1 skipped in 149.18s" in _section(text, "Kernel tests")
+    assert "{'gpu'" not in text  # the scripts' progress lines are not tables
+    assert "### Decoding" not in text  # parts that did not run leave no empty section
+
+
+def test_a_later_run_replaces_the_same_file_and_keeps_its_own_machine(outdir, tmp_path):
+    later = tmp_path / "later"
+    later.mkdir()
+    (later / "machine.json").write_text(json.dumps({**MACHINE, "gpu": "NVIDIA H100 80GB HBM3", "commit": "abc"}))
+    (later / "kernels.md").write_text(KERNELS.replace("0.593", "0.700"))
+    text = report.report([outdir, later])
+    loss = _section(text, "Losses against")
+    assert "0.700" in loss and "0.593" not in loss and "NVIDIA H100 80GB HBM3" in loss
+    assert "NVIDIA H200" in _section(text, "Training against")
+
+
+def test_into_replaces_only_the_text_between_the_markers(outdir, tmp_path):
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text(f"# Benchmarks\n\nmethod\n\n{report.BEGIN}\n\nold tables\n\n{report.END}\n\n## CPU\n\nkept\n")
+    report.main([str(outdir), "--into", str(doc)])
+    text = doc.read_text()
+    assert text.startswith("# Benchmarks\n\nmethod\n\n") and text.endswith(f"{report.END}\n\n## CPU\n\nkept\n")
+    assert "old tables" not in text and "| loss 4096x32768" in text
+    doc.write_text("# no markers\n")
+    with pytest.raises(SystemExit, match="needs one line"):
+        report.main([str(outdir), "--into", str(doc)])
+
+
+def test_report_knows_every_file_run_gpu_sh_writes_and_the_rows_bench_kernels_prints():
+    script = (ROOT / "benchmarks" / "run_gpu.sh").read_text()
+    written = set(re.findall(r"(?:record|shown) \"?([\w.$-]+\.(?:md|txt))", script))
+    written = {w.replace("$1", name) for w in written for name in ("multi30k", "32k")}
+    wanted = {item[0] if isinstance(item, tuple) else item for s in report.SECTIONS for item in s[2]}
+    assert written == wanted
+    kernels = (ROOT / "benchmarks" / "bench_kernels.py").read_text()
+    for prefix in {item[1] for s in report.SECTIONS for item in s[2] if isinstance(item, tuple)}:
+        assert f'f"| {prefix} ' in kernels, prefix
