@@ -24,9 +24,7 @@ def activate() -> list[str]:
     _activating = True
     try:
         from .patches import apply_patches
-        from .upstream_noise import quiet
 
-        quiet()  # upstream's deprecation warnings and repeated corpus lines, filtered at their source
         return apply_patches()
     finally:
         _activating = False

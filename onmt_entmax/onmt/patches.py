@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from . import checkpoint, options, validation
+from . import checkpoint, options, upstream_noise, validation
 from .decoding import log_probs
 from .model import building, fused_attention, loading, rnn_attention
 from .training import loss, lr_halving, reporting
@@ -31,6 +31,8 @@ class Patch:
 
 
 PATCHES: list[Patch] = [
+    Patch("upstream_noise", "upstream's deprecation warnings (at their source) and repeated corpus lines filtered",
+          apply=upstream_noise.quiet),
     Patch("model_options", "add the Entmax group to model_opts (train -h, checkpoints, defaults for old ones)",
           "onmt.opts:model_opts", options.wrap_model_opts),
     Patch("translate_options", "translate-time overrides of the Entmax options, under the same group",

@@ -11,8 +11,8 @@
   training corpus (on a small corpus, a line pair every few steps): logged once a process.
 
 ``filter_upstream_warnings`` runs before upstream's modules execute (the import hook in
-``autoload``) and again in ``activate()`` (activation by hand, after ``import onmt``, still catches
-the warnings made while training or translating); ``log_corpora_once`` runs in ``activate()``.
+``autoload``); ``quiet`` (both filters) is the patch ``upstream_noise`` of ``patches.PATCHES``, so
+activation by hand, after ``import onmt``, still filters what training and translation raise.
 """
 from __future__ import annotations
 
