@@ -13,7 +13,6 @@ PY=${PYTHON:-python3}
 CONFIG=${CONFIG:-configs/examples/rnn-entmax15.yaml}
 [ "${SKIP_INSTALL:-0}" = 1 ] || bash scripts/install.sh
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # tiny model: one thread per op is fastest
-export PYTHONWARNINGS=ignore
 
 out=$("$PY" -c "import yaml,sys; c=yaml.safe_load(open(sys.argv[1])); print(c['save_model'], c['train_steps'])" "$CONFIG")
 read -r save_model steps <<<"$out"
