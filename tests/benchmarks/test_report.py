@@ -99,3 +99,11 @@ def test_report_knows_every_file_run_gpu_sh_writes_and_the_rows_bench_kernels_pr
     kernels = (ROOT / "benchmarks" / "bench_kernels.py").read_text()
     for prefix in {item[1] for s in report.SECTIONS for item in s[2] if isinstance(item, tuple)}:
         assert f'f"| {prefix} ' in kernels, prefix
+
+
+def test_the_document_has_the_markers_report_writes_between(outdir, tmp_path):
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text((ROOT / "docs" / "benchmarks.md").read_text())
+    report.main([str(outdir), "--into", str(doc)])
+    text = doc.read_text()
+    assert "| loss 4096x32768 float32/randn*3.0 | entmax15 | 0.593 |" in text and "## CPU (the reference path)" in text
