@@ -12,7 +12,7 @@ tens of percent). "median of round ratios" pairs each run with softmax's run of 
 With --in-process every model is translated in this one process instead, by an inference engine
 built once per model (timed around OpenNMT-py's Inference._translate), which removes the
 variation between processes and between model loads. Runs of one model in one process still moved
-between 1.2 and 2.9 ms a sentence on the H200 hosts (docs/kernels.md), so many short paired rounds
+between 1.2 and 2.9 ms a sentence on the H200 hosts (docs/benchmarks.md), so many short paired rounds
 resolve more than a few long ones: one 64-sentence batch a run and 100+ rounds gives the median of
 round ratios to about +-1-2% (its 95% interval is printed beside it).
 This is a benchmark, not a test.
