@@ -447,14 +447,13 @@ def record(table: str, seeds: list[int], only: str | list[str] | None = None, co
             new.append(results_csv.run_row(e.column, e.row, seed, scores, steps, epoch, commit))
             curves += results_csv.curve_rows(e.column, e.row, seed, log, epoch, commit)
             languages += results_csv.language_rows(e.column, e.row, seed, scores, commit)
-    results_csv.write_rows(out, results_csv.merge(results_csv.read_rows(out), new))
-    key = (*results_csv.KEY, "step")
+    results_csv.write_rows(out, results_csv.sorted_rows(results_csv.merge(results_csv.read_rows(out), new)))
     old_curves = results_csv.read_rows(curves_out, results_csv.CURVE_COLUMNS)
-    results_csv.write_rows(curves_out, results_csv.sorted_curves(results_csv.merge(old_curves, curves, key)),
+    results_csv.write_rows(curves_out, results_csv.sorted_rows(results_csv.merge(old_curves, curves), "step"),
                            results_csv.CURVE_COLUMNS)
     old_languages = results_csv.read_rows(languages_out, results_csv.LANGUAGE_COLUMNS)
-    results_csv.write_rows(languages_out, results_csv.merge(old_languages, languages, (*results_csv.KEY, "language")),
-                           results_csv.LANGUAGE_COLUMNS)
+    results_csv.write_rows(languages_out, results_csv.sorted_rows(results_csv.merge(old_languages, languages),
+                                                                  "language"), results_csv.LANGUAGE_COLUMNS)
     print(f"{len(new)} row(s) recorded in {out}, {len(curves)} validation(s) in {curves_out}, "
           f"{len(languages)} language score(s) in {languages_out}")
     return new

@@ -66,19 +66,22 @@ def write_rows(path: Path, rows: list[dict], columns: tuple = COLUMNS) -> None:
     tmp.replace(path)  # (never a half-written results file)
 
 
-def merge(old: list[dict], new: list[dict], key: tuple = KEY) -> list[dict]:
-    """``old`` with every row of ``new`` replacing the row of the same ``key`` (run and commit), or
-    appended."""
-    out = {tuple(r[k] for k in key): r for r in old}
-    for r in new:
-        out[tuple(r[k] for k in key)] = r
-    return list(out.values())
+def merge(old: list[dict], new: list[dict]) -> list[dict]:
+    """``old`` without the rows of the runs (and commits) that ``new`` has rows for, then ``new``:
+    a run recorded again replaces all its rows (one in the table, one a validation or language in
+    the others)."""
+    again = {tuple(r[k] for k in KEY) for r in new}
+    return [r for r in old if tuple(r[k] for k in KEY) not in again] + new
 
 
-def sorted_curves(rows: list[dict]) -> list[dict]:
-    """Validation rows by run, then step."""
-    return sorted(rows, key=lambda r: (r["setting"], float(r["output_alpha"]), float(r["attention_alpha"]),
-                                       int(r["seed"]), r["commit"], int(r["step"])))
+def sorted_rows(rows: list[dict], then: str | None = None) -> list[dict]:
+    """Rows by run (setting, alphas as numbers, seed, commit), then by ``then`` (a validation's step,
+    numeric; a language's name): files that change only where a run changed."""
+    def key(r):
+        last = () if then is None else (int(r[then]) if r[then].isdigit() else r[then],)
+        return (r["setting"], float(r["output_alpha"]), float(r["attention_alpha"]), int(r["seed"]), r["commit"],
+                *last)
+    return sorted(rows, key=key)
 
 
 def last_saved_step(log_text: str) -> int | None:

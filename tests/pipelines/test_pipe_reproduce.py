@@ -320,6 +320,11 @@ def test_record_keeps_one_csv_row_per_run_and_the_table_is_printed_from_it(tmp_p
                              "medium,1.5,1.5,1,uzbek,100,100.00,0.000,abc1234",
                              "medium,1.5,1.5,2,latin,1000,35.00,1.500,abc1234",
                              "medium,1.5,1.5,2,uzbek,100,100.00,0.000,abc1234"]
+    _evaluated_run(tmp_path, e, 2, 85.0, 1490)  # seed 2 trained again from scratch, shorter: no stale rows
+    rep.record("peters2019-table1", [2], "medium/out1.5-*", commit="abc1234", runs=tmp_path, out=csv_path)
+    curve = (tmp_path / "table1-validation.csv").read_text().splitlines()
+    assert [line.split(",")[3:6] for line in curve[1:]] == [
+        ["1", "1.0", "1490"], ["1", "2.0", "2980"], ["1", "3.0", "4470"], ["2", "1.0", "1490"]]
     monkeypatch.setattr(rep, "results_csv_path", lambda table: csv_path)
     row = next(line for line in rep.print_table("peters2019-table1").splitlines() if line.startswith("| out1.5-attn1.5 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
