@@ -1,6 +1,6 @@
 """Packaging metadata lives in setup.cfg; this file only ships the autoload ``.pth`` file.
 
-The ``.pth`` line (see onmt_entmax/onmt/autoload.py) makes the plugin active in every Python
+The ``.pth`` line (see onmt_entmax/autoload.py) makes the plugin active in every Python
 process, including those OpenNMT-py spawns. It is placed at the root of site-packages for
 ``pip install .`` (via build_py) and for ``pip install -e .`` (via the editable wheel's purelib data).
 """
@@ -15,7 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def _autoload():
     spec = importlib.util.spec_from_file_location(
-        "_onmt_entmax_autoload", os.path.join(HERE, "onmt_entmax", "onmt", "autoload.py"))
+        "_onmt_entmax_autoload", os.path.join(HERE, "onmt_entmax", "autoload.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # plain Python, imports nothing heavy
     return module

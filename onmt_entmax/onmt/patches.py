@@ -1,34 +1,22 @@
 """Every change this plugin makes to OpenNMT-py 3.5.1, in one list, applied by ``apply_patches()``.
 
-A ``Patch`` either wraps one upstream attribute (function, method, classmethod or module-level
-name): the wrapper receives the upstream object and calls it, so no upstream code is copied; or it
-runs a registration function (``apply``). ``apply_patches`` is idempotent; each wrapped object keeps
-the upstream one as ``__wrapped__`` and ``original(name)`` returns it. docs/integration.md explains
-each entry. Other parts of the plugin add their entries to ``PATCHES`` (one line each).
+A ``Patch`` (``onmt_entmax.patching``) either wraps one upstream attribute, calling the upstream
+object so no upstream code is copied, or runs a registration function. ``apply_patches`` is
+idempotent; each wrapped object keeps the upstream one as ``__wrapped__`` and ``original(name)``
+returns it. docs/integration.md explains each entry. Other parts of the plugin add their entries to
+``PATCHES`` (one line each).
 """
 from __future__ import annotations
 
-import functools
 import importlib
-import sys
-from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
+
+from onmt_entmax.patching import Patch, PatchSet
 
 from . import checkpoint, options, upstream_noise, validation
 from .decoding import log_probs
 from .model import building, fused_attention, loading, rnn_attention
 from .training import loss, lr_halving, reporting
-
-
-@dataclass(frozen=True)
-class Patch:
-    name: str
-    why: str
-    target: Optional[str] = None  # "module:Attr.path" to wrap
-    wrapper: Optional[Callable[[Callable], Callable]] = None  # upstream -> replacement
-    aliases: tuple = ()  # "module:name" bindings made by ``from m import f`` before we ran
-    apply: Optional[Callable[[], None]] = None  # registration-style patch
-
 
 PATCHES: list[Patch] = [
     Patch("upstream_noise", "upstream's deprecation warnings (at their source) and repeated corpus lines filtered",
@@ -92,60 +80,18 @@ PATCHES: list[Patch] = [
     Patch("alpha_csv", "learned alpha per head and layer to <save_model>_alphas.csv at every report step", "onmt.trainer:Trainer._maybe_report_training", lambda up: importlib.import_module("onmt_entmax.onmt.training.alpha_log").wrap_maybe_report_training(up)),  # noqa: E501
 ]
 
-_MARK = "__onmt_entmax_patch__"
-_APPLIED: dict[str, object] = {}
-
-
-def _resolve(target: str):
-    module_name, _, path = target.partition(":")
-    owner = importlib.import_module(module_name)
-    *parents, attr = path.split(".")
-    for part in parents:
-        owner = getattr(owner, part)
-    return owner, attr
-
-
-def _wrap_one(patch: Patch) -> None:
-    owner, attr = _resolve(patch.target)
-    raw = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr)
-    if raw is None:
-        raw = getattr(owner, attr)
-    if getattr(raw, _MARK, None) or getattr(getattr(raw, "__func__", None), _MARK, None):
-        return  # already ours
-    if isinstance(raw, classmethod):
-        func = raw.__func__
-        new = functools.wraps(func)(patch.wrapper(func))
-        setattr(new, _MARK, patch.name)
-        setattr(owner, attr, classmethod(new))
-        _APPLIED[patch.name] = func
-    else:
-        new = functools.wraps(raw)(patch.wrapper(raw))
-        setattr(new, _MARK, patch.name)
-        setattr(owner, attr, new)
-        _APPLIED[patch.name] = raw
-        for alias in patch.aliases:
-            module_name, _, name = alias.partition(":")
-            module = sys.modules.get(module_name)
-            if module is not None and getattr(module, name, None) is raw:
-                setattr(module, name, new)
+_SET = PatchSet(PATCHES)
 
 
 def apply_patches(patches: Optional[list[Patch]] = None) -> list[str]:
     """Apply every patch (idempotent). Returns the names applied."""
-    for patch in PATCHES if patches is None else patches:
-        if patch.apply is not None:
-            if patch.name not in _APPLIED:
-                patch.apply()
-                _APPLIED[patch.name] = patch.apply
-        else:
-            _wrap_one(patch)
-    return list(_APPLIED)
+    return _SET.apply(patches)
 
 
 def applied() -> list[str]:
-    return list(_APPLIED)
+    return _SET.applied()
 
 
 def original(name: str):
     """The upstream object a patch replaced (e.g. to compare with stock behaviour in tests)."""
-    return _APPLIED[name]
+    return _SET.original(name)

@@ -11,7 +11,7 @@
   training corpus (on a small corpus, a line pair every few steps): logged once a process.
 
 ``filter_upstream_warnings`` runs before upstream's modules execute (the import hook in
-``autoload``); ``quiet`` (both filters) is the patch ``upstream_noise`` of ``patches.PATCHES``, so
+``onmt_entmax.autoload``); ``quiet`` (both filters) is the patch ``upstream_noise`` of ``patches.PATCHES``, so
 activation by hand, after ``import onmt``, still filters what training and translation raise.
 """
 from __future__ import annotations

@@ -25,7 +25,7 @@ SPECIALS = ["<unk>", "<blank>", "<s>", "</s>"]
 DRIVER = f"""
 import sys
 sys.path.insert(0, {REPO!r})
-from onmt_entmax.onmt.autoload import install_hook
+from onmt_entmax.autoload import install_hook
 install_hook()
 import importlib
 module = sys.argv[1]

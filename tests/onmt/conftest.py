@@ -120,7 +120,7 @@ def run_console(args: list[str], cwd: Path, timeout: int = 300, env: dict | None
     ``sitecustomize.py`` on PYTHONPATH runs the same hook source at start-up, so spawned children
     (which inherit PYTHONPATH) are activated the same way.
     """
-    from onmt_entmax.onmt.autoload import HOOK_SOURCE
+    from onmt_entmax.autoload import HOOK_SOURCE
 
     site = cwd / "_site"
     site.mkdir(exist_ok=True)

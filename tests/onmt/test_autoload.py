@@ -8,7 +8,7 @@ import pytest
 
 from conftest import REPO, run_console
 
-from onmt_entmax.onmt.autoload import HOOK_VERSION, PTH_NAME, pth_line
+from onmt_entmax.autoload import HOOK_VERSION, PTH_NAME, pth_line
 
 CHECK = "import onmt, onmt_entmax.onmt as o, onmt.opts; print(o.is_active(), hasattr(onmt.opts.model_opts, '__wrapped__'))"
 
@@ -39,7 +39,7 @@ def test_a_newer_hook_replaces_the_one_of_an_earlier_install(tmp_path):
             "sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, '_onmt_entmax_hook', 0)]\n"
             "class Old:\n    _onmt_entmax_hook = True\n    def find_spec(self, *args): return None\n"
             "sys.meta_path.insert(0, Old())\n"
-            "from onmt_entmax.onmt.autoload import install_hook\n"
+            "from onmt_entmax.autoload import install_hook\n"
             "install_hook(); install_hook()\n"
             "print([getattr(f, '_onmt_entmax_hook', 0) for f in sys.meta_path if getattr(f, '_onmt_entmax_hook', 0)])\n")
     proc = run_console([sys.executable, "-c", code], cwd=tmp_path)

@@ -22,7 +22,7 @@ import os, sys
 sys.path.insert(0, {REPO!r})
 mode, module = sys.argv[1], sys.argv[2]
 if mode == "plugin":
-    from onmt_entmax.onmt.autoload import install_hook
+    from onmt_entmax.autoload import install_hook
     install_hook()
 else:  # everything but this decoding patches: the stock decoder as reference
     import onmt

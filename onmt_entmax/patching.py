@@ -1,0 +1,88 @@
+"""The machinery of an adapter's patch list: every change to a toolkit, one ``Patch`` each, applied by name.
+
+A ``Patch`` either wraps one upstream attribute (function, method, classmethod or module-level
+name): the wrapper receives the upstream object and calls it, so no upstream code is copied; or it
+runs a registration function (``apply``). ``PatchSet.apply`` is idempotent; each wrapped object keeps
+the upstream one as ``__wrapped__`` and ``PatchSet.original(name)`` returns it. Each adapter
+(``onmt_entmax.onmt``, ``onmt_entmax.eole``) keeps its own list in its ``patches.py``; this module
+imports neither toolkit.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+from dataclasses import dataclass
+from typing import Callable, Iterable, Optional
+
+MARK = "__onmt_entmax_patch__"
+
+
+@dataclass(frozen=True)
+class Patch:
+    name: str
+    why: str
+    target: Optional[str] = None  # "module:Attr.path" to wrap
+    wrapper: Optional[Callable[[Callable], Callable]] = None  # upstream -> replacement
+    aliases: tuple = ()  # "module:name" bindings made by ``from m import f`` before we ran
+    apply: Optional[Callable[[], None]] = None  # registration-style patch
+
+
+def resolve(target: str):
+    """(owner, attribute name) of ``"module:Attr.path"``, importing the module."""
+    module_name, _, path = target.partition(":")
+    owner = importlib.import_module(module_name)
+    *parents, attr = path.split(".")
+    for part in parents:
+        owner = getattr(owner, part)
+    return owner, attr
+
+
+class PatchSet:
+    """One adapter's patches and what applying them replaced."""
+
+    def __init__(self, patches: list[Patch]):
+        self.patches = patches
+        self._applied: dict[str, object] = {}
+
+    def apply(self, patches: Optional[Iterable[Patch]] = None) -> list[str]:
+        """Apply every patch (or the given ones; idempotent). Returns the names applied so far."""
+        for patch in self.patches if patches is None else patches:
+            if patch.apply is not None:
+                if patch.name not in self._applied:
+                    patch.apply()
+                    self._applied[patch.name] = patch.apply
+            else:
+                self._wrap_one(patch)
+        return list(self._applied)
+
+    def applied(self) -> list[str]:
+        return list(self._applied)
+
+    def original(self, name: str):
+        """The upstream object a patch replaced (e.g. to compare with stock behaviour in tests)."""
+        return self._applied[name]
+
+    def _wrap_one(self, patch: Patch) -> None:
+        owner, attr = resolve(patch.target)
+        raw = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr)
+        if raw is None:
+            raw = getattr(owner, attr)
+        if getattr(raw, MARK, None) or getattr(getattr(raw, "__func__", None), MARK, None):
+            return  # already ours
+        if isinstance(raw, classmethod):
+            func = raw.__func__
+            new = functools.wraps(func)(patch.wrapper(func))
+            setattr(new, MARK, patch.name)
+            setattr(owner, attr, classmethod(new))
+            self._applied[patch.name] = func
+            return
+        new = functools.wraps(raw)(patch.wrapper(raw))
+        setattr(new, MARK, patch.name)
+        setattr(owner, attr, new)
+        self._applied[patch.name] = raw
+        for alias in patch.aliases:
+            module_name, _, name = alias.partition(":")
+            module = sys.modules.get(module_name)
+            if module is not None and getattr(module, name, None) is raw:
+                setattr(module, name, new)
