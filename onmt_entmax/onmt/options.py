@@ -8,50 +8,14 @@ new help) and moved into the group. ``onmt_translate`` gets the same names as op
 from __future__ import annotations
 
 import difflib
-import math
 import re
-from typing import Iterable, Optional, Union
+from typing import Iterable, Optional
 
-from onmt_entmax.registry import help_text, transformation_names
+from onmt_entmax.options.model import ATTENTION_KINDS, model_option_help, model_option_names, tau_value
+from onmt_entmax.registry import transformation_names
 
 GROUP = "Entmax"
-ATTENTION_KINDS = {  # per-kind override prefix -> what it covers
-    "enc": "Transformer encoder self-attention",
-    "dec": "Transformer decoder self-attention",
-    "context": "Transformer decoder context (encoder-decoder) attention",
-}
 STOCK_OPTIONS = ("generator_function", "global_attention_function")
-
-
-DEFERRED_TAU = ("auto", "formula")  # generator_tau words resolved later (first batch / model size)
-
-
-def tau_value(text: Union[str, float, None]) -> Union[str, float, None]:
-    """``generator_tau``: a finite number, ``auto`` or ``formula``."""
-    if text is None or isinstance(text, float):
-        return text
-    if str(text).strip().lower() in DEFERRED_TAU:
-        return str(text).strip().lower()
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"generator_tau must be a number, 'auto' or 'formula', got {text!r}") from None
-    if not math.isfinite(value):
-        raise ValueError(f"generator_tau must be finite, got {text!r}")
-    return value
-
-
-tau_value.__name__ = "number, 'auto' or 'formula'"  # argparse names the type in its error message
-
-
-def model_option_names() -> list[str]:
-    """Every option this plugin owns in ``model_opts`` (used by the misspelling check and docs)."""
-    names = ["generator_function", "generator_alpha", "generator_tau", "bisect_iter",
-             "global_attention_function", "global_attention_alpha",
-             "attention_function", "attention_alpha", "learn_alpha"]
-    for kind in ATTENTION_KINDS:
-        names += [f"{kind}_attention_function", f"{kind}_attention_alpha"]
-    return names
 
 
 def _find_action(parser, dest: str):
@@ -81,47 +45,29 @@ def add_model_options(parser) -> None:
     group = _entmax_group(parser)
     names = transformation_names()
     attn_names = transformation_names(for_attention=True)
-    for dest, choices, text in (
-        ("generator_function", names,
-         "Output layer mapping and its Fenchel-Young loss (training) and log-probabilities (decoding). "
-         + help_text()),
-        ("global_attention_function", attn_names,
-         "RNN global attention normalizer. " + help_text(for_attention=True)),
-    ):
+    text = model_option_help()
+    for dest, choices in (("generator_function", names), ("global_attention_function", attn_names)):
         action = _find_action(parser, dest)
         if action is None:  # a parser without the stock option: declare it
             action = group.add(f"--{dest}", f"-{dest}", type=str, default="softmax")
         action.choices = choices
-        action.help = text
+        action.help = text[dest]
         _move_to_group(parser, action, group)
 
-    group.add("--generator_alpha", "-generator_alpha", type=float, default=None,
-              help="alpha of generator_function entmax_bisect / alpha_relu (>= 1; default 1.5).")
-    group.add("--generator_tau", "-generator_tau", type=tau_value, default=None,
-              help="alpha_relu threshold tau: a number, or 'auto' = the mean 1.5-entmax threshold of the "
-                   "untrained model's logits on the first training batch, or 'formula' = the closed form of "
-                   "Speeding Up Entmax eq. (3) from d_model and the vocabulary size. "
-                   "Required with alpha_relu; the resolved value is saved in the checkpoint.")
-    group.add("--bisect_iter", "-bisect_iter", type=int, default=None,
-              help="Bisection iterations for entmax_bisect (default: enough for the dtype's precision).")
+    group.add("--generator_alpha", "-generator_alpha", type=float, default=None, help=text["generator_alpha"])
+    group.add("--generator_tau", "-generator_tau", type=tau_value, default=None, help=text["generator_tau"])
+    group.add("--bisect_iter", "-bisect_iter", type=int, default=None, help=text["bisect_iter"])
     group.add("--global_attention_alpha", "-global_attention_alpha", type=float, default=None,
-              help="alpha of global_attention_function entmax_bisect (>= 1; default 1.5).")
+              help=text["global_attention_alpha"])
     group.add("--attention_function", "-attention_function", type=str, default="softmax", choices=attn_names,
-              help="Transformer attention normalizer for all attention (encoder self, decoder self, context); "
-                   "the *_attention_function options override it per kind. A sparse one disables the SDPA "
-                   "fast path so the mapping really runs on GPU. " + help_text(for_attention=True))
-    group.add("--attention_alpha", "-attention_alpha", type=float, default=None,
-              help="alpha of attention_function entmax_bisect, or the starting alpha with learn_alpha "
-                   "(default 1.5).")
-    group.add("--learn_alpha", "-learn_alpha", action="store_true",
-              help="Learn one alpha per head and layer, alpha = 1 + sigmoid(a) clamped to [1.01, 2] "
-                   "(Adaptively Sparse Transformers); needs a sparse attention_function (entmax15 or "
-                   "entmax_bisect) for the attention it applies to.")
-    for kind, what in ATTENTION_KINDS.items():
+              help=text["attention_function"])
+    group.add("--attention_alpha", "-attention_alpha", type=float, default=None, help=text["attention_alpha"])
+    group.add("--learn_alpha", "-learn_alpha", action="store_true", help=text["learn_alpha"])
+    for kind in ATTENTION_KINDS:
         group.add(f"--{kind}_attention_function", f"-{kind}_attention_function", type=str, default=None,
-                  choices=attn_names, help=f"{what} normalizer (default: attention_function).")
+                  choices=attn_names, help=text[f"{kind}_attention_function"])
         group.add(f"--{kind}_attention_alpha", f"-{kind}_attention_alpha", type=float, default=None,
-                  help=f"{what} alpha (default: attention_alpha).")
+                  help=text[f"{kind}_attention_alpha"])
 
 
 def translate_option_names() -> list[str]:

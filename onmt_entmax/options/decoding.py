@@ -1,0 +1,123 @@
+"""Decoding and analysis options of sparse models (``onmt_translate`` / ``eole predict``) and their checks.
+
+``DECODING_OPTIONS`` lists each option once (name, type, default, help); an adapter turns them into
+its toolkit's options. ``DecodingConfig.from_opts`` resolves them against the model's output layers and
+refuses requests that cannot be answered, naming the option.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+
+@dataclass(frozen=True)
+class DecodingOption:
+    name: str
+    type: type  # bool (a flag), int or str
+    default: object
+    help: str
+
+
+DECODING_OPTIONS = (
+    DecodingOption("certificate", bool, False,
+                   "Require the exactness certificate of Peters et al. (2019) per sentence: the beam covered every "
+                   "hypothesis with nonzero probability. Computed anyway for sparse output layers; with this flag a "
+                   "dense (softmax) model is an error."),
+    DecodingOption("enumerate_support", bool, False,
+                   "List every output sequence with nonzero probability and its probability (and the mass covered), "
+                   "when that set is finite and has at most enumerate_cap sequences; written to entmax_report."),
+    DecodingOption("enumerate_cap", int, 100,
+                   "Largest support enumerate_support lists; a larger one is reported as exceeding the cap."),
+    DecodingOption("exact_search", bool, False,
+                   "Also find the most probable output exactly (depth-first over the nonzero support with pruning) "
+                   "and report whether beam search agrees. For small problems."),
+    DecodingOption("exact_max_expansions", int, 20000,
+                   "Give up exact search for a sentence after this many expanded prefixes."),
+    DecodingOption("empty_check", bool, False,
+                   "Report the share of sentences whose empty output (EOS first) is more probable than the beam "
+                   "hypothesis ('cat got your tongue')."),
+    DecodingOption("sparsity_stats", bool, False,
+                   "Average number of nonzero output probabilities and of attended source tokens per target token of "
+                   "the best hypothesis, and the per-step sum of output probabilities (alpha-ReLU "
+                   "self-normalisation)."),
+    DecodingOption("forced_support", bool, False,
+                   "Forced decoding of the tgt reference: per step, every token with nonzero probability "
+                   "(Figure 2 of Peters et al. 2019); written to entmax_report."),
+    DecodingOption("forced_max_support", int, 50,
+                   "At most this many tokens listed per forced step (dense models have the whole vocabulary)."),
+    DecodingOption("attn_heatmap", str, None,
+                   "Write a PNG heatmap of the best hypothesis' attention with nonzero cells outlined, for sentence "
+                   "heatmap_sentence."),
+    DecodingOption("heatmap_sentence", int, 1, "Which input line (1-based) attn_heatmap draws."),
+    DecodingOption("entmax_report", str, None,
+                   "Write per-sentence results (hypotheses, certificate, analyses) as JSON lines to this file; a "
+                   "summary is logged at the end of decoding either way."),
+)
+_NAMES = tuple(o.name for o in DECODING_OPTIONS)
+
+
+@dataclass
+class DecodingConfig:
+    """What the translator hooks do, resolved from the translate opt and the checkpoint's opt."""
+
+    sparse_output: bool = False
+    unnormalised: bool = False  # alpha-ReLU: scores are not probabilities
+    certificate: bool = False
+    enumerate_support: bool = False
+    enumerate_cap: int = 100
+    exact_search: bool = False
+    exact_max_expansions: int = 20000
+    empty_check: bool = False
+    sparsity_stats: bool = False
+    forced_support: bool = False
+    forced_max_support: int = 50
+    attn_heatmap: Optional[str] = None
+    heatmap_sentence: int = 1
+    entmax_report: Optional[str] = None
+    plain_scores: bool = True  # no length / coverage penalty: scores are summed log-probs
+
+    @property
+    def needs_scorer(self) -> bool:
+        return any((self.enumerate_support, self.exact_search, self.empty_check, self.sparsity_stats,
+                    self.forced_support, self.attn_heatmap))
+
+    @property
+    def active(self) -> bool:
+        return self.certificate or self.needs_scorer or bool(self.entmax_report)
+
+    @classmethod
+    def from_opts(cls, opt, transformations: Sequence) -> "DecodingConfig":
+        """``transformations``: each ensemble member's output transformation (None = stock softmax)."""
+        def get(name, default=None):
+            v = getattr(opt, name, None)
+            return default if v is None else v
+
+        names = [t.name if t is not None else "softmax" for t in transformations] or ["softmax"]
+        cfg = cls(
+            sparse_output=all(t is not None and t.sparse for t in transformations) and bool(transformations),
+            unnormalised=any(t is not None and t.name == "alpha_relu" for t in transformations),
+            **{k: get(k, getattr(cls, k)) for k in _NAMES if k != "certificate"},
+        )
+        dense = f"generator_function {'/'.join(sorted(set(names)))}"
+        cfg.certificate = bool(get("certificate", False)) or cfg.sparse_output
+        if get("certificate", False) and not cfg.sparse_output:
+            raise ValueError(
+                f"-certificate needs a sparse output layer, but this model is dense ({dense}): every sequence has "
+                "nonzero probability, so no beam is ever exhaustive. Use a model trained with sparsemax, entmax15, "
+                "entmax_bisect or alpha_relu.")
+        if cfg.enumerate_support and not cfg.sparse_output:
+            raise ValueError(f"-enumerate_support needs a sparse output layer; this model is dense ({dense}), "
+                             "so its support is every sequence (infinite).")
+        if cfg.exact_search and cfg.unnormalised:
+            raise ValueError("-exact_search needs a normalised output layer: alpha_relu scores can exceed 1, so a "
+                             "prefix's score does not bound its completions and depth-first pruning is unsound.")
+        if cfg.enumerate_cap < 1:
+            raise ValueError(f"-enumerate_cap must be >= 1, got {cfg.enumerate_cap}")
+        if cfg.exact_max_expansions < 1:
+            raise ValueError(f"-exact_max_expansions must be >= 1, got {cfg.exact_max_expansions}")
+        if cfg.heatmap_sentence < 1:
+            raise ValueError(f"-heatmap_sentence is 1-based, got {cfg.heatmap_sentence}")
+        length_pen = get("length_penalty", "none")
+        cov_pen = get("coverage_penalty", "none")
+        cfg.plain_scores = length_pen in (None, "none") and cov_pen in (None, "none")
+        return cfg

@@ -1,0 +1,183 @@
+"""Model options of sparse models (output layer, loss, attention), their help and their checks.
+
+``validate_entmax_opts(opt)`` reads the options as attributes of ``opt`` (an argparse namespace, or a
+flat view of an Eole model config) and raises ``EntmaxOptionError`` naming the first bad one.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Union
+
+from onmt_entmax.modules.attention import ALPHA_MAX, ALPHA_MIN
+from onmt_entmax.registry import Transformation, get_transformation, help_text, transformation_class
+
+ATTENTION_KINDS = {  # per-kind override prefix -> what it covers
+    "enc": "Transformer encoder self-attention",
+    "dec": "Transformer decoder self-attention",
+    "context": "Transformer decoder context (encoder-decoder) attention",
+}
+
+DEFERRED_TAU = ("auto", "formula")  # generator_tau words resolved later (first batch / model size)
+
+
+def tau_value(text: Union[str, float, None]) -> Union[str, float, None]:
+    """``generator_tau``: a finite number, ``auto`` or ``formula``."""
+    if text is None or isinstance(text, float):
+        return text
+    if str(text).strip().lower() in DEFERRED_TAU:
+        return str(text).strip().lower()
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"generator_tau must be a number, 'auto' or 'formula', got {text!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"generator_tau must be finite, got {text!r}")
+    return value
+
+
+tau_value.__name__ = "number, 'auto' or 'formula'"  # argparse names the type in its error message
+
+
+def model_option_names() -> list[str]:
+    """Every model option of sparse models (option groups, misspelling checks and docs list them)."""
+    names = ["generator_function", "generator_alpha", "generator_tau", "bisect_iter",
+             "global_attention_function", "global_attention_alpha",
+             "attention_function", "attention_alpha", "learn_alpha"]
+    for kind in ATTENTION_KINDS:
+        names += [f"{kind}_attention_function", f"{kind}_attention_alpha"]
+    return names
+
+
+def model_option_help() -> dict[str, str]:
+    """One help text per model option (choices come from the registry, so they list new classes too)."""
+    attn = help_text(for_attention=True)
+    out = {
+        "generator_function": "Output layer mapping and its Fenchel-Young loss (training) and log-probabilities "
+                              "(decoding). " + help_text(),
+        "global_attention_function": "RNN global attention normalizer. " + attn,
+        "generator_alpha": "alpha of generator_function entmax_bisect / alpha_relu (>= 1; default 1.5).",
+        "generator_tau": "alpha_relu threshold tau: a number, or 'auto' = the mean 1.5-entmax threshold of the "
+                         "untrained model's logits on the first training batch, or 'formula' = the closed form of "
+                         "Speeding Up Entmax eq. (3) from d_model and the vocabulary size. Required with alpha_relu; "
+                         "the resolved value is saved in the checkpoint.",
+        "bisect_iter": "Bisection iterations for entmax_bisect (default: enough for the dtype's precision).",
+        "global_attention_alpha": "alpha of global_attention_function entmax_bisect (>= 1; default 1.5).",
+        "attention_function": "Transformer attention normalizer for all attention (encoder self, decoder self, "
+                              "context); the *_attention_function options override it per kind. A sparse one "
+                              "replaces softmax on every path, the GPU fast paths (SDPA, flash) included. " + attn,
+        "attention_alpha": "alpha of attention_function entmax_bisect, or the starting alpha with learn_alpha "
+                           "(default 1.5).",
+        "learn_alpha": "Learn one alpha per head and layer, alpha = 1 + sigmoid(a) clamped to [1.01, 2] (Adaptively "
+                       "Sparse Transformers); needs a sparse attention_function (entmax15 or entmax_bisect) for the "
+                       "attention it applies to.",
+    }
+    for kind, what in ATTENTION_KINDS.items():
+        out[f"{kind}_attention_function"] = f"{what} normalizer (default: attention_function)."
+        out[f"{kind}_attention_alpha"] = f"{what} alpha (default: attention_alpha)."
+    return out
+
+
+class EntmaxOptionError(ValueError):
+    """A bad Entmax option; the message names the option."""
+
+
+def _alpha(opt, name: str) -> Optional[float]:
+    value = getattr(opt, name, None)
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 1:
+        raise EntmaxOptionError(f"{name} must be a finite number >= 1 (1 is softmax), got {value!r}")
+    return float(value)
+
+
+def attention_spec(opt, kind: str) -> tuple[str, Optional[float]]:
+    """(function, alpha) of the Transformer attention ``kind`` in {enc, dec, context}."""
+    name = getattr(opt, f"{kind}_attention_function", None) or getattr(opt, "attention_function", "softmax")
+    alpha = _alpha(opt, f"{kind}_attention_alpha")
+    if alpha is None:
+        alpha = _alpha(opt, "attention_alpha")
+    return name, alpha
+
+
+def _uses_transformer(opt) -> bool:
+    return "transformer" in (getattr(opt, "encoder_type", ""), getattr(opt, "decoder_type", ""))
+
+
+def validate_entmax_opts(opt) -> None:
+    """Raise ``EntmaxOptionError`` (a ValueError) naming the first bad Entmax option of ``opt``."""
+    bisect_iter = getattr(opt, "bisect_iter", None)
+    if bisect_iter is not None and (not isinstance(bisect_iter, int) or bisect_iter < 1):
+        raise EntmaxOptionError(f"bisect_iter must be a positive integer, got {bisect_iter!r}")
+
+    gen = getattr(opt, "generator_function", "softmax")
+    try:
+        cls = transformation_class(gen, "generator_function")
+    except ValueError as err:
+        raise EntmaxOptionError(str(err)) from None
+    alpha = _alpha(opt, "generator_alpha")
+    tau = getattr(opt, "generator_tau", None)
+    if cls.uses_tau:
+        if tau is None:
+            raise EntmaxOptionError(
+                f"generator_function {gen} needs generator_tau: a number, 'auto' (the mean 1.5-entmax "
+                f"threshold of the untrained model on the first training batch) or 'formula' (eq. 3 of "
+                f"Speeding Up Entmax)")
+        if tau not in DEFERRED_TAU and (not isinstance(tau, (int, float)) or not math.isfinite(tau)):
+            raise EntmaxOptionError(f"generator_tau must be a finite number, 'auto' or 'formula', got {tau!r}")
+    try:
+        get_transformation(gen, alpha=alpha, tau=None if tau in DEFERRED_TAU else tau,
+                           n_iter=bisect_iter, option="generator_function")
+    except ValueError as err:
+        raise EntmaxOptionError(f"generator_alpha / generator_function: {err}") from None
+    if getattr(opt, "copy_attn", False) and gen != "softmax":
+        raise EntmaxOptionError(
+            f"copy_attn mixes the generator's probabilities with copy probabilities and supports only "
+            f"generator_function softmax, got generator_function {gen}")
+
+    ga = getattr(opt, "global_attention_function", "softmax")
+    try:
+        get_transformation(ga, alpha=_alpha(opt, "global_attention_alpha"), n_iter=bisect_iter,
+                           option="global_attention_function")
+        if not transformation_class(ga).for_attention:
+            raise ValueError(f"global_attention_function: {ga} is not an attention normalizer")
+    except ValueError as err:
+        raise EntmaxOptionError(str(err)) from None
+
+    sparse_kinds = []
+    for kind in ATTENTION_KINDS:
+        name, kalpha = attention_spec(opt, kind)
+        option = f"{kind}_attention_function" if getattr(opt, f"{kind}_attention_function", None) \
+            else "attention_function"
+        try:
+            t = get_transformation(name, alpha=kalpha, n_iter=bisect_iter, option=option)
+        except ValueError as err:
+            raise EntmaxOptionError(str(err)) from None
+        if not t.for_attention:
+            raise EntmaxOptionError(f"{option}: {name} is not an attention normalizer")
+        if getattr(opt, "learn_alpha", False) and t.sparse:
+            if name == "sparsemax":
+                raise EntmaxOptionError(
+                    f"learn_alpha starts from the alpha of {option}; sparsemax (alpha = 2) is the upper end "
+                    f"of the learnable range: use entmax15 or entmax_bisect with attention_alpha")
+            start = getattr(t, "alpha", 1.5) or 1.5
+            if not ALPHA_MIN <= start < ALPHA_MAX:
+                raise EntmaxOptionError(
+                    f"learn_alpha: the starting alpha ({kind}_attention_alpha / attention_alpha = {start}) must "
+                    f"be in [{ALPHA_MIN}, {ALPHA_MAX})")
+            sparse_kinds.append(kind)
+    if getattr(opt, "learn_alpha", False):
+        if not sparse_kinds:
+            raise EntmaxOptionError(
+                "learn_alpha needs a sparse Transformer attention: set attention_function to entmax15 or "
+                "entmax_bisect (softmax has no alpha to learn)")
+        if not _uses_transformer(opt):
+            raise EntmaxOptionError("learn_alpha applies to Transformer attention (encoder_type/decoder_type "
+                                    "transformer)")
+
+
+def generator_transformation(opt) -> Transformation:
+    """The output layer's transformation from the options (a deferred tau stays unset)."""
+    tau = getattr(opt, "generator_tau", None)
+    return get_transformation(getattr(opt, "generator_function", "softmax"), alpha=getattr(opt, "generator_alpha", None),
+                              tau=None if tau in DEFERRED_TAU else tau, n_iter=getattr(opt, "bisect_iter", None),
+                              option="generator_function")
