@@ -7,6 +7,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from onmt_entmax import ops
 from onmt_entmax.registry import AlphaReLU, Transformation, get_transformation
 
 
@@ -61,6 +62,22 @@ class EntmaxGenerator(nn.Linear):
     def set_tau(self, tau: float) -> None:
         self.tau.fill_(float(tau))
         self.transformation.tau = float(tau)
+
+    @torch.no_grad()
+    def resolve_auto_tau(self, hidden: Tensor) -> tuple[float, int]:
+        """``generator_tau: auto``: tau = mean over the rows of ``hidden`` (N, d) of the 1.5-entmax threshold
+        of this layer's logits, averaged over ranks in multi-GPU training so that every rank agrees.
+
+        "Speeding Up Entmax" (Tezekbayev et al.): alpha-ReLU with this constant tau matches the scale of
+        entmax at initialisation. Sets the threshold; returns it with the number of rows it averages.
+        """
+        logits = self(hidden).float()
+        stats = torch.stack([ops.entmax_threshold(logits, alpha=1.5, dim=-1).sum(), logits.new_tensor(len(logits))])
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.all_reduce(stats)
+        tau = float(stats[0] / stats[1].clamp(min=1))
+        self.set_tau(tau)
+        return tau, int(stats[1])
 
     def probs(self, logits: Tensor) -> Tensor:
         """pi(z) over the vocabulary (alpha-ReLU: its unnormalized scores)."""

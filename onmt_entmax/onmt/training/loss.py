@@ -6,12 +6,12 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from onmt_entmax import ops
-from onmt_entmax.modules import EntmaxGenerator, TransformationLoss
-
-from ..model.surgery import learned_alphas
+from onmt_entmax.analysis.training_counts import add_count, attention_counts, output_nonzeros, settle
+from onmt_entmax.modules import EntmaxGenerator
+from onmt_entmax.modules.loss import criterion_for, label_smoothing_warning
+from onmt_entmax.modules.models import learned_alphas
 
 
 def _logger():
@@ -41,27 +41,6 @@ def current_alphas() -> dict:
     return _alpha_source()
 
 
-def criterion_for(generator: EntmaxGenerator, ignore_index: int, label_smoothing: float) -> nn.Module:
-    """The summed FY loss of the generator's transformation (stock cross-entropy kept for softmax)."""
-    if not generator.transformation.sparse:
-        return nn.CrossEntropyLoss(ignore_index=ignore_index, reduction="sum", label_smoothing=label_smoothing)
-    return TransformationLoss(generator, ignore_index, label_smoothing)
-
-
-def label_smoothing_warning(generator: EntmaxGenerator, label_smoothing: float) -> Optional[str]:
-    """Why label smoothing undoes a sparse output layer, or None where it does not apply.
-
-    The Fenchel-Young loss against the smoothed target q = (1-eps) e_y + eps/V is minimised at p = q,
-    which is nonzero everywhere: the output learns to keep every word in its support.
-    """
-    t = generator.transformation
-    if not t.sparse or label_smoothing <= 0:
-        return None
-    return (f"label_smoothing {label_smoothing:g} with generator_function {t.name}: the smoothed target gives every "
-            "word probability, so the output layer learns a dense distribution (Multi30k, docs/results.md: 259 "
-            "nonzero words a step with 0.1, 7 without). Set label_smoothing 0 to keep the output sparse.")
-
-
 def wrap_from_opts(upstream: Callable) -> Callable:
     """``LossCompute.from_opts``: criterion from the *model's* generator (so ``-train_from`` keeps it)."""
 
@@ -82,57 +61,14 @@ def wrap_from_opts(upstream: Callable) -> Callable:
 
 
 def resolve_auto_tau(compute, batch: dict, output: Tensor) -> float:
-    """tau = mean over target positions of the 1.5-entmax threshold of the untrained model's logits.
-
-    "Speeding Up Entmax" (Tezekbayev et al.): alpha-ReLU with this constant tau matches the scale
-    of entmax at initialisation. Averaged over ranks in multi-GPU training so every rank agrees.
-    """
+    """``generator_tau: auto`` from the first batch's non-pad target positions (``EntmaxGenerator.resolve_auto_tau``)."""
     gen: EntmaxGenerator = compute.generator
     tgt = batch["tgt"][:, compute.tgt_shift_index:, 0]
     out = output[:, : tgt.size(1)]
     keep = tgt.reshape(-1).ne(compute.padding_idx)
-    with torch.no_grad():
-        logits = gen(out.reshape(-1, out.size(-1)))[keep].float()
-        stats = torch.stack([ops.entmax_threshold(logits, alpha=1.5, dim=-1).sum(), logits.new_tensor(len(logits))])
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            torch.distributed.all_reduce(stats)
-    tau = float(stats[0] / stats[1].clamp(min=1))
-    gen.set_tau(tau)
-    _logger().info("generator_tau auto: tau = %.6g (mean 1.5-entmax threshold over %d target positions)",
-                tau, int(stats[1]))
+    tau, rows = gen.resolve_auto_tau(out.reshape(-1, out.size(-1))[keep])
+    _logger().info("generator_tau auto: tau = %.6g (mean 1.5-entmax threshold over %d target positions)", tau, rows)
     return tau
-
-
-def _attention_counts(attn: Tensor, keep: Tensor, time_first: bool) -> Optional[tuple[Tensor, Tensor]]:
-    """(number of nonzero weights, rows) over the rows of non-pad target positions, as device
-    counts (no boolean indexing: that would synchronise the host), or None if the shapes differ."""
-    if time_first:
-        attn = attn.transpose(0, 1)
-    attn = attn.reshape(-1, attn.size(-1))
-    if attn.size(0) != keep.numel():
-        return None
-    return ((attn > 0) & keep[:, None]).sum(), keep.sum()
-
-
-def _output_nonzeros(criterion, gen: EntmaxGenerator, scores: Tensor, target: Tensor, keep: Tensor,
-                     padding_idx: int) -> Tensor:
-    """Nonzero output probabilities over the non-pad rows: the support sizes the loss just computed
-    for this target, else (another criterion) counted from pi(scores)."""
-    support = criterion.support_of(target) if isinstance(criterion, TransformationLoss) \
-        and criterion.ignore_index == padding_idx else None
-    if support is not None:
-        return support.sum()
-    return ((gen.probs(scores.detach().float()) > 0) & keep[:, None]).sum()
-
-
-def _settle(sums: dict) -> None:
-    """The counts this batch left on the device, read back in one transfer (one host sync a step,
-    not one a count)."""
-    pending = {k: v for k, v in sums.items() if isinstance(v, Tensor)}
-    if pending:
-        values = torch.stack([v.to(torch.float64) for v in pending.values()]).tolist()
-        for name, value in zip(pending, values):
-            sums[name] = value
 
 
 def wrap_forward(upstream: Callable) -> Callable:
@@ -150,12 +86,10 @@ def wrap_forward(upstream: Callable) -> Callable:
             stop = trunc_start + (trunc_size if trunc_size is not None else batch["tgt"].size(1) - trunc_start)
             keep = batch["tgt"][:, start:stop, 0].reshape(-1).ne(self.padding_idx)
             with torch.no_grad():
-                counts = _attention_counts(attn.detach(), keep, ctx.attn_time_first)
+                counts = attention_counts(attn.detach(), keep, ctx.attn_time_first)
             if counts is not None:
-                sums = stats.__dict__.setdefault("entmax_sums", {})
-                sums["attn_nnz"] = sums.get("attn_nnz", 0.0) + counts[0]
-                sums["attn_rows"] = sums.get("attn_rows", 0) + counts[1]
-        _settle(getattr(stats, "entmax_sums", {}))  # (with the output counts of _stats)
+                add_count(stats, "attn", *counts)
+        settle(getattr(stats, "entmax_sums", {}))  # (with the output counts of _stats)
         return loss, stats
 
     return forward
@@ -173,10 +107,8 @@ def wrap_stats(upstream: Callable) -> Callable:
             if t.sparse:  # device counts, read back with the attention counts (wrap_forward's _settle)
                 keep = target.ne(self.padding_idx)
                 with torch.no_grad():
-                    nnz = _output_nonzeros(self.criterion, gen, scores, target, keep, self.padding_idx)
-                sums = stats.__dict__.setdefault("entmax_sums", {})
-                sums["out_nnz"] = sums.get("out_nnz", 0.0) + nnz
-                sums["out_rows"] = sums.get("out_rows", 0) + keep.sum()
+                    nnz = output_nonzeros(self.criterion, gen, scores, target, keep, self.padding_idx)
+                add_count(stats, "out", nnz, keep.sum())
         return stats
 
     return _stats

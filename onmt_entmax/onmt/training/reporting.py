@@ -15,6 +15,8 @@ import sys
 import time
 from typing import Callable
 
+from onmt_entmax.analysis.training_counts import is_sparse_loss, merge, metrics
+
 from .loss import current_alphas
 
 def _logger():
@@ -26,32 +28,10 @@ def _logger():
 
 
 
-def is_sparse_loss(stats) -> bool:
-    name = getattr(stats, "entmax_loss_name", None)
-    return name is not None and name != "xent"
-
-
-def metrics(stats) -> dict[str, float]:
-    """Mean sparsity numbers of ``stats`` (empty if nothing was counted)."""
-    sums = getattr(stats, "entmax_sums", {})
-    out = {}
-    if sums.get("out_rows"):
-        out["out nnz"] = sums["out_nnz"] / sums["out_rows"]
-    if sums.get("attn_rows"):
-        out["attn nnz"] = sums["attn_nnz"] / sums["attn_rows"]
-    return out
-
-
 def wrap_update(upstream: Callable) -> Callable:
     def update(self, stat, update_n_src_words=False):
         upstream(self, stat, update_n_src_words)
-        theirs = getattr(stat, "entmax_sums", None)
-        if theirs:
-            mine = self.__dict__.setdefault("entmax_sums", {})
-            for key, value in theirs.items():
-                mine[key] = mine.get(key, 0) + value
-        if getattr(stat, "entmax_loss_name", None) is not None:
-            self.entmax_loss_name = stat.entmax_loss_name
+        merge(self, stat)
 
     return update
 
