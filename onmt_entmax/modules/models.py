@@ -6,7 +6,7 @@ the resets a new model needs.
 """
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import torch
 from torch import Tensor, nn
@@ -96,11 +96,18 @@ def generator_log_probs(model_or_generator: nn.Module, logits: Tensor) -> Tensor
     return member.log_probs(logits)
 
 
-def warm_up_kernels_of(model: nn.Module) -> bool:
+def warm_up_kernels_of(model: nn.Module, log: Callable[[str], None] = lambda message: None) -> bool:
     """With the model loaded, run the kernels' once-a-process set-up on its device (`ops.warm_up_kernels`:
     ~0.5 s on the GPU hosts, otherwise paid in the first beam step) when a module of the model has a
-    sparse transformation (softmax's decoding runs no kernel of ours). True when it ran."""
+    sparse transformation (softmax's decoding runs no kernel of ours). On a GPU whose kernels Triton has
+    not compiled yet, ``log`` says so first: the first batches compile them. True when it ran."""
     if not has_sparse_transformation(model):
         return False
     param = next(model.parameters(), None)
-    return param is not None and ops.warm_up_kernels(param.device)
+    if param is None:
+        return False
+    cache = ops.cold_kernel_cache(param.device)
+    if cache is not None:
+        log(f"compiling the sparse kernels for this GPU as decoding first meets them (once: Triton caches them in "
+            f"{cache}); the first batches take longer")
+    return ops.warm_up_kernels(param.device)

@@ -10,14 +10,15 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-from torch import Tensor
+
+from onmt_entmax.decoding.scoring import PrefixScorer, trim_eos
+
+__all__ = ["SentenceScorer", "trim_eos"]
 
 
-class SentenceScorer:
-    """next-token log-probabilities of one source sentence ``b`` of ``batch``.
+class SentenceScorer(PrefixScorer):
+    """next-token log-probabilities of one source sentence ``b`` of ``batch`` (``decoding.PrefixScorer``).
 
-    Call it with prefixes (tuples of target ids, BOS excluded) to get (N, V) next-token
-    log-probabilities; ``forced`` returns every position and the attention.
     Uses the translator's decoder state: call it only after the beam search of the batch.
     """
 
@@ -59,32 +60,3 @@ class SentenceScorer:
                 attn = attn.transpose(0, 1)
             attn = attn[:, :, : self.src.size(1)]
         return log_probs.float(), (attn.float() if (with_attn and attn is not None) else None)
-
-    def __call__(self, prefixes: Sequence[tuple]) -> Tensor:
-        out = []
-        for s in range(0, len(prefixes), self.chunk):
-            part = list(prefixes[s : s + self.chunk])
-            lp, _ = self.forced(part)
-            idx = torch.tensor([len(p) for p in part], device=lp.device)
-            out.append(lp[torch.arange(len(part), device=lp.device), idx])
-        return torch.cat(out).cpu()
-
-    def sequence(self, tokens: Sequence[int], with_attn: bool = True):
-        """Teacher-forced pass over ``tokens`` (EOS included if it is there): (T, V) and (T, S)."""
-        lp, attn = self.forced([tuple(tokens[:-1])] if tokens else [()], with_attn=with_attn)
-        t = max(len(tokens), 1)
-        return lp[0, :t], (attn[0, :t] if attn is not None else None)
-
-    def score(self, tokens: Sequence[int]) -> float:
-        """log p(tokens | x) = sum_t log p(y_t | y_<t, x), -inf if any factor is 0."""
-        if not tokens:
-            return 0.0
-        lp, _ = self.sequence(tokens, with_attn=False)
-        return float(lp.gather(1, torch.tensor(list(tokens), device=lp.device).view(-1, 1)).sum())
-
-
-def trim_eos(tokens: Sequence[int], eos: int) -> list:
-    toks = list(tokens)
-    return toks[:-1] if toks and toks[-1] == eos else toks
-
-

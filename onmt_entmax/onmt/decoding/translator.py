@@ -17,40 +17,21 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import math
 
 import torch
 
-from onmt_entmax import ops
-from onmt_entmax.analysis import (
-    SparsityStats,
-    attention_heatmap,
-    empty_beats_beam,
-    format_summary,
-    summarize,
-    support_sets,
-    write_jsonl,
-)
-from onmt_entmax.decoding import CertificateTracker, SupportTooLarge, enumerate_support, exact_search
+from onmt_entmax.analysis.records import DecodingRun, Sentence, listed_predictions
+from onmt_entmax.decoding import CertificateTracker
+from onmt_entmax.modules.models import warm_up_kernels_of as shared_warm_up
 
-from ..model.surgery import has_sparse_transformation
 from .beam import BeamRecord, _wrap
 from .ensemble import LOG_PROBS_OUT, member_transformations
 from .ensemble import apply as apply_ensemble
 from .beam import apply as apply_beam
 from .options import DecodingConfig, add_decoding_options
-from .scorer import SentenceScorer, trim_eos
+from .scorer import SentenceScorer
 
 NEG_INF = float("-inf")
-
-
-class _Run:
-    """Per-``_translate`` state kept on the translator."""
-
-    def __init__(self):
-        self.bucket = 0
-        self.records: list = []  # (order key, record, heatmap payload or None)
-        self.stats = SparsityStats()
 
 
 def _config(translator) -> DecodingConfig:
@@ -73,23 +54,10 @@ def _from_opt(upstream):
 
 
 def warm_up_kernels_of(model) -> bool:
-    """With the model loaded, run the kernels' once-a-process set-up on its device (`ops.warm_up_kernels`:
-    ~0.5 s on the GPU hosts, otherwise paid in the first beam step, inside onmt_translate's
-    -report_time) when a module of the model has a sparse transformation (softmax's decoding runs no
-    kernel of ours). On a GPU whose kernels Triton has not compiled yet, say so first: the first
-    batches compile them. True when it ran."""
-    if not has_sparse_transformation(model):
-        return False
-    param = next(model.parameters(), None)
-    if param is None:
-        return False
-    cache = ops.cold_kernel_cache(param.device)
-    if cache is not None:
-        from onmt.utils.logging import logger
+    """``modules.models.warm_up_kernels_of`` with OpenNMT-py's logger saying when the kernels compile."""
+    from onmt.utils.logging import logger
 
-        logger.info("compiling the sparse kernels for this GPU as decoding first meets them (once: Triton "
-                    "caches them in %s); the first batches take longer", cache)
-    return ops.warm_up_kernels(param.device)
+    return shared_warm_up(model, logger.info)
 
 
 # --- per batch ------------------------------------------------------------------------------------
@@ -103,113 +71,27 @@ def _target_tokens(translator) -> list:
     return voc
 
 
-def _tokens(translator, ids) -> list:
-    voc = _target_tokens(translator)
-    return [voc[i] if i < len(voc) else str(i) for i in ids]
+def _new_run(translator) -> DecodingRun:
+    return DecodingRun(_config(translator), _target_tokens(translator), translator._tgt_eos_idx, translator.n_best,
+                       translator._log)
 
 
 def _text(translator, ids) -> str:
-    return " ".join(_tokens(translator, trim_eos(ids, translator._tgt_eos_idx)))
+    return DecodingRun(DecodingConfig(), _target_tokens(translator), translator._tgt_eos_idx, 1).text(ids)
 
 
-def _certificate_fields(cert, cfg, scores) -> dict:
-    """Peters et al.'s criterion; ``optimal`` only where summed log-probs bound completions."""
-    optimal = None
-    if cfg.plain_scores and not cfg.unnormalised:
-        optimal = cert.optimal(scores[0]) if scores else cert.exhaustive
-    return {"certified": cert.exhaustive, "pruned_steps": cert.pruned_steps, "max_candidates": cert.max_support,
-            "optimal": optimal}
-
-
-def _best_hypothesis_fields(translator, cfg, run, sc, batch, b, best):
-    """Sparsity statistics, empty-string check and heatmap payload, from one forced pass over ``best``."""
-    eos = translator._tgt_eos_idx
-    tokens = best or [eos]
-    lp, attn = sc.sequence(tokens, with_attn=True)
-    rec: dict = {}
-    if cfg.sparsity_stats:
-        rec.update(run.stats.add(lp, attn))
-    if cfg.empty_check:  # log p(EOS | BOS, x) against log p(beam hypothesis | x), no length penalty
-        beam_lp = float(lp.gather(1, torch.tensor(tokens, device=lp.device).view(-1, 1)).sum()) if best else NEG_INF
-        empty_lp = float(sc([()])[0, eos])
-        rec.update(empty_log_prob=empty_lp, beam_log_prob=beam_lp, empty_wins=empty_beats_beam(empty_lp, beam_lp))
-    heat = None
-    if cfg.attn_heatmap and attn is not None:
-        src_voc = translator.vocabs["src"].ids_to_tokens
-        src_ids = batch["src"][b, : int(batch["srclen"][b]), 0].tolist()
-        heat = (attn.cpu(), [src_voc[i] for i in src_ids], _tokens(translator, tokens))
-    return rec, heat
-
-
-def _forced_fields(translator, cfg, sc, batch, b) -> dict:
-    """Forced decoding of the reference: the support at each step (Figure 2)."""
-    gold = [t for t in batch["tgt"][b, 1:, 0].tolist() if t != translator._tgt_pad_idx]
-    if not gold:
-        return {}
-    lp, _ = sc.sequence(gold, with_attn=False)
-    steps = support_sets(lp, gold, _target_tokens(translator), max_support=cfg.forced_max_support)
-    gold_lp = sum(math.log(s.gold_prob) if s.gold_prob > 0 else NEG_INF for s in steps)
-    return {"forced": [s.to_dict() for s in steps], "gold_log_prob": float(gold_lp)}
-
-
-def _enumeration_field(translator, cfg, sc, max_length) -> dict:
-    try:
-        sup = enumerate_support(sc, eos=translator._tgt_eos_idx, max_length=max_length, cap=cfg.enumerate_cap)
-    except SupportTooLarge as err:
-        return {"error": str(err)}
-    return {"size": len(sup), "mass": sup.mass,
-            "sequences": [{"text": _text(translator, list(t)), "prob": math.exp(s)} for t, s in sup.sequences]}
-
-
-def _exact_field(translator, cfg, sc, max_length, best) -> dict:
-    eos = translator._tgt_eos_idx
-    try:
-        found = exact_search(sc, eos=eos, max_length=max_length, max_expansions=cfg.exact_max_expansions)
-    except ValueError as err:  # SupportTooLarge, or unnormalised scores
-        return {"error": str(err)}
-    tokens, score = found[0] if found else ((), NEG_INF)
-    return {"text": _text(translator, list(tokens)), "score": score, "agrees": list(tokens) == trim_eos(best, eos)}
-
-
-def _listed_predictions(predictions: list) -> list:
-    """[sentence][hypothesis] token lists from upstream's per-hypothesis (GPU) tensors, read back
-    in one transfer (one device sync per hypothesis otherwise)."""
-    flat = [p for hyps in predictions for p in hyps]
-    if not flat:
-        return [[] for _ in predictions]
-    values = torch.cat([p.reshape(-1) for p in flat]).tolist()
-    out, start = [], 0
-    for hyps in predictions:
-        out.append([])
-        for p in hyps:
-            out[-1].append(values[start:start + p.numel()])
-            start += p.numel()
-    return out
-
-
-def _sentence_record(translator, cfg, run, batch, b, results, beam_rec, max_length, preds):
-    """Everything reported about sentence b of the batch once its beam search is over (``preds``:
-    its hypotheses as token lists)."""
-    scores = [float(s) for s in results["scores"][b]]
-    rec: dict = {"n_best": translator.n_best, "n_hyps": len(preds),
-                 "hypotheses": [{"text": _text(translator, p), "score": s} for p, s in zip(preds, scores)]}
-    if beam_rec is not None and beam_rec.tracker is not None:
-        rec.update(_certificate_fields(beam_rec.tracker[b], cfg, scores))
-    if not cfg.needs_scorer:
-        return rec, None
-    sc = SentenceScorer(translator, batch, b)
-    best = preds[0] if preds else []
-    heat = None
-    if cfg.sparsity_stats or cfg.empty_check or cfg.attn_heatmap:
-        fields, heat = _best_hypothesis_fields(translator, cfg, run, sc, batch, b, best)
-        rec.update(fields)
-    if cfg.forced_support and "tgt" in batch:
-        rec.update(_forced_fields(translator, cfg, sc, batch, b))
-    if cfg.enumerate_support:
-        rec["support"] = _enumeration_field(translator, cfg, sc, max_length)
-    if cfg.exact_search:
-        rec["exact"] = _exact_field(translator, cfg, sc, max_length, best)
-    return rec, heat
+def _sentence(translator, cfg, run, batch, b, results, beam_rec, preds) -> Sentence:
+    """Sentence b of the batch as the records want it (``preds``: its hypotheses as token lists)."""
+    tracker = beam_rec.tracker if beam_rec is not None else None
+    s = Sentence((run.bucket, int(batch["ind_in_bucket"][b])), preds, results["scores"][b],
+                 tracker[b] if tracker is not None else None)
+    if cfg.needs_scorer:
+        s.scorer = SentenceScorer(translator, batch, b)
+        src_ids = batch["src"][b, : int(batch["srclen"][b]), 0]
+        s.source = lambda: [translator.vocabs["src"].ids_to_tokens[i] for i in src_ids.tolist()]
+        if cfg.forced_support and "tgt" in batch:
+            s.gold = [t for t in batch["tgt"][b, 1:, 0].tolist() if t != translator._tgt_pad_idx]
+    return s
 
 
 def _translate_batch_with_strategy(upstream):
@@ -226,13 +108,10 @@ def _translate_batch_with_strategy(upstream):
         run = getattr(self, "_entmax_run", None)
         if run is None or not (cfg.active or cfg.sparse_output):
             return results
-        max_length = decode_strategy.max_length
         with torch.no_grad():
-            listed = _listed_predictions(results["predictions"])
+            listed = listed_predictions(results["predictions"])
             for b in range(len(batch["srclen"])):
-                rec, heat = _sentence_record(self, cfg, run, batch, b, results, beam_rec, max_length, listed[b])
-                key = (run.bucket, int(batch["ind_in_bucket"][b]))
-                run.records.append((key, rec, heat))
+                run.add(_sentence(self, cfg, run, batch, b, results, beam_rec, listed[b]), decode_strategy.max_length)
         return results
 
     return wrapper
@@ -242,7 +121,8 @@ def _translate_batch_with_strategy(upstream):
 def _translate(upstream):
     def wrapper(self, infer_iter, *args, **kwargs):
         cfg = _config(self)
-        run = self._entmax_run = _Run()
+        run = self._entmax_run = _new_run(self)
+        run.bucket = 0
 
         def tracked(it):
             for batch, bucket_idx in it:
@@ -257,7 +137,7 @@ def _translate(upstream):
         finally:
             self._entmax_run = None
         if run.records and (cfg.active or cfg.sparse_output):
-            _finish(self, cfg, run)
+            self._entmax_records = run.finish()
         return out
 
     return wrapper
@@ -274,38 +154,6 @@ class _IterProxy:
 
     def __getattr__(self, name):
         return getattr(self._inner, name)
-
-
-def _finish(translator, cfg, run) -> None:
-    run.records.sort(key=lambda r: r[0])
-    records = []
-    for i, (_, rec, heat) in enumerate(run.records):
-        records.append({"id": i + 1, **rec})
-        if cfg.attn_heatmap and i + 1 == cfg.heatmap_sentence:
-            if heat is None:
-                translator._log(f"[entmax] no attention available for sentence {i + 1}: heatmap not written")
-            else:
-                attn, src, tgt = heat
-                attention_heatmap(attn, src, tgt, cfg.attn_heatmap, title=f"sentence {i + 1}")
-                translator._log(f"[entmax] attention heatmap of sentence {i + 1} written to {cfg.attn_heatmap}")
-    if cfg.attn_heatmap and cfg.heatmap_sentence > len(records):
-        translator._log(f"[entmax] -heatmap_sentence {cfg.heatmap_sentence} > {len(records)} sentences: "
-                        "no heatmap written")
-    short = [r for r in records if r["n_hyps"] < r["n_best"]]
-    for r in short[:10]:
-        translator._log(f"[entmax] sentence {r['id']}: {r['n_hyps']} of n_best={r['n_best']} hypotheses have "
-                        "nonzero probability; only those are written")
-    if len(short) > 10:
-        translator._log(f"[entmax] ... and {len(short) - 10} more sentences with fewer than n_best hypotheses "
-                        "(see -entmax_report)")
-    if cfg.entmax_report:
-        write_jsonl(records, cfg.entmax_report)
-    translator._entmax_records = records
-    translator._log(format_summary(summarize(records)))
-    if cfg.sparsity_stats and run.stats.tokens:
-        s = run.stats.summary()
-        translator._log(f"[entmax] per-step output probability sum: mean {s['prob_sum_mean']:.4f}, "
-                        f"std {s['prob_sum_std']:.4f} over {s['target_tokens']} target tokens")
 
 
 # --- raw-probability ensembles pass through the log-prob step -------------------------------------

@@ -1,0 +1,186 @@
+"""Per-sentence records of one decoding run and what is reported at its end (``onmt_translate``, ``eole predict``).
+
+An adapter hands over each sentence once its beam search is done (``Sentence``: hypotheses as token
+ids with their scores, the beam's certificate, and for the analyses a ``decoding.PrefixScorer``, the
+source tokens and the reference); ``DecodingRun`` adds the certificate fields and the analyses the
+``DecodingConfig`` asks for, and ``finish()`` puts the records in input order, writes the JSON lines
+and the heatmap, and logs the summary. No toolkit is imported here.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence
+
+import torch
+
+from onmt_entmax.decoding import SupportTooLarge, enumerate_support, exact_search
+from onmt_entmax.decoding.scoring import PrefixScorer, trim_eos
+from onmt_entmax.options.decoding import DecodingConfig
+
+from .empty import empty_beats_beam
+from .forced import support_sets
+from .heatmap import attention_heatmap
+from .report import format_summary, summarize, write_jsonl
+from .sparsity import SparsityStats
+
+NEG_INF = float("-inf")
+
+
+@dataclass
+class Sentence:
+    """One source sentence after its beam search."""
+
+    key: tuple  # sorts the sentences into input order
+    preds: list  # hypotheses, best first, as lists of target ids (EOS may end them)
+    scores: list  # their scores
+    certificate: object = None  # decoding.SentenceCertificate of the beam, if tracked
+    scorer: Optional[PrefixScorer] = None  # for the analyses that re-score (cfg.needs_scorer)
+    source: Callable[[], list] = list  # the source tokens (asked for by the heatmap only)
+    gold: Optional[list] = None  # reference target ids without BOS/EOS/padding (forced decoding)
+
+
+@dataclass
+class DecodingRun:
+    """The records of one decoding run (a file), in the order sentences finish."""
+
+    cfg: DecodingConfig
+    tgt_tokens: Sequence[str]  # the target vocabulary, id -> token
+    eos: int
+    n_best: int
+    log: Callable[[str], None] = print
+    records: list = field(default_factory=list)  # (order key, record, heatmap payload or None)
+    stats: SparsityStats = field(default_factory=SparsityStats)
+
+    # --- tokens -----------------------------------------------------------------------------------
+    def tokens(self, ids) -> list:
+        voc = self.tgt_tokens
+        return [voc[i] if i < len(voc) else str(i) for i in ids]
+
+    def text(self, ids) -> str:
+        return " ".join(self.tokens(trim_eos(ids, self.eos)))
+
+    # --- one sentence -----------------------------------------------------------------------------
+    def add(self, s: Sentence, max_length: int) -> dict:
+        """Everything reported about sentence ``s``; kept for ``finish`` and returned."""
+        cfg = self.cfg
+        scores = [float(x) for x in s.scores]
+        rec: dict = {"n_best": self.n_best, "n_hyps": len(s.preds),
+                     "hypotheses": [{"text": self.text(p), "score": x} for p, x in zip(s.preds, scores)]}
+        if s.certificate is not None:
+            rec.update(self._certificate_fields(s.certificate, scores))
+        heat = None
+        if cfg.needs_scorer and s.scorer is not None:
+            best = s.preds[0] if s.preds else []
+            if cfg.sparsity_stats or cfg.empty_check or cfg.attn_heatmap:
+                fields, heat = self._best_hypothesis_fields(s, best)
+                rec.update(fields)
+            if cfg.forced_support and s.gold is not None:
+                rec.update(self._forced_fields(s.scorer, s.gold))
+            if cfg.enumerate_support:
+                rec["support"] = self._enumeration_field(s.scorer, max_length)
+            if cfg.exact_search:
+                rec["exact"] = self._exact_field(s.scorer, max_length, best)
+        self.records.append((s.key, rec, heat))
+        return rec
+
+    def _certificate_fields(self, cert, scores) -> dict:
+        """Peters et al.'s criterion; ``optimal`` only where summed log-probs bound completions."""
+        optimal = None
+        if self.cfg.plain_scores and not self.cfg.unnormalised:
+            optimal = cert.optimal(scores[0]) if scores else cert.exhaustive
+        return {"certified": cert.exhaustive, "pruned_steps": cert.pruned_steps, "max_candidates": cert.max_support,
+                "optimal": optimal}
+
+    def _best_hypothesis_fields(self, s: Sentence, best):
+        """Sparsity statistics, empty-string check and heatmap payload, from one forced pass over ``best``."""
+        tokens = best or [self.eos]
+        lp, attn = s.scorer.sequence(tokens, with_attn=True)
+        rec: dict = {}
+        if self.cfg.sparsity_stats:
+            rec.update(self.stats.add(lp, attn))
+        if self.cfg.empty_check:  # log p(EOS | BOS, x) against log p(beam hypothesis | x), no length penalty
+            beam_lp = float(lp.gather(1, torch.tensor(tokens, device=lp.device).view(-1, 1)).sum()) \
+                if best else NEG_INF
+            empty_lp = float(s.scorer([()])[0, self.eos])
+            rec.update(empty_log_prob=empty_lp, beam_log_prob=beam_lp, empty_wins=empty_beats_beam(empty_lp, beam_lp))
+        heat = None
+        if self.cfg.attn_heatmap and attn is not None:
+            heat = (attn.cpu(), list(s.source()), self.tokens(tokens))
+        return rec, heat
+
+    def _forced_fields(self, scorer: PrefixScorer, gold: list) -> dict:
+        """Forced decoding of the reference: the support at each step (Figure 2)."""
+        if not gold:
+            return {}
+        lp, _ = scorer.sequence(gold, with_attn=False)
+        steps = support_sets(lp, gold, self.tgt_tokens, max_support=self.cfg.forced_max_support)
+        gold_lp = sum(math.log(st.gold_prob) if st.gold_prob > 0 else NEG_INF for st in steps)
+        return {"forced": [st.to_dict() for st in steps], "gold_log_prob": float(gold_lp)}
+
+    def _enumeration_field(self, scorer: PrefixScorer, max_length: int) -> dict:
+        try:
+            sup = enumerate_support(scorer, eos=self.eos, max_length=max_length, cap=self.cfg.enumerate_cap)
+        except SupportTooLarge as err:
+            return {"error": str(err)}
+        return {"size": len(sup), "mass": sup.mass,
+                "sequences": [{"text": self.text(list(t)), "prob": math.exp(x)} for t, x in sup.sequences]}
+
+    def _exact_field(self, scorer: PrefixScorer, max_length: int, best) -> dict:
+        try:
+            found = exact_search(scorer, eos=self.eos, max_length=max_length,
+                                 max_expansions=self.cfg.exact_max_expansions)
+        except ValueError as err:  # SupportTooLarge, or unnormalised scores
+            return {"error": str(err)}
+        tokens, score = found[0] if found else ((), NEG_INF)
+        return {"text": self.text(list(tokens)), "score": score, "agrees": list(tokens) == trim_eos(best, self.eos)}
+
+    # --- the whole run ----------------------------------------------------------------------------
+    def finish(self) -> list:
+        """Records in input order (``id`` 1-based), with the report file, the heatmap and the summary."""
+        cfg = self.cfg
+        self.records.sort(key=lambda r: r[0])
+        records = []
+        for i, (_, rec, heat) in enumerate(self.records):
+            records.append({"id": i + 1, **rec})
+            if cfg.attn_heatmap and i + 1 == cfg.heatmap_sentence:
+                if heat is None:
+                    self.log(f"[entmax] no attention available for sentence {i + 1}: heatmap not written")
+                else:
+                    attn, src, tgt = heat
+                    attention_heatmap(attn, src, tgt, cfg.attn_heatmap, title=f"sentence {i + 1}")
+                    self.log(f"[entmax] attention heatmap of sentence {i + 1} written to {cfg.attn_heatmap}")
+        if cfg.attn_heatmap and cfg.heatmap_sentence > len(records):
+            self.log(f"[entmax] -heatmap_sentence {cfg.heatmap_sentence} > {len(records)} sentences: "
+                     "no heatmap written")
+        short = [r for r in records if r["n_hyps"] < r["n_best"]]
+        for r in short[:10]:
+            self.log(f"[entmax] sentence {r['id']}: {r['n_hyps']} of n_best={r['n_best']} hypotheses have "
+                     "nonzero probability; only those are written")
+        if len(short) > 10:
+            self.log(f"[entmax] ... and {len(short) - 10} more sentences with fewer than n_best hypotheses "
+                     "(see -entmax_report)")
+        if cfg.entmax_report:
+            write_jsonl(records, cfg.entmax_report)
+        self.log(format_summary(summarize(records)))
+        if cfg.sparsity_stats and self.stats.tokens:
+            st = self.stats.summary()
+            self.log(f"[entmax] per-step output probability sum: mean {st['prob_sum_mean']:.4f}, "
+                     f"std {st['prob_sum_std']:.4f} over {st['target_tokens']} target tokens")
+        return records
+
+
+def listed_predictions(predictions: list) -> list:
+    """[sentence][hypothesis] token lists from a search's per-hypothesis (GPU) tensors, read back
+    in one transfer (one device sync per hypothesis otherwise)."""
+    flat = [p for hyps in predictions for p in hyps]
+    if not flat:
+        return [[] for _ in predictions]
+    values = torch.cat([p.reshape(-1) for p in flat]).tolist()
+    out, start = [], 0
+    for hyps in predictions:
+        out.append([])
+        for p in hyps:
+            out[-1].append(values[start:start + p.numel()])
+            start += p.numel()
+    return out
