@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from onmt_entmax import ops
+from onmt_entmax.ops._common import tensor_version
 from onmt_entmax.registry import EntmaxBisect, Transformation
 
 ALPHA_MIN, ALPHA_MAX = 1.01, 2.0
@@ -50,7 +51,7 @@ class LearnableAlpha(nn.Module):
         """Changes whenever the alphas may have: in-place updates (optimizer steps, loading) bump the
         parameter's version, .to() and assignment replace its storage."""
         a = self._parameters["a"]  # (not self.a: nn.Module's attribute lookup, at every decoding call)
-        return a._version, a.data_ptr(), a.device
+        return tensor_version(a), a.data_ptr(), a.device
 
     def _alpha(self) -> Tensor:
         return ops.bounded_alpha(self.a, ALPHA_MIN, ALPHA_MAX)
@@ -110,22 +111,22 @@ class AttentionNormalizer(nn.Module):
         return self._view
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = None, dropout_p: float = 0.0,
-               return_weights: bool = False):
-        """drop(pi(q k^T / sqrt(d))) v, keys where ``keep`` is False masked: attention with this
+               return_weights: bool = False, scale: Optional[float] = None):
+        """drop(pi(scale q k^T)) v, keys where ``keep`` is False masked: attention with this
         normalizer in one call (on CUDA one fused kernel without gradient, one autograd node with,
-        learned alphas included).
-        q, k, v (B, H, T, d); ``return_weights``: (out, the weights before dropout, no gradient)."""
+        learned alphas included). q, k, v (B, H, T, d); ``scale`` defaults to 1 / sqrt(d);
+        ``return_weights``: (out, the weights before dropout, no gradient)."""
         t = self.transformation
         n_iter = getattr(t, "n_iter", None)
         # (a submodule, or None: looked up once, and in _modules, at every layer and decoding step)
         learned = self._modules.get("alpha")
         if learned is not None and torch.is_grad_enabled():  # (the op takes the parameter itself)
-            return ops.sparse_attention(q, k, v, keep, kind=t.name, n_iter=n_iter, dropout_p=dropout_p,
+            return ops.sparse_attention(q, k, v, keep, kind=t.name, scale=scale, n_iter=n_iter, dropout_p=dropout_p,
                                         return_weights=return_weights, alpha_logit=learned.a,
                                         alpha_bounds=(ALPHA_MIN, ALPHA_MAX))
         alpha = self._alpha_per_head(learned) if learned is not None else t.alpha
-        return ops.sparse_attention(q, k, v, keep, kind=t.name, alpha=alpha, n_iter=n_iter, dropout_p=dropout_p,
-                                    return_weights=return_weights)
+        return ops.sparse_attention(q, k, v, keep, kind=t.name, alpha=alpha, scale=scale, n_iter=n_iter,
+                                    dropout_p=dropout_p, return_weights=return_weights)
 
     def extra_repr(self) -> str:
         return self.transformation.describe()

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from onmt_entmax import ops
+from onmt_entmax.ops._common import tensor_version
 from onmt_entmax.registry import AlphaReLU, Transformation, get_transformation
 
 
@@ -48,11 +49,11 @@ class EntmaxGenerator(nn.Linear):
     def _sync_tau(self) -> Transformation:
         if "tau" in self._buffers:  # (not hasattr: for the other generators that raises inside nn.Module)
             seen = getattr(self, "_tau_seen", None)
-            if seen is None or seen[0] is not self.tau or seen[1] != self.tau._version \
+            if seen is None or seen[0] is not self.tau or seen[1] != tensor_version(self.tau) \
                     or seen[2] is not self.transformation:
                 value = float(self.tau.reshape(-1)[0])
                 self.transformation.tau = None if math.isnan(value) else value
-                self._tau_seen = (self.tau, self.tau._version, self.transformation)
+                self._tau_seen = (self.tau, tensor_version(self.tau), self.transformation)
         return self.transformation
 
     def tau_pending(self) -> bool:

@@ -34,20 +34,26 @@ def device_check(ok: Tensor, message: str, error: type = ValueError) -> None:
         raise error(message)
 
 
+def tensor_version(t: Tensor) -> int:
+    """``t._version``, bumped by every in-place change; -1 for inference tensors (made under
+    ``torch.inference_mode``, as Eole's decoding runs), which track none."""
+    return -1 if t.is_inference() else t._version
+
+
 # alpha tensors checked and unchanged since: id -> (weak reference, version, strict)
 _CHECKED_ALPHA: dict[int, tuple] = {}
 
 
 def _checked_before(alpha: Tensor, strict: bool) -> bool:
     seen = _CHECKED_ALPHA.get(id(alpha))
-    return seen is not None and seen[0]() is alpha and seen[1] == alpha._version and seen[2] >= strict
+    return seen is not None and seen[0]() is alpha and seen[1] == tensor_version(alpha) and seen[2] >= strict
 
 
 def _remember_checked(alpha: Tensor, strict: bool) -> None:
     if len(_CHECKED_ALPHA) >= 256:  # forget tensors that no longer exist
         for key in [k for k, v in _CHECKED_ALPHA.items() if v[0]() is None]:
             del _CHECKED_ALPHA[key]
-    _CHECKED_ALPHA[id(alpha)] = (weakref.ref(alpha), alpha._version, strict)
+    _CHECKED_ALPHA[id(alpha)] = (weakref.ref(alpha), tensor_version(alpha), strict)
 
 
 def alpha_in_range(alpha: Tensor) -> Tensor:
