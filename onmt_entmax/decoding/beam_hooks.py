@@ -234,9 +234,64 @@ def _entmax_done(self, b, rec, live, truncated):
         rec.tracker.observe_stop(b, live, truncated=truncated)
 
 
-def install(decode_strategy: type, beam_search: type) -> None:
-    """Wrap the -inf hooks into a toolkit's ``DecodeStrategy`` and ``BeamSearchBase`` (idempotent)."""
+def _coverage_wu(upstream):
+    """``PenaltyBuilder.coverage_wu``: log(min(coverage, 1)) is -inf for a source word with zero coverage
+    (sparse attention, or padding); coverage floored at the dtype's tiny keeps the penalty finite (values
+    where upstream is finite are unchanged) and no inf - inf = NaN appears."""
+
+    def wrapper(self, cov, beta=0.0):
+        return upstream(self, cov.clamp_min(torch.finfo(cov.dtype).tiny), beta)
+
+    return wrapper
+
+
+def fewer_than_n_best(eos_of: Callable) -> Callable[[Callable], Callable]:
+    """Wrapper factory for a result builder's ``from_batch`` (OpenNMT-py ``TranslationBuilder``, Eole
+    ``PredictionBuilder``): sentences with fewer than n_best nonzero hypotheses are built with
+    placeholders, then trimmed. ``eos_of(builder)``: the EOS id a placeholder consists of.
+
+    A sentence with none at all keeps one empty hypothesis of score -inf, so that the output file
+    stays line-aligned with the input (the summary and the JSON report say n_hyps = 0).
+    """
+
+    def make(upstream):
+        def wrapper(self, batch_results):
+            preds, scores, attn = (batch_results[k] for k in ("predictions", "scores", "attention"))
+            counts = [len(p) for p in preds]
+            if all(c >= self.n_best for c in counts):
+                return upstream(self, batch_results)
+            eos = eos_of(self)
+            estim = batch_results.get("estim")  # (Eole: one quality estimate per hypothesis)
+            for b, c in enumerate(counts):
+                for _ in range(self.n_best - c):
+                    preds[b].append(torch.tensor([eos]))
+                    scores[b].append(torch.tensor(NEG_INF))
+                    attn[b].append(torch.zeros(1, int(batch_results["batch"]["srclen"][b])))  # one EOS step
+                    if estim is not None:
+                        estim[b].append(float("nan"))
+                if batch_results.get("alignment") and batch_results["alignment"][b]:
+                    batch_results["alignment"][b] += [None] * (self.n_best - c)
+            out = upstream(self, batch_results)
+            for r, c in zip(out, counts):
+                keep = max(c, 1)
+                r.pred_sents, r.pred_scores = r.pred_sents[:keep], r.pred_scores[:keep]
+                if isinstance(r.attns, list):
+                    r.attns = r.attns[:keep]
+                if isinstance(getattr(r, "estim", None), list):
+                    r.estim = r.estim[:keep]
+            return out
+
+        return wrapper
+
+    return make
+
+
+def install(decode_strategy: type, beam_search: type, penalty_builder: Optional[type] = None) -> None:
+    """Wrap the -inf hooks into a toolkit's ``DecodeStrategy``, ``BeamSearchBase`` and ``PenaltyBuilder``
+    (idempotent)."""
     ds, bs = decode_strategy, beam_search
+    if penalty_builder is not None:
+        wrap_method(penalty_builder, "coverage_wu", _coverage_wu)
     wrap_method(ds, "ensure_min_length", _neg_inf_penalty(lambda s: len(s) <= s.min_length))
     wrap_method(ds, "ensure_unk_removed", _neg_inf_penalty(lambda s: bool(s.ban_unk_token)))
     wrap_method(ds, "block_ngram_repeats", _neg_inf_penalty(

@@ -11,10 +11,10 @@ from __future__ import annotations
 import importlib
 from typing import Optional
 
+from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
 from onmt_entmax.patching import Patch, PatchSet
 
 from . import checkpoint, options, upstream_noise, validation
-from .decoding import log_probs
 from .model import building, fused_attention, loading, rnn_attention
 from .training import loss, lr_halving, reporting
 
@@ -57,9 +57,9 @@ PATCHES: list[Patch] = [
     Patch("fused_attention_sdpa", "that branch's scaled_dot_product_attention runs the module's sparse normalizer",
           "onmt.modules.multi_headed_attn:scaled_dot_product_attention", fused_attention.make_sdpa),
     Patch("translator_generator", "decoding sees which generator is running",
-          "onmt.translate.translator:Inference._decode_and_generate", log_probs.wrap_decode_and_generate),
+          "onmt.translate.translator:Inference._decode_and_generate", wrap_decode_and_generate),
     Patch("translator_log_probs", "log of the model's own probabilities (-inf for zeros) instead of log_softmax",
-          "onmt.translate.translator:log_softmax", log_probs.make_log_softmax),
+          "onmt.translate.translator:log_softmax", make_log_softmax),
     Patch("load_test_model", "translate-time overrides; refuse an alpha_relu model without tau",
           "onmt.model_builder:load_test_model", loading.wrap_load_test_model),
     Patch("valid_lr_halving_option", "the valid_lr_halving option (Peters et al.'s learning-rate schedule)",

@@ -22,6 +22,7 @@ import torch
 
 from onmt_entmax.analysis.records import DecodingRun, Sentence, listed_predictions
 from onmt_entmax.decoding import CertificateTracker
+from onmt_entmax.decoding.beam_hooks import _coverage_wu, fewer_than_n_best
 from onmt_entmax.modules.models import warm_up_kernels_of as shared_warm_up
 
 from .beam import BeamRecord, _wrap
@@ -192,37 +193,13 @@ def _ensemble_passthrough(current):
 
 
 # --- n-best with fewer hypotheses -----------------------------------------------------------------
-def _from_batch(upstream):
-    """Sentences with fewer than n_best nonzero hypotheses: build with placeholders, then trim.
+def _eos(builder) -> int:
+    from onmt.constants import DefaultTokens
 
-    A sentence with none at all keeps one empty hypothesis of score -inf, so that the output file
-    stays line-aligned with the input (the summary and the JSON report say n_hyps = 0).
-    """
+    return builder.vocabs["tgt"].lookup_token(DefaultTokens.EOS)
 
-    def wrapper(self, translation_batch):
-        preds, scores, attn = (translation_batch[k] for k in ("predictions", "scores", "attention"))
-        counts = [len(p) for p in preds]
-        if all(c >= self.n_best for c in counts):
-            return upstream(self, translation_batch)
-        from onmt.constants import DefaultTokens
 
-        eos = self.vocabs["tgt"].lookup_token(DefaultTokens.EOS)
-        for b, c in enumerate(counts):
-            for _ in range(self.n_best - c):
-                preds[b].append(torch.tensor([eos]))
-                scores[b].append(torch.tensor(NEG_INF))
-                attn[b].append(torch.zeros(1, int(translation_batch["batch"]["srclen"][b])))  # one EOS step
-            if translation_batch.get("alignment") and translation_batch["alignment"][b]:
-                translation_batch["alignment"][b] += [None] * (self.n_best - c)
-        out = upstream(self, translation_batch)
-        for t, c in zip(out, counts):
-            keep = max(c, 1)
-            t.pred_sents, t.pred_scores = t.pred_sents[:keep], t.pred_scores[:keep]
-            if isinstance(t.attns, list):
-                t.attns = t.attns[:keep]
-        return out
-
-    return wrapper
+_from_batch = fewer_than_n_best(_eos)
 
 
 # --- attention layout and coverage ----------------------------------------------------------------
@@ -232,13 +209,6 @@ def _advance(upstream):
                 and attn.size(1) == log_probs.size(0):
             attn = attn.transpose(0, 1)  # (1, B*beam, S) time-first -> (B*beam, 1, S)
         return upstream(self, log_probs, attn)
-
-    return wrapper
-
-
-def _coverage_wu(upstream):
-    def wrapper(self, cov, beta=0.0):
-        return upstream(self, cov.clamp_min(torch.finfo(cov.dtype).tiny), beta)
 
     return wrapper
 
@@ -276,7 +246,7 @@ def apply() -> None:
     _wrap(translator.Inference, "_translate", _translate)
     _wrap(translation.TranslationBuilder, "from_batch", _from_batch)
     _wrap(beam_search.BeamSearchBase, "advance", _advance)
-    _wrap(penalties.PenaltyBuilder, "coverage_wu", _coverage_wu)
+    _wrap(penalties.PenaltyBuilder, "coverage_wu", _coverage_wu)  # (decoding.beam_hooks)
     up = translator.Inference.__dict__["from_opt"]
     if not getattr(up.__func__, "_onmt_entmax_decoding", False):
         new = functools.wraps(up.__func__)(_from_opt(up))

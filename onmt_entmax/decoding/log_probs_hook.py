@@ -1,22 +1,24 @@
-"""The model's own log-probabilities in the translator.
+"""The model's own log-probabilities where an OpenNMT-family translator calls ``log_softmax``.
 
-Upstream ``Inference._decode_and_generate`` computes ``log_softmax(generator(h))``. While it runs
-we make the module-level ``log_softmax`` of ``onmt.translate.translator`` resolve to the model's
-``generator_log_probs`` (log of the sparse probabilities, -inf for zeros, the mapping training
-used); stock softmax models get ``log_softmax`` exactly as before.
+OpenNMT-py's and Eole's ``Inference._decode_and_generate`` compute ``log_softmax(generator(h))`` with a
+module-level ``log_softmax``. While ``_decode_and_generate`` runs (``wrap_decode_and_generate``), that
+name (``make_log_softmax``) resolves to ``generator_log_probs`` of the running model's generator: log of
+the sparse probabilities, -inf for zeros, the mapping training used (alpha-ReLU: log of its
+unnormalized scores); stock softmax generators get ``log_softmax`` exactly as before. No toolkit is
+imported: each adapter lists these two wrappers in its patches.
 """
 from __future__ import annotations
 
 import contextvars
 from typing import Callable
 
-from ..model.surgery import generator_log_probs
+from onmt_entmax.modules.models import generator_log_probs
 
 _GENERATOR = contextvars.ContextVar("onmt_entmax_generator", default=None)
 
 
 def make_log_softmax(upstream_log_softmax: Callable) -> Callable:
-    """Replacement for ``onmt.translate.translator.log_softmax``."""
+    """Replacement for a translator module's ``log_softmax``."""
 
     def log_softmax(input, dim=-1, *args, **kwargs):  # noqa: A002 (upstream signature)
         generator = _GENERATOR.get()
@@ -28,6 +30,8 @@ def make_log_softmax(upstream_log_softmax: Callable) -> Callable:
 
 
 def wrap_decode_and_generate(upstream: Callable) -> Callable:
+    """``Inference._decode_and_generate``: makes the running model's generator visible to ``log_softmax``."""
+
     def _decode_and_generate(self, *args, **kwargs):
         token = _GENERATOR.set(getattr(self.model, "generator", None))
         try:
@@ -36,6 +40,3 @@ def wrap_decode_and_generate(upstream: Callable) -> Callable:
             _GENERATOR.reset(token)
 
     return _decode_and_generate
-
-
-__all__ = ["make_log_softmax", "wrap_decode_and_generate"]
