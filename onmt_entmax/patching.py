@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import sys
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
@@ -26,6 +27,7 @@ class Patch:
     wrapper: Optional[Callable[[Callable], Callable]] = None  # upstream -> replacement
     aliases: tuple = ()  # "module:name" bindings made by ``from m import f`` before we ran
     apply: Optional[Callable[[], None]] = None  # registration-style patch
+    deferred: bool = False  # wrap when the target's module is first imported, without importing it now
 
 
 def resolve(target: str):
@@ -36,6 +38,24 @@ def resolve(target: str):
     for part in parents:
         owner = getattr(owner, part)
     return owner, attr
+
+
+def after_import(module_name: str, then: Callable[[], None]) -> None:
+    """Run ``then()`` right after ``module_name`` is first imported (a one-shot import hook): patches of
+    modules that are costly to import and that only some processes use (a command's entry point)."""
+
+    class Hook:
+        def find_spec(self, name, path=None, target=None):
+            if name != module_name:
+                return None
+            sys.meta_path.remove(self)  # one shot; find_spec below must not come back here
+            spec = importlib.util.find_spec(name)
+            if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                load = spec.loader.exec_module
+                spec.loader.exec_module = lambda module: (load(module), then())
+            return spec
+
+    sys.meta_path.insert(0, Hook())
 
 
 class PatchSet:
@@ -52,6 +72,8 @@ class PatchSet:
                 if patch.name not in self._applied:
                     patch.apply()
                     self._applied[patch.name] = patch.apply
+            elif patch.deferred and patch.target.partition(":")[0] not in sys.modules:
+                after_import(patch.target.partition(":")[0], functools.partial(self._wrap_one, patch))
             else:
                 self._wrap_one(patch)
         return list(self._applied)
