@@ -1,9 +1,10 @@
-"""The architecture's import rule: a layer imports only the layers above it, and only
-`onmt_entmax.onmt` touches OpenNMT-py (so the math can be used, and tested, without it); and no
-import cycle among the package's modules.
+"""The architecture's import rule: a layer imports only the layers above it, only `onmt_entmax.onmt`
+touches OpenNMT-py and only `onmt_entmax.eole` touches Eole (so the math can be used, and tested,
+without either), neither adapter imports the other, and no import cycle among the package's modules.
 
 Order (docs/architecture.md says why it differs from the first plan): ops -> registry -> modules
--> decoding / analysis / evaluation -> onmt (the glue that wires all of them into OpenNMT-py)."""
+-> decoding / analysis / evaluation / options / patching -> onmt, eole (the adapters that wire all of
+them into a toolkit)."""
 import ast
 import pathlib
 
@@ -11,12 +12,14 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "onmt_entmax"
 # package -> rank; a module may import packages of equal or lower rank only
-LAYERS = {"ops": 1, "registry": 2, "modules": 3, "decoding": 4, "analysis": 4, "evaluation": 4, "onmt": 5}
+LAYERS = {"ops": 1, "registry": 2, "modules": 3, "decoding": 4, "analysis": 4, "evaluation": 4, "options": 4,
+          "patching": 4, "onmt": 5, "eole": 5}
+ADAPTERS = {"onmt": "onmt", "eole": "eole"}  # adapter package -> the toolkit only it may import
 
 
 def _layer(path: pathlib.Path) -> str:
     rel = path.relative_to(ROOT).parts
-    return rel[0].removesuffix(".py") if len(rel) > 1 or rel[0] == "registry.py" else ""
+    return rel[0].removesuffix(".py") if len(rel) > 1 or rel[0].removesuffix(".py") in LAYERS else ""
 
 
 def _module(path: pathlib.Path) -> str:
@@ -55,13 +58,23 @@ MODULES = sorted(p for p in ROOT.rglob("*.py") if _layer(p) in LAYERS)
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_module_imports_only_layers_above_it(path):
-    own = LAYERS[_layer(path)]
+    layer = _layer(path)
+    own = LAYERS[layer]
     for name in _imports(path):
         parts = name.split(".")
-        if parts[0] == "onmt" and _layer(path) != "onmt":
-            pytest.fail(f"{path.relative_to(ROOT)} imports OpenNMT-py ({name}); only onmt_entmax/onmt/ may")
+        for adapter, toolkit in ADAPTERS.items():
+            if parts[0] == toolkit and layer != adapter:
+                pytest.fail(f"{path.relative_to(ROOT)} imports {toolkit} ({name}); only onmt_entmax/{adapter}/ may")
         if parts[0] == "onmt_entmax" and len(parts) > 1 and parts[1] in LAYERS:
             assert LAYERS[parts[1]] <= own, f"{path.relative_to(ROOT)} (layer {own}) imports {name}"
+            if parts[1] in ADAPTERS and layer in ADAPTERS:
+                assert parts[1] == layer, f"{path.relative_to(ROOT)} (adapter {layer}) imports the {parts[1]} adapter"
+
+
+def test_both_adapters_are_checked():
+    """The rule above covers both adapters (a renamed package would silently drop out of it)."""
+    checked = {_layer(p) for p in MODULES}
+    assert {"onmt", "eole", "options", "patching"} <= checked
 
 
 def _cycles(graph: dict[str, list[str]]) -> list[str]:

@@ -1,0 +1,184 @@
+"""Our options in Eole's pydantic configs: the same names and values as in OpenNMT-py YAML.
+
+Eole's configs forbid unknown keys (``extra="forbid"``) and type ``generator_function`` /
+``global_attention_function`` as ``Literal["softmax", "sparsemax"]``. ``extend_configs`` adds the model
+options (``onmt_entmax.options.model``) as fields of every model config (``model:`` section; the
+model-level ``global_attention_function`` reaches the RNN decoder as Eole's other model-level fields
+do), widens the two stock ``Literal``s to the registry's names, adds the decoding options to
+``PredictConfig``, and rebuilds the pydantic schemas that embed them. Unknown or misspelled keys are
+still refused; the field types refuse bad values (a name not in the registry, alpha < 1, a tau that is
+neither a number nor auto/formula). Cross-option checks (``validate_entmax_opts``) run when a run's
+config is built (``wrap_build_config``) and again when a model is built. A config error is one line:
+the option's path, what is wrong and, for an unknown key, the closest known one.
+"""
+from __future__ import annotations
+
+import difflib
+from types import SimpleNamespace
+from typing import Annotated, Callable, Literal, Optional, Union
+
+from pydantic import Field, ValidationError, create_model
+
+from onmt_entmax.options.decoding import DECODING_OPTIONS, DecodingConfig
+from onmt_entmax.options.model import (ATTENTION_KINDS, EntmaxOptionError, generator_transformation,
+                                       model_option_help, model_option_names, validate_entmax_opts)
+from onmt_entmax.registry import transformation_names
+
+from .errors import ConfigError
+
+Alpha = Optional[Annotated[float, Field(ge=1.0, allow_inf_nan=False)]]
+
+
+def _literal(names: list) -> object:
+    return Literal[tuple(names)]
+
+
+def model_fields() -> dict:
+    """pydantic ``FieldInfo`` of each model option, built from the registry and the shared help."""
+    help_ = model_option_help()
+    names, attn = _literal(transformation_names()), _literal(transformation_names(for_attention=True))
+    spec: dict = {
+        "generator_function": (names, "softmax"),
+        "generator_alpha": (Alpha, None),
+        "generator_tau": (Optional[Union[Annotated[float, Field(allow_inf_nan=False)], Literal["auto", "formula"]]],
+                          None),
+        "bisect_iter": (Optional[Annotated[int, Field(ge=1)]], None),
+        "global_attention_function": (attn, "softmax"),
+        "global_attention_alpha": (Alpha, None),
+        "attention_function": (attn, "softmax"),
+        "attention_alpha": (Alpha, None),
+        "learn_alpha": (bool, False),
+    }
+    for kind in ATTENTION_KINDS:
+        spec[f"{kind}_attention_function"] = (Optional[attn], None)
+        spec[f"{kind}_attention_alpha"] = (Alpha, None)
+    assert set(spec) == set(model_option_names())
+    made = create_model("EntmaxModelOptions", **{n: (t, Field(default=d, description=help_[n]))
+                                                   for n, (t, d) in spec.items()})
+    return dict(made.__pydantic_fields__)
+
+
+def decoding_fields() -> dict:
+    """pydantic ``FieldInfo`` of each decoding / analysis option of ``eole predict``."""
+    spec = {o.name: (o.type if o.default is not None else Optional[o.type], Field(default=o.default, description=o.help))
+            for o in DECODING_OPTIONS}
+    return dict(create_model("EntmaxDecodingOptions", **spec).__pydantic_fields__)
+
+
+def _family(cls: type) -> list:
+    """``cls`` and all its subclasses, parents first."""
+    out = [cls]
+    for sub in cls.__subclasses__():
+        out += [c for c in _family(sub) if c not in out]
+    return out
+
+
+def extend_configs() -> None:
+    """Add our fields to Eole's config classes and rebuild every schema that embeds them (idempotent)."""
+    from eole.config import models, run
+
+    model = model_fields()
+    if "generator_alpha" in models.BaseModelConfig.__pydantic_fields__:
+        return
+    decoders = _family(models.DecoderConfig)
+    for cls in decoders:  # the RNN decoder builds its GlobalAttention from its own copy
+        cls.__pydantic_fields__["global_attention_function"] = model["global_attention_function"]
+    model_configs = _family(models.BaseModelConfig)
+    for cls in model_configs:
+        cls.__pydantic_fields__.update(model)
+    run.PredictConfig.__pydantic_fields__.update(decoding_fields())
+    for cls in decoders + model_configs + [run.TrainConfig, run.PredictConfig]:
+        cls.model_rebuild(force=True)
+    models.build_model_config.__self__.rebuild(force=True)  # the TypeAdapter of the ModelConfig union
+
+
+# --- cross-option checks ----------------------------------------------------------------------------
+def flat_options(model_config) -> SimpleNamespace:
+    """The model options as attributes, as ``validate_entmax_opts`` and the builders read them."""
+    values = {n: getattr(model_config, n, None) for n in model_option_names()}
+    decoder = getattr(model_config, "decoder", None)
+    encoder = getattr(model_config, "encoder", None)
+    if getattr(decoder, "global_attention_function", None) not in (None, "softmax"):
+        values["global_attention_function"] = decoder.global_attention_function
+    values["generator_function"] = values["generator_function"] or "softmax"
+    values["attention_function"] = values["attention_function"] or "softmax"
+    values["global_attention_function"] = values["global_attention_function"] or "softmax"
+    values["encoder_type"] = getattr(encoder, "encoder_type", "")
+    values["decoder_type"] = getattr(decoder, "decoder_type", "")
+    return SimpleNamespace(**values)
+
+
+def check_model_config(model_config) -> None:
+    """``validate_entmax_opts`` of a model config, as a one-line ``ConfigError``."""
+    try:
+        validate_entmax_opts(flat_options(model_config))
+    except EntmaxOptionError as err:
+        raise ConfigError(f"model: {err}") from None
+
+
+def check_predict_config(config) -> None:
+    """The decoding options against the checkpoint's output layer, before any weight is loaded."""
+    model = getattr(config, "model", None)
+    if model is None:
+        return
+    try:
+        DecodingConfig.from_opts(config, [generator_transformation(flat_options(model))])
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
+# --- one-line errors ----------------------------------------------------------------------------------
+def _known_keys() -> list:
+    """Every key of every Eole config section (ours included): where a misspelling's match is found."""
+    from eole.config.config import Config
+
+    keys = set()
+    for cls in _family(Config):
+        keys.update(cls.__pydantic_fields__)
+    return sorted(keys)
+
+
+def describe(err: ValidationError, known: Callable[[], list] = lambda: model_option_names()) -> str:
+    """One line for a pydantic error: ``model.generator_alpha: Input should be ... (got 0.5)``, with a
+    suggestion for an unknown key."""
+    parts = []
+    for e in err.errors():
+        loc = [str(x) for x in e.get("loc", ()) if "[" not in str(x)]
+        path = ".".join(_drop_tags(loc))
+        if e.get("type") == "extra_forbidden":
+            close = difflib.get_close_matches(str(loc[-1]) if loc else "", known(), n=1, cutoff=0.75)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            parts.append(f"{path}: unknown option{hint}")
+        else:
+            parts.append(f"{path}: {e.get('msg')} (got {e.get('input')!r})")
+    return "; ".join(parts)
+
+
+_TAGS = {"rnn", "brnn", "cnn", "transformer", "transformer_lm", "custom", "mean", "vision", "audio",
+         "vision_transformer_lm", "whisper", "transformer_encoder", "transformer_encoder_scorer",
+         "transformer_encoder_decoder_scorer", "float", "str", "literal['auto','formula']", "int", "bool",
+         "literal['auto', 'formula']"}
+
+
+def _drop_tags(loc: list) -> list:
+    """Error locations name the union member they tried (``model.rnn.generator_alpha``): keep the keys."""
+    return [x for i, x in enumerate(loc) if not (i > 0 and x in _TAGS)]
+
+
+def wrap_build_config(upstream: Callable) -> Callable:
+    """``RunBin.build_config`` (``eole train`` / ``predict`` / ``build_vocab``): our cross-option checks on
+    the built config, and every config error as one line naming the option."""
+
+    def build_config(cls, args):
+        try:
+            config = upstream(cls, args)
+        except ValidationError as err:
+            where = f"{args.config}: " if getattr(args, "config", None) else ""
+            raise ConfigError(where + describe(err, _known_keys)) from None
+        if getattr(config, "model", None) is not None:
+            check_model_config(config.model)
+        if hasattr(config, "entmax_report"):
+            check_predict_config(config)
+        return config
+
+    return build_config

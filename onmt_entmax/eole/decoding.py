@@ -1,0 +1,185 @@
+"""``eole predict`` for sparse models: -inf-correct beam search, certificates, n-best, analyses, report.
+
+- The beam search hooks of ``onmt_entmax.decoding.beam_hooks`` (shared with OpenNMT-py 3.5.1, whose
+  ``BeamSearchBase`` Eole's is) write -inf, not -65504 / -1e20 / -10000, where upstream forbids a
+  token, never revive finished beams, never store a zero-probability hypothesis, stop when nothing with
+  nonzero probability is left, and track the certificate.
+- ``Inference.__init__``: the decoding options (``onmt_entmax.options.decoding``, fields of
+  ``PredictConfig``) resolved against the model's output layer; the kernels' once-a-process set-up.
+- ``Translator._predict_batch_with_strategy``: a certificate tracker on the beam; once the batch is
+  decoded, one record per sentence with the analyses asked for (``analysis.records``), each sentence
+  keyed by its line in the input file.
+- ``Inference._predict``: the run's records, JSON lines, heatmap and summary at the end of the file.
+- ``Inference.report_results`` / ``PredictionBuilder.from_batch``: sentences with fewer than ``n_best``
+  hypotheses of nonzero probability (none at all: one empty line of score -inf keeps the output
+  aligned with the input).
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+
+from onmt_entmax.analysis.records import DecodingRun, Sentence, listed_predictions
+from onmt_entmax.decoding import CertificateTracker
+from onmt_entmax.decoding.beam_hooks import BeamRecord, fewer_than_n_best, install
+from onmt_entmax.decoding.scoring import PrefixScorer
+from onmt_entmax.modules.models import transformation_of, warm_up_kernels_of
+from onmt_entmax.options.decoding import DecodingConfig
+
+from .errors import ConfigError
+
+NEG_INF = float("-inf")
+
+
+def install_beam_hooks() -> None:
+    from eole.predict import beam_search, decode_strategy, penalties
+
+    install(decode_strategy.DecodeStrategy, beam_search.BeamSearchBase, penalties.PenaltyBuilder)
+
+
+def decoding_config(config, model) -> DecodingConfig:
+    """The analyses asked for, checked against the model (a one-line ``ConfigError`` otherwise)."""
+    generators = getattr(getattr(model, "generator", None), "model_generators", None)
+    if generators is not None and any(getattr(getattr(g, "transformation", None), "sparse", False)
+                                      for g in generators):
+        raise ConfigError("model_path: ensembles of sparse models are not supported with Eole (Eole averages the "
+                          "members' logits); decode with one model, or with onmt_translate")
+    try:
+        return DecodingConfig.from_opts(config, [transformation_of(model)])
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
+def wrap_inference_init(upstream: Callable) -> Callable:
+    def __init__(self, model, vocabs, config, model_config, *args, **kwargs):
+        cfg = decoding_config(config, model)  # bad options: fail before decoding
+        upstream(self, model, vocabs, config, model_config, *args, **kwargs)
+        self._entmax_cfg = cfg
+        warm_up_kernels_of(model)
+
+    return __init__
+
+
+# --- teacher-forced scoring for the analyses ------------------------------------------------------------
+class EoleScorer(PrefixScorer):
+    """log p(. | prefix, x) of one source sentence with an Eole ``Translator`` (full-sequence decoder
+    passes, no KV cache: call it only after the beam search of the batch).
+
+    The source row keeps the batch's padding: Eole's RNN encoder does not pack sequences, so its states
+    depend on the padding, and the analyses must score with the function the beam search used."""
+
+    def __init__(self, translator, batch: dict, b: int):
+        self.t = translator
+        self.n = int(batch["srclen"][b])
+        self.src = batch["src"][b : b + 1]
+        self.srclen = batch["srclen"][b : b + 1]
+
+    @torch.no_grad()
+    def forced(self, prefixes: Sequence[Sequence[int]], with_attn: bool = False):
+        n = len(prefixes)
+        # (at least 2 positions: Eole's Transformer decoder takes a one-position input for a KV-cache
+        # step; the padding after a prefix is never attended to, the decoder being causal)
+        t_len = max(max(len(p) for p in prefixes) + 1, 2)
+        pad, start = self.t._tgt_pad_idx, self.t._tgt_start_with
+        dec_in = torch.full((n, t_len), pad, dtype=torch.long, device=self.src.device)
+        for i, p in enumerate(prefixes):
+            dec_in[i, : len(p) + 1] = torch.tensor([start, *p], dtype=torch.long)
+        batch = {"src": self.src.expand(n, -1).contiguous(), "srclen": self.srclen.expand(n).contiguous()}
+        _, enc_final_hs, enc_out, src_len = self.t._run_encoder(batch)
+        self.t.model.decoder.init_state(enc_out=enc_out, enc_final_hs=enc_final_hs)
+        log_probs, attn = self.t._decode_and_generate(dec_in, enc_out, src_len=src_len, return_attn=with_attn)
+        log_probs = log_probs.view(n, t_len, -1)
+        if attn is not None and with_attn:
+            attn = attn[:, :, : self.n].float()
+        return log_probs.float(), (attn if with_attn else None)
+
+
+# --- per batch and per file ----------------------------------------------------------------------------
+def _config(predictor) -> DecodingConfig:
+    cfg = getattr(predictor, "_entmax_cfg", None)
+    if cfg is None:
+        cfg = predictor._entmax_cfg = DecodingConfig()
+    return cfg
+
+
+def _sentence(predictor, cfg, batch, b, results, beam_rec, preds) -> Sentence:
+    """Sentence b of the batch as the records want it; the placeholder of a sentence without any
+    hypothesis of nonzero probability (score -inf, ``wrap_report_results``) is not a hypothesis."""
+    pairs = [(p, s) for p, s in zip(preds, results["scores"][b]) if float(s) != NEG_INF]
+    tracker = beam_rec.tracker if beam_rec is not None else None
+    s = Sentence((batch["cid_line_number"][b],), [p for p, _ in pairs], [x for _, x in pairs],
+                 tracker[b] if tracker is not None else None)
+    if cfg.needs_scorer:
+        s.scorer = EoleScorer(predictor, batch, b)
+        src_ids = batch["src"][b, : int(batch["srclen"][b])]
+        s.source = lambda: [predictor.vocabs["src"].ids_to_tokens[i] for i in src_ids.tolist()]
+        if cfg.forced_support and "tgt" in batch:
+            s.gold = [t for t in batch["tgt"][b, 1:].tolist() if t != predictor._tgt_pad_idx]
+    return s
+
+
+def wrap_predict_batch_with_strategy(upstream: Callable) -> Callable:
+    """``Translator._predict_batch_with_strategy``: certificate tracker on the beam, records after it."""
+
+    def _predict_batch_with_strategy(self, batch, decode_strategy):
+        from eole.predict.beam_search import BeamSearchBase
+
+        cfg = _config(self)
+        beam_rec = None
+        if isinstance(decode_strategy, BeamSearchBase):
+            tracker = CertificateTracker(decode_strategy.batch_size) if cfg.certificate else None
+            beam_rec = BeamRecord(tracker, decode_strategy.n_best)
+            decode_strategy._entmax = beam_rec
+        results = upstream(self, batch, decode_strategy)
+        run = getattr(self, "_entmax_run", None)
+        if run is None or not (cfg.active or cfg.sparse_output):
+            return results
+        with torch.no_grad():
+            listed = listed_predictions(results["predictions"])
+            for b in range(len(batch["srclen"])):
+                run.add(_sentence(self, cfg, batch, b, results, beam_rec, listed[b]), decode_strategy.max_length)
+        return results
+
+    return _predict_batch_with_strategy
+
+
+def wrap_predict(upstream: Callable) -> Callable:
+    """``Inference._predict`` (one input file): the run's records, report and summary at the end."""
+
+    def _predict(self, infer_iter, *args, **kwargs):
+        cfg = _config(self)
+        vocab = getattr(self, "_entmax_tgt_tokens", None)
+        if vocab is None:  # (pyonmttok's ids_to_tokens builds the whole list at every access)
+            vocab = self._entmax_tgt_tokens = list(self._tgt_vocab.ids_to_tokens)
+        run = self._entmax_run = DecodingRun(cfg, vocab, self._tgt_eos_idx[0], self.n_best, self._log)
+        try:
+            out = upstream(self, infer_iter, *args, **kwargs)
+        finally:
+            self._entmax_run = None
+        if run.records and (cfg.active or cfg.sparse_output):
+            self._entmax_records = run.finish()
+        return out
+
+    return _predict
+
+
+def wrap_report_results(upstream: Callable) -> Callable:
+    """``Inference.report_results``: upstream re-sorts each sentence's hypotheses and, meeting a sentence
+    with none, replaces every list by the strategy's; a sentence whose support was emptied by the
+    constraints gets one placeholder (EOS, score -inf) first."""
+
+    def report_results(self, gold_score, gold_log_probs, batch, batch_size, decode_strategy, estim):
+        eos = self._tgt_eos_idx[0]
+        for b, preds in enumerate(decode_strategy.predictions):
+            if not preds:
+                decode_strategy.predictions[b].append(torch.tensor([eos]))
+                decode_strategy.scores[b].append(torch.tensor(NEG_INF))
+                decode_strategy.attention[b].append([])
+                decode_strategy.n_text_tokens[b].append(0)
+        return upstream(self, gold_score, gold_log_probs, batch, batch_size, decode_strategy, estim)
+
+    return report_results
+
+
+from_batch = fewer_than_n_best(lambda builder: builder.tgt_eos_idx[0])

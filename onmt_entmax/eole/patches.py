@@ -1,0 +1,84 @@
+"""Every change this adapter makes to Eole (tested: 0.6.4), in one list, applied by ``apply_patches()``.
+
+A ``Patch`` (``onmt_entmax.patching``) either wraps one upstream attribute, calling the upstream
+object so no upstream code is copied, or runs a registration function. ``apply_patches`` is
+idempotent; each wrapped object keeps the upstream one as ``__wrapped__`` and ``original(name)``
+returns it. docs/eole.md explains each entry.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
+from onmt_entmax.patching import Patch, PatchSet
+
+from . import attention, building, config, decoding, training
+from .errors import install_one_line_hook
+
+MHA = "eole.modules.multi_headed_attn"
+
+PATCHES: list[Patch] = [
+    Patch("config_fields", "our model options in every model config, decoding options in PredictConfig",
+          apply=config.extend_configs),
+    Patch("config_checks", "cross-option checks on a run's config; config errors as one line naming the option",
+          "eole.bin.run:RunBin.build_config", config.wrap_build_config, deferred=True),
+    Patch("one_line_errors", "our refusals print one line, not a traceback", apply=install_one_line_hook),
+    Patch("build_model", "our generator and attention normalizers, before weights load; flash KV cache off "
+          "for sparse decoder self-attention", "eole.models.model:BaseModel.build", building.wrap_build),
+    Patch("init_weights", "learnable alphas start at the configured alpha, not param_init noise",
+          "eole.models.model:BaseModel.init_weights", building.wrap_init_weights),
+    Patch("attention_compute", "while a sparse attention module runs, both of its branches use its normalizer",
+          f"{MHA}:MultiHeadedAttention._compute_attention", attention.wrap_compute_attention),
+    Patch("attention_eager", "the eager branch's F.softmax is the module's normalizer", apply=attention.install_functional),
+    Patch("attention_sdpa", "the SDPA branch (CUDA) runs the module's normalizer in one call",
+          f"{MHA}:_sdpa", attention.make_sdpa),
+    Patch("rnn_attention_check", "GlobalAttention accepts every registered attention normalizer",
+          "eole.modules.global_attention:GlobalAttention._validate_params", attention.wrap_validate_params),
+    Patch("rnn_attention_normalize", "RNN global attention runs our normalizer (-inf masks: exact zeros)",
+          "eole.modules.global_attention:GlobalAttention._normalize_attention", attention.wrap_normalize_attention),
+    Patch("loss_criterion", "Fenchel-Young criterion of the model's generator (upstream sparsemax crashes)",
+          "eole.utils.loss:LossCompute.from_config", training.wrap_from_config),
+    Patch("loss_forward", "resolve generator_tau auto on the first batch; attended source tokens",
+          "eole.utils.loss:LossCompute.forward", training.wrap_forward),
+    Patch("loss_stats", "name the loss; nonzero output probabilities per token",
+          "eole.utils.loss:LossCompute._stats", training.wrap_stats),
+    Patch("stats_update", "accumulate the sparsity sums across batches and GPUs",
+          "eole.utils.statistics:Statistics.update", training.wrap_update),
+    Patch("stats_output", "the FY loss by its name instead of ppl / xent; sparsity; learned alphas",
+          "eole.utils.statistics:Statistics.output", training.wrap_output),
+    Patch("report_step", "no 'perplexity' lines for a FY loss",
+          "eole.utils.report_manager:StdoutReportMgr._report_step", training.wrap_report_step),
+    Patch("predict_generator", "decoding sees which generator is running",
+          "eole.predict.inference:Inference._decode_and_generate", wrap_decode_and_generate),
+    Patch("predict_log_probs", "log of the model's own probabilities (-inf for zeros) instead of log_softmax",
+          "eole.predict.inference:log_softmax", make_log_softmax),
+    Patch("beam_search", "-inf instead of finite stand-ins, no revived beams, certificate (decoding.beam_hooks)",
+          apply=decoding.install_beam_hooks),
+    Patch("predict_options", "decoding options checked against the model; kernels' set-up at model load",
+          "eole.predict.inference:Inference.__init__", decoding.wrap_inference_init),
+    Patch("predict_records", "certificate tracker per beam; per-sentence records and analyses",
+          "eole.predict.translator:Translator._predict_batch_with_strategy",
+          decoding.wrap_predict_batch_with_strategy),
+    Patch("predict_report", "records in input order, JSON lines, heatmap and summary per file",
+          "eole.predict.inference:Inference._predict", decoding.wrap_predict),
+    Patch("predict_empty_support", "a sentence without any nonzero-probability hypothesis gets a placeholder",
+          "eole.predict.inference:Inference.report_results", decoding.wrap_report_results),
+    Patch("predict_n_best", "fewer than n_best hypotheses when fewer have nonzero probability",
+          "eole.predict.prediction:PredictionBuilder.from_batch", decoding.from_batch),
+]
+
+_SET = PatchSet(PATCHES)
+
+
+def apply_patches(patches: Optional[list[Patch]] = None) -> list[str]:
+    """Apply every patch (idempotent). Returns the names applied."""
+    return _SET.apply(patches)
+
+
+def applied() -> list[str]:
+    return _SET.applied()
+
+
+def original(name: str):
+    """The upstream object a patch replaced (e.g. to compare with stock behaviour in tests)."""
+    return _SET.original(name)
