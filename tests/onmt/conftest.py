@@ -8,9 +8,8 @@ activation in fresh and spawned processes.
 from __future__ import annotations
 
 import contextlib
-import os
 import random
-import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,9 @@ import torch
 pytest.importorskip("onmt")
 
 import onmt_entmax.onmt as plugin  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from console import run_console  # noqa: E402,F401  (shared with the Eole tests)
 
 plugin.activate()
 
@@ -111,25 +113,6 @@ def translate(model: Path, src: Path, output: Path, *args: str) -> list[str]:
     with one_thread():
         translate_fn(opt)
     return output.read_text().splitlines()
-
-
-def run_console(args: list[str], cwd: Path, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run a command in a fresh interpreter with the import hook active even without ``pip install``.
-
-    If the package is pip-installed, its ``.pth`` file already does this; otherwise a
-    ``sitecustomize.py`` on PYTHONPATH runs the same hook source at start-up, so spawned children
-    (which inherit PYTHONPATH) are activated the same way.
-    """
-    from onmt_entmax.autoload import HOOK_SOURCE
-
-    site = cwd / "_site"
-    site.mkdir(exist_ok=True)
-    (site / "sitecustomize.py").write_text(HOOK_SOURCE)
-    full_env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    full_env.pop("ONMT_ENTMAX_DISABLE", None)
-    full_env["PYTHONPATH"] = os.pathsep.join([str(site), str(REPO), full_env.get("PYTHONPATH", "")])
-    full_env.update(env or {})
-    return subprocess.run(args, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
 
 
 def exact_match(pred: list[str], ref: Path) -> float:

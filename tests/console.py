@@ -1,0 +1,28 @@
+"""Run a command in a fresh interpreter with the package's import hooks active even without ``pip install``
+(the OpenNMT-py and Eole tests start their toolkits' real console scripts with it)."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_console(args: list[str], cwd: Path, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run a command in a fresh interpreter with the import hook active even without ``pip install``.
+
+    If the package is pip-installed, its ``.pth`` file already does this; otherwise a
+    ``sitecustomize.py`` on PYTHONPATH runs the same hook source at start-up, so spawned children
+    (which inherit PYTHONPATH) are activated the same way.
+    """
+    from onmt_entmax.autoload import HOOK_SOURCE
+
+    site = cwd / "_site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(HOOK_SOURCE)
+    full_env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    full_env.pop("ONMT_ENTMAX_DISABLE", None)
+    full_env["PYTHONPATH"] = os.pathsep.join([str(site), str(REPO), full_env.get("PYTHONPATH", "")])
+    full_env.update(env or {})
+    return subprocess.run(args, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)

@@ -1,0 +1,123 @@
+"""End to end with Eole's own commands: ``eole build_vocab``, ``eole train -c configs/eole/<example>.yaml``
+(shortened) and ``eole predict`` on the bundled SIGMORPHON sample, in fresh interpreters activated by the
+import hook. One vocabulary and three short trainings are shared by the module's tests."""
+import json
+import math
+
+import pytest
+import torch
+import yaml
+from safetensors import safe_open
+
+from conftest import DATA, run_eole, small_config
+from onmt_entmax.ops import bounded_alpha
+
+# each trained once for the module: (example config, steps)
+EXAMPLES = {"rnn": ("rnn-entmax15", 40), "learned": ("transformer-learned-alpha", 20),
+            "relu": ("transformer-alpha-relu", 10)}
+
+
+@pytest.fixture(scope="module")
+def vocab(workdir):
+    config = small_config("rnn-entmax15", workdir, steps=1)
+    run_eole(["build_vocab", "-c", config, "-n_sample", "-1"], cwd=workdir)
+    return workdir / "run"
+
+
+@pytest.fixture(scope="module")
+def trained(workdir, vocab):
+    """name -> (model directory, training log) of the shortened examples, trained on demand."""
+    done: dict = {}
+
+    def get(name):
+        if name not in done:
+            example, steps = EXAMPLES[name]
+            directory = workdir / name
+            directory.mkdir()
+            config = small_config(example, directory, steps=steps)
+            text = config.read_text().replace(str(directory / "run" / "vocab"), str(vocab / "vocab"))
+            config.write_text(text)
+            done[name] = (directory / "model", run_eole(["train", "-c", config], cwd=directory).stderr, config)
+        return done[name]
+
+    return get
+
+
+def weights(model_dir) -> dict:
+    with safe_open(str(model_dir / "model.00.safetensors"), "pt") as f:
+        return {k: f.get_tensor(k) for k in f.keys()}
+
+
+def predict(model_dir, cwd, *args, src=DATA / "src-dev.txt", n=12):
+    src_file = cwd / f"src{n}.txt"
+    src_file.write_text("".join(src.read_text().splitlines(keepends=True)[:n]))
+    out = cwd / "pred.txt"
+    proc = run_eole(["predict", "-model_path", model_dir, "-src", src_file, "-output", out, *args], cwd=cwd)
+    return out.read_text().splitlines(), proc.stderr
+
+
+def test_rnn_entmax15_trains_with_its_fenchel_young_loss_and_decodes_with_every_analysis(workdir, trained):
+    model, log, _ = trained("rnn")
+    assert "entmax15 FY loss" in log and "ppl:" not in log and "perplexity" not in log and "out nnz" in log
+    tgt = workdir / "tgt12.txt"
+    tgt.write_text("".join((DATA / "tgt-dev.txt").read_text().splitlines(keepends=True)[:12]))
+    report, heatmap = workdir / "report.jsonl", workdir / "heat.png"
+    out, log = predict(model, workdir, "-beam_size", "4", "-n_best", "2", "-length_penalty", "none", "-with_score",
+                       "-tgt", tgt, "-sparsity_stats", "-empty_check", "-forced_support", "-exact_search",
+                       "-exact_max_expansions", "50", "-enumerate_support", "-enumerate_cap", "5",
+                       "-attn_heatmap", heatmap, "-entmax_report", report)
+    records = [json.loads(line) for line in report.read_text().splitlines()]
+    assert [r["id"] for r in records] == list(range(1, 13))
+    assert len(out) == sum(max(r["n_hyps"], 1) for r in records)  # n-best lines: only nonzero probabilities
+    for r in records:
+        assert {"certified", "output_support", "attended", "empty_wins", "forced", "support", "exact"} <= set(r)
+        assert all(h["score"] is not None for h in r["hypotheses"])  # finite: no -65504 stand-in ever won
+        if r["hypotheses"]:  # the analyses' forced pass gives the beam's own score of its best hypothesis
+            assert r["beam_log_prob"] == pytest.approx(r["hypotheses"][0]["score"], abs=1e-4)
+    scores = [float(line.split("\t")[1]) for line in out]
+    assert all(math.isfinite(s) for s in scores)
+    assert heatmap.read_bytes()[:4] == b"\x89PNG"
+    assert "[entmax] 12 sentences" in log and "exactness certificate" in log
+
+
+def test_learned_alphas_are_checkpoint_weights_restored_by_predict_and_train_from(workdir, trained):
+    model, log, config = trained("learned")
+    saved = {k: v for k, v in weights(model).items() if k.endswith("softmax.alpha.a")}
+    assert len(saved) == 6  # 2 layers x (encoder self, decoder self, context)
+    assert any(not torch.equal(a, torch.zeros_like(a)) for a in saved.values())  # they moved from alpha = 1.5
+    assert "learned alpha decoder.transformer_layers.1.context_attn:" in log
+    out, _ = predict(model, workdir, "-beam_size", "3", n=4)
+    assert len(out) == 4
+
+    resumed = yaml.safe_load(config.read_text())
+    resumed["training"].update(train_from=str(model), model_path=str(workdir / "resumed"), train_steps=21,
+                               save_checkpoint_steps=21, valid_steps=21)
+    resumed["report_every"] = 1
+    config.write_text(yaml.safe_dump(resumed))
+    log = run_eole(["train", "-c", config], cwd=config.parent).stderr
+    start = bounded_alpha(saved["decoder.transformer_layers.0.context_attn.softmax.alpha.a"], 1.01, 2.0)
+    line = next(x for x in log.splitlines() if "learned alpha decoder.transformer_layers.0.context_attn:" in x)
+    logged = [float(a) for a in line.split(":")[-1].split()]
+    assert logged == pytest.approx(start.tolist(), abs=2e-3)  # one step from the saved alphas, not from 1.5
+
+
+def test_alpha_relu_resolves_tau_on_the_first_batch_and_decodes_with_it(workdir, trained):
+    model, log, _ = trained("relu")
+    assert "generator_tau auto: tau =" in log and "1.5-ReLU FY loss" in log
+    tau = weights(model)["generator.tau"]
+    logged = float(log.split("generator_tau auto: tau = ")[1].split()[0])
+    assert tau.shape == (1,) and tau.item() == pytest.approx(logged, rel=1e-5)
+    out, log = predict(model, workdir, "-beam_size", "3", "-sparsity_stats", n=4)
+    assert len(out) == 4 and "per-step output probability sum" in log
+
+
+def test_a_bad_option_is_one_line_naming_it_before_anything_runs(workdir):
+    (workdir / "bad").mkdir()
+    config = small_config("rnn-entmax15", workdir / "bad", steps=1)
+    config.write_text(config.read_text().replace("generator_function: entmax15", "generator_fuction: entmax15"))
+    proc = run_eole(["train", "-c", config], cwd=workdir / "bad", check=False)
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("onmt-entmax: ") and "model.generator_fuction: unknown option; did you mean " \
+                                                    "'generator_function'?" in last
+    assert "Traceback" not in proc.stderr

@@ -1,0 +1,92 @@
+"""Our options in Eole's pydantic configs: accepted with the OpenNMT-py names and values, kept in
+``config.json``, and refused with one line that names the option when they are wrong."""
+import json
+import re
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from conftest import CONFIGS
+from eole.config import recursive_model_fields_set
+from eole.config.models import build_model_config
+from eole.config.run import PredictConfig, TrainConfig
+from onmt_entmax.eole.config import check_model_config, describe
+from onmt_entmax.eole.errors import ConfigError
+from onmt_entmax.options import DECODING_OPTIONS, model_option_names
+
+TINY = {"architecture": "transformer", "layers": 1, "heads": 2, "hidden_size": 16, "transformer_ff": 32}
+
+
+def _train(model: dict) -> TrainConfig:
+    return TrainConfig(src_vocab="v.src", tgt_vocab="v.tgt", data={}, model=model)
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("*.yaml")), ids=lambda p: p.name)
+def test_example_configs_are_valid_eole_configs(path):
+    cfg = TrainConfig(**yaml.safe_load(path.read_text()))
+    assert cfg.model.generator_function != "softmax" or cfg.model.attention_function != "softmax"
+    check_model_config(cfg.model)
+
+
+def test_the_opennmt_py_names_and_values_are_model_options_and_survive_config_json():
+    options = {"generator_function": "alpha_relu", "generator_alpha": 1.3, "generator_tau": "auto",
+               "bisect_iter": 30, "attention_function": "entmax_bisect", "attention_alpha": 1.4,
+               "context_attention_function": "sparsemax", "learn_alpha": True}
+    cfg = _train({**TINY, **options})
+    saved = json.loads(json.dumps(recursive_model_fields_set(cfg)))  # what TrainingModelSaver writes
+    restored = TrainConfig(**{**saved, "data": {}})  # (as eole predict reads it back: get_metadata)
+    for name, value in options.items():
+        assert getattr(restored.model, name) == value, name
+    assert set(model_option_names()) <= set(type(restored.model).model_fields)
+
+
+def test_global_attention_function_reaches_the_rnn_decoder_from_the_model_section():
+    cfg = build_model_config({"architecture": "rnn", "global_attention_function": "entmax_bisect",
+                              "global_attention_alpha": 1.2})
+    assert cfg.decoder.global_attention_function == "entmax_bisect"
+
+
+@pytest.mark.parametrize("model, says", [
+    ({"generator_function": "entmax16"}, "model.generator_function: Input should be 'softmax', 'sparsemax', "
+                                         "'entmax15', 'entmax_bisect' or 'alpha_relu'"),
+    ({"generator_alpha": 0.5}, "model.generator_alpha: Input should be greater than or equal to 1 (got 0.5)"),
+    ({"attention_alpha": float("nan")}, "model.attention_alpha: Input should be a finite number"),
+    ({"generator_alhpa": 1.2}, "model.generator_alhpa: unknown option; did you mean 'generator_alpha'?"),
+    ({"attention_function": "alpha_relu"}, "model.attention_function: Input should be"),  # not a normalizer
+    ({"bisect_iter": 0}, "model.bisect_iter: Input should be greater than or equal to 1"),
+])
+def test_bad_values_and_misspelled_keys_are_refused_naming_the_option(model, says):
+    with pytest.raises(ValidationError) as err:
+        _train({**TINY, **model})
+    assert says in describe(err.value, lambda: sorted(model_option_names()))
+    assert "\n" not in describe(err.value)
+
+
+def test_generator_tau_takes_a_number_auto_or_formula():
+    assert build_model_config({**TINY, "generator_tau": "formula"}).generator_tau == "formula"
+    assert build_model_config({**TINY, "generator_tau": "0.25"}).generator_tau == 0.25
+    with pytest.raises(ValidationError) as err:
+        build_model_config({**TINY, "generator_tau": "autp"})
+    assert "generator_tau" in describe(err.value)
+
+
+@pytest.mark.parametrize("model, says", [
+    ({"learn_alpha": True}, "learn_alpha needs a sparse Transformer attention"),
+    ({"learn_alpha": True, "attention_function": "sparsemax"}, "sparsemax (alpha = 2) is the upper end"),
+    ({"generator_function": "alpha_relu"}, "generator_function alpha_relu needs generator_tau"),
+    ({"architecture": "rnn", "learn_alpha": True, "attention_function": "entmax15"},
+     "learn_alpha applies to Transformer attention"),
+])
+def test_options_that_contradict_each_other_are_refused_before_training(model, says):
+    cfg = _train(model if model.get("architecture") == "rnn" else {**TINY, **model})
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        check_model_config(cfg.model)
+
+
+def test_predict_config_has_the_decoding_options_of_onmt_translate():
+    fields = PredictConfig.model_fields
+    for option in DECODING_OPTIONS:
+        assert fields[option.name].default == option.default and fields[option.name].description == option.help
+    with pytest.raises(ValidationError, match="exact_serch"):
+        PredictConfig(model_path=["m"], src="s.txt", exact_serch=True)
