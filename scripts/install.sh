@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Set-up on a fresh machine (Python >= 3.10, CPU is enough): torch, OpenNMT-py 3.5.1 and onmt-entmax.
+# Set-up on a fresh machine (Python >= 3.10, CPU is enough): torch, OpenNMT-py 3.5.1, Eole 0.6.4 (Python
+# >= 3.11) and onmt-entmax, all in one environment.
 #
 # OpenNMT-py 3.5.1 pins torch<2.3; this package supports current torch. So OpenNMT-py is installed
 # last and with --no-deps (pip then neither downgrades torch nor reports the pin as a conflict), and
 # the runtime packages it imports (its transforms import spacy, fasttext, pyonmttok, rapidfuzz,
-# pyahocorasick at import time) come from this package's setup.cfg. An installed torch is kept;
-# otherwise $TORCH_SPEC is installed (default torch==2.13.0, a CPU wheel on the project's machines).
+# pyahocorasick at import time) come from this package's setup.cfg. Eole 0.6.4 wants torch>=2.10,<2.15
+# and comes with its dependencies through the `eole` extra (plus aiohttp, which its command imports).
+# An installed torch is kept; otherwise $TORCH_SPEC is installed (default torch==2.13.0, a CPU wheel
+# on the project's machines).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -15,7 +18,7 @@ pip_install() { "$PY" -m pip install -q --disable-pip-version-check "$@"; }
 if ! "$PY" -c "import torch" 2>/dev/null; then
   pip_install "${TORCH_SPEC:-torch==2.13.0}"
 fi
-pip_install -e ".[test,pipelines]"
+pip_install -e ".[test,pipelines,eole]"
 if ! "$PY" -c "import importlib.metadata as m; assert m.version('OpenNMT-py') == '3.5.1'" 2>/dev/null; then
   pip_install --no-deps "OpenNMT-py==3.5.1"
 fi
