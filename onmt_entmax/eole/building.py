@@ -22,6 +22,7 @@ from onmt_entmax.registry import get_transformation
 
 from .attention import NORMALIZER, RNN_NORMALIZER
 from .config import check_model_config, flat_options
+from .errors import ConfigError
 
 
 def attention_kind(module) -> str:
@@ -36,7 +37,12 @@ def attention_kind(module) -> str:
 def install_generator(model: nn.Module, opt) -> None:
     """``EntmaxGenerator`` sharing the stock generator's parameters (and any tying to the embeddings)."""
     gen = getattr(model, "generator", None)
-    if type(gen) is not nn.Linear:  # (None for encoders; LoRA or quantized layers keep upstream's softmax)
+    if gen is None:  # an encoder
+        return
+    if type(gen) is not nn.Linear:
+        if opt.generator_function != "softmax":  # (a LoRA or quantized generator: upstream's softmax only)
+            raise ConfigError(f"generator_function {opt.generator_function} needs a plain linear output layer; "
+                              f"this model's is a {type(gen).__name__} (lora_embedding or quantization)")
         return
     model.generator = EntmaxGenerator.from_linear(gen, generator_transformation(opt))
     if getattr(opt, "generator_tau", None) == "formula" and model.generator.tau_pending():
@@ -100,6 +106,9 @@ def wrap_build(upstream: Callable) -> Callable:
     """``BaseModel.build`` (classmethod): upstream's blocks and generator, then ours."""
 
     def build(cls, model_config, vocabs, running_config):
+        if getattr(model_config, "learn_alpha", False) and getattr(running_config, "parallel_gpu", 1) > 1:
+            raise ConfigError("learn_alpha with parallel_mode tensor_parallel: each GPU would learn the alphas of "
+                              "its own heads and Eole saves only the first GPU's; use data_parallel")
         model = upstream(cls, model_config, vocabs, running_config)
         model = install(model, model_config)
         if has_sparse_transformation(model) and _gpu(running_config):
@@ -111,6 +120,20 @@ def wrap_build(upstream: Callable) -> Callable:
 
 def _gpu(running_config) -> bool:
     return bool(getattr(running_config, "gpu_ranks", None))
+
+
+def wrap_compute_log_probs(upstream: Callable) -> Callable:
+    """``BaseModel.compute_log_probs`` (RL training) takes ``log_softmax`` of the generator's logits: right
+    for softmax only, so a sparse output layer is refused there rather than trained with another loss."""
+
+    def compute_log_probs(self, *args, **kwargs):
+        t = getattr(getattr(self, "generator", None), "transformation", None)
+        if t is not None and t.sparse:
+            raise ConfigError(f"compute_log_probs (RL training) uses log_softmax of the logits; generator_function "
+                              f"{t.name} has other log-probabilities: not supported with Eole's RL trainer")
+        return upstream(self, *args, **kwargs)
+
+    return compute_log_probs
 
 
 def wrap_init_weights(upstream: Callable) -> Callable:

@@ -133,8 +133,8 @@ def wrap_predict_batch_with_strategy(upstream: Callable) -> Callable:
             decode_strategy._entmax = beam_rec
         results = upstream(self, batch, decode_strategy)
         run = getattr(self, "_entmax_run", None)
-        if run is None or not (cfg.active or cfg.sparse_output):
-            return results
+        if run is None or not (cfg.active or cfg.sparse_output) or "cid_line_number" not in batch:
+            return results  # (no line numbers: the sub-sentences Eole re-decodes at its ｟newline｠ tokens)
         with torch.no_grad():
             listed = listed_predictions(results["predictions"])
             for b in range(len(batch["srclen"])):

@@ -27,6 +27,8 @@ PATCHES: list[Patch] = [
           "for sparse decoder self-attention", "eole.models.model:BaseModel.build", building.wrap_build),
     Patch("init_weights", "learnable alphas start at the configured alpha, not param_init noise",
           "eole.models.model:BaseModel.init_weights", building.wrap_init_weights),
+    Patch("rl_log_probs", "RL training's log_softmax of the logits is refused for a sparse output layer",
+          "eole.models.model:BaseModel.compute_log_probs", building.wrap_compute_log_probs),
     Patch("attention_compute", "while a sparse attention module runs, both of its branches use its normalizer",
           f"{MHA}:MultiHeadedAttention._compute_attention", attention.wrap_compute_attention),
     Patch("attention_eager", "the eager branch's F.softmax is the module's normalizer", apply=attention.install_functional),

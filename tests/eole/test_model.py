@@ -130,3 +130,13 @@ def test_generator_tau_auto_is_resolved_on_the_first_batch_and_kept_in_the_state
     compute({"tgt": target, "src": target, "srclen": torch.tensor([5]), "cid": ["c"], "cid_line_number": [0]},
             torch.randn(1, 4, 16), {})
     assert not net.generator.tau_pending() and torch.isfinite(net.state_dict()["generator.tau"]).all()
+
+
+def test_rl_log_probs_of_a_sparse_output_layer_are_refused_not_taken_by_log_softmax():
+    from onmt_entmax.eole.errors import ConfigError
+
+    tgt = torch.tensor([[2, 5, 6, 3]])
+    with pytest.raises(ConfigError, match="compute_log_probs"):
+        build({**TRANSFORMER, "generator_function": "entmax15"})[0].compute_log_probs(tgt, tgt, torch.tensor([4]))
+    out = build(TRANSFORMER)[0].compute_log_probs(tgt, tgt, torch.tensor([4]))  # softmax: upstream's
+    assert torch.allclose(out["log_probs"].exp().sum(-1), torch.ones(()))
