@@ -1,12 +1,19 @@
 """What ``eole predict`` writes when fewer than n_best hypotheses have nonzero probability, down to a
-sentence whose whole support the constraints removed (Eole's own result code, patched)."""
+sentence whose whole support the constraints removed (Eole's own result code, patched), and what it
+refuses to decode."""
 from types import SimpleNamespace
 
+import pytest
 import torch
+from torch import nn
 
 from eole.inputters.inputter import dict_to_vocabs
 from eole.predict.inference import Inference
 from eole.predict.prediction import PredictionBuilder
+from onmt_entmax.eole.decoding import decoding_config
+from onmt_entmax.eole.errors import ConfigError
+from onmt_entmax.modules import EntmaxGenerator
+from onmt_entmax.registry import get_transformation
 
 TOKENS = ["<unk>", "<blank>", "<s>", "</s>", "a", "b", "c", "d"]
 EOS, NEG_INF = 3, float("-inf")
@@ -24,3 +31,10 @@ def test_sentences_keep_only_their_nonzero_hypotheses_and_an_empty_support_keeps
     first, empty = builder.from_batch(results)
     assert first.pred_sents == [["a", "b"], ["c"]] and [float(s) for s in first.pred_scores] == [-0.25, -1.5]
     assert empty.pred_sents == [[]] and float(empty.pred_scores[0]) == NEG_INF and len(empty.estim) == 1
+
+
+def test_an_ensemble_with_a_sparse_member_is_refused_before_decoding():
+    members = [EntmaxGenerator.from_linear(nn.Linear(4, 8), get_transformation(name)) for name in ("entmax15", "softmax")]
+    ensemble = SimpleNamespace(generator=SimpleNamespace(model_generators=members))
+    with pytest.raises(ConfigError, match="ensembles of sparse models are not supported"):
+        decoding_config(SimpleNamespace(), ensemble)
