@@ -108,3 +108,27 @@ class PatchSet:
             module = sys.modules.get(module_name)
             if module is not None and getattr(module, name, None) is raw:
                 setattr(module, name, new)
+
+
+def adapter_activation(patches_module: str, check: Callable[[], None] = lambda: None):
+    """``activate()`` and ``is_active()`` of an adapter whose ``PatchSet`` functions are in ``patches_module``
+    (imported by the first activation, not before). ``activate()`` runs ``check()`` (e.g. the toolkit's
+    version), then applies every patch (idempotent) and returns their names. A re-entrant call (a patch
+    target importing the toolkit for the first time fires the import hook again) returns [] at once:
+    the outer call finishes the job."""
+    busy = [False]
+
+    def activate() -> list[str]:
+        if busy[0]:
+            return []
+        busy[0] = True
+        try:
+            check()
+            return importlib.import_module(patches_module).apply_patches()
+        finally:
+            busy[0] = False
+
+    def is_active() -> bool:
+        return bool(importlib.import_module(patches_module).applied())
+
+    return activate, is_active

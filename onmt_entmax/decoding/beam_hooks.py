@@ -43,6 +43,15 @@ class BeamRecord:
     settling: set = field(default_factory=set)
 
 
+def attach_record(strategy, beam_search: type, certificate: bool) -> Optional[BeamRecord]:
+    """A ``BeamRecord`` (with a certificate tracker if asked) on a decode strategy that is a beam search
+    (``strategy._entmax``, which the hooks below read); None for other strategies (sampling)."""
+    if not isinstance(strategy, beam_search):
+        return None
+    strategy._entmax = BeamRecord(CertificateTracker(strategy.batch_size) if certificate else None, strategy.n_best)
+    return strategy._entmax
+
+
 def wrap_method(owner: type, name: str, make: Callable[[Callable], Callable]) -> None:
     """Replace ``owner.name`` by ``make(upstream)`` once (the wrapper keeps it as ``__wrapped__``)."""
     upstream = getattr(owner, name)

@@ -20,9 +20,8 @@ from typing import Callable, Sequence
 
 import torch
 
-from onmt_entmax.analysis.records import DecodingRun, Sentence, listed_predictions
-from onmt_entmax.decoding import CertificateTracker
-from onmt_entmax.decoding.beam_hooks import BeamRecord, fewer_than_n_best, install
+from onmt_entmax.analysis.records import DecodingRun, Sentence, decode_file, target_tokens
+from onmt_entmax.decoding.beam_hooks import attach_record, fewer_than_n_best, install
 from onmt_entmax.decoding.scoring import PrefixScorer
 from onmt_entmax.modules.models import transformation_of, warm_up_kernels_of
 from onmt_entmax.options.decoding import DecodingConfig
@@ -126,19 +125,14 @@ def wrap_predict_batch_with_strategy(upstream: Callable) -> Callable:
         from eole.predict.beam_search import BeamSearchBase
 
         cfg = _config(self)
-        beam_rec = None
-        if isinstance(decode_strategy, BeamSearchBase):
-            tracker = CertificateTracker(decode_strategy.batch_size) if cfg.certificate else None
-            beam_rec = BeamRecord(tracker, decode_strategy.n_best)
-            decode_strategy._entmax = beam_rec
+        beam_rec = attach_record(decode_strategy, BeamSearchBase, cfg.certificate)
         results = upstream(self, batch, decode_strategy)
         run = getattr(self, "_entmax_run", None)
-        if run is None or not (cfg.active or cfg.sparse_output) or "cid_line_number" not in batch:
-            return results  # (no line numbers: the sub-sentences Eole re-decodes at its ｟newline｠ tokens)
-        with torch.no_grad():
-            listed = listed_predictions(results["predictions"])
-            for b in range(len(batch["srclen"])):
-                run.add(_sentence(self, cfg, batch, b, results, beam_rec, listed[b]), decode_strategy.max_length)
+        # (no line numbers: the sub-sentences Eole re-decodes at its ｟newline｠ tokens, recorded already)
+        if run is not None and run.reporting and "cid_line_number" in batch:
+            run.add_batch(results["predictions"],
+                          lambda b, preds: _sentence(self, cfg, batch, b, results, beam_rec, preds),
+                          decode_strategy.max_length)
         return results
 
     return _predict_batch_with_strategy
@@ -148,18 +142,8 @@ def wrap_predict(upstream: Callable) -> Callable:
     """``Inference._predict`` (one input file): the run's records, report and summary at the end."""
 
     def _predict(self, infer_iter, *args, **kwargs):
-        cfg = _config(self)
-        vocab = getattr(self, "_entmax_tgt_tokens", None)
-        if vocab is None:  # (pyonmttok's ids_to_tokens builds the whole list at every access)
-            vocab = self._entmax_tgt_tokens = list(self._tgt_vocab.ids_to_tokens)
-        run = self._entmax_run = DecodingRun(cfg, vocab, self._tgt_eos_idx[0], self.n_best, self._log)
-        try:
-            out = upstream(self, infer_iter, *args, **kwargs)
-        finally:
-            self._entmax_run = None
-        if run.records and (cfg.active or cfg.sparse_output):
-            self._entmax_records = run.finish()
-        return out
+        run = DecodingRun(_config(self), target_tokens(self), self._tgt_eos_idx[0], self.n_best, self._log)
+        return decode_file(self, run, lambda: upstream(self, infer_iter, *args, **kwargs))
 
     return _predict
 

@@ -7,8 +7,6 @@ returns it. docs/eole.md explains each entry.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
 from onmt_entmax.patching import Patch, PatchSet
 
@@ -70,17 +68,5 @@ PATCHES: list[Patch] = [
 ]
 
 _SET = PatchSet(PATCHES)
-
-
-def apply_patches(patches: Optional[list[Patch]] = None) -> list[str]:
-    """Apply every patch (idempotent). Returns the names applied."""
-    return _SET.apply(patches)
-
-
-def applied() -> list[str]:
-    return _SET.applied()
-
-
-def original(name: str):
-    """The upstream object a patch replaced (e.g. to compare with stock behaviour in tests)."""
-    return _SET.original(name)
+# apply_patches(patches=None) -> names applied (idempotent); applied(); original(name): the upstream object
+apply_patches, applied, original = _SET.apply, _SET.applied, _SET.original

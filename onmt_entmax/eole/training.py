@@ -13,14 +13,12 @@ instead, with ``out nnz`` / ``attn nnz`` and one line of learned alphas per atte
 from __future__ import annotations
 
 import functools
-import sys
-import time
 from typing import Callable
 
 import torch
 
-from onmt_entmax.analysis.training_counts import (add_count, attention_counts, is_sparse_loss, merge, metrics,
-                                                  output_nonzeros, settle)
+from onmt_entmax.analysis.training_report import (add_count, attention_counts, is_sparse_loss, merge_after, metrics,
+                                                  output_nonzeros, report_output, settle)
 from onmt_entmax.modules import EntmaxGenerator
 from onmt_entmax.modules.loss import criterion_for, label_smoothing_warning
 from onmt_entmax.modules.models import learned_alphas
@@ -103,48 +101,12 @@ def wrap_stats(upstream: Callable) -> Callable:
 
 
 # --- statistics and reports ---------------------------------------------------------------------------
-def wrap_update(upstream: Callable) -> Callable:
-    def update(self, stat, update_n_src_tokens=False):
-        upstream(self, stat, update_n_src_tokens)
-        merge(self, stat)
-
-    return update
-
-
-def _log_alphas() -> None:
-    for layer, alphas in sorted(_alpha_source().items()):
-        _logger().info("learned alpha %s: %s", layer, " ".join(f"{a:.3f}" for a in alphas))
+wrap_update = merge_after  # Statistics.update: our sums travel with upstream's
 
 
 def wrap_output(upstream: Callable) -> Callable:
     """``Statistics.output``: for a FY loss, its name and value per target token instead of ppl / xent."""
-
-    def output(self, step, num_steps, learning_rate, start):
-        extra = metrics(self)
-        if not is_sparse_loss(self):
-            saved = self.computed_metrics
-            self.computed_metrics = {**saved, **extra}
-            try:
-                upstream(self, step, num_steps, learning_rate, start)
-            finally:
-                self.computed_metrics = saved
-        else:
-            t = self.elapsed_time()
-            n_batchs = max(self.n_batchs, 1)
-            step_fmt = f"{step:2d}/{num_steps:5d}" if num_steps > 0 else f"{step:2d}"
-            parts = [f"Step {step_fmt}", f"acc: {self.accuracy():2.1f}", f"{self.entmax_loss_name}: {self.xent():.4f}"]
-            parts += [f"{k}: {v:.2f}" for k, v in extra.items()]
-            parts += [f"lr: {learning_rate:7.2e}", f"sents: {self.n_sents:7.0f}",
-                      f"bsz: {self.n_src_tokens / n_batchs:4.0f}/{self.n_tokens / n_batchs:4.0f}/"
-                      f"{self.n_sents / n_batchs:2.0f}",
-                      f"{self.n_src_tokens / (t + 1e-5):3.0f}/{self.n_tokens / (t + 1e-5):3.0f} tok/s",
-                      f"{time.time() - start:6.0f} sec"]
-            parts += [f"{k}: {round(v, 2)}" for k, v in self.computed_metrics.items()]
-            _logger().info("; ".join(parts))
-        _log_alphas()
-        sys.stdout.flush()
-
-    return output
+    return report_output(upstream, _logger, lambda: _alpha_source(), ("n_src_tokens", "n_tokens"), "7.2e")
 
 
 def wrap_report_step(upstream: Callable) -> Callable:

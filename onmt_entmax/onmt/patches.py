@@ -9,8 +9,6 @@ returns it. docs/integration.md explains each entry. Other parts of the plugin a
 from __future__ import annotations
 
 import importlib
-from typing import Optional
-
 from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
 from onmt_entmax.patching import Patch, PatchSet
 
@@ -81,17 +79,5 @@ PATCHES: list[Patch] = [
 ]
 
 _SET = PatchSet(PATCHES)
-
-
-def apply_patches(patches: Optional[list[Patch]] = None) -> list[str]:
-    """Apply every patch (idempotent). Returns the names applied."""
-    return _SET.apply(patches)
-
-
-def applied() -> list[str]:
-    return _SET.applied()
-
-
-def original(name: str):
-    """The upstream object a patch replaced (e.g. to compare with stock behaviour in tests)."""
-    return _SET.original(name)
+# apply_patches(patches=None) -> names applied (idempotent); applied(); original(name): the upstream object
+apply_patches, applied, original = _SET.apply, _SET.applied, _SET.original

@@ -18,14 +18,11 @@ from __future__ import annotations
 import contextvars
 import functools
 
-import torch
-
-from onmt_entmax.analysis.records import DecodingRun, Sentence, listed_predictions
-from onmt_entmax.decoding import CertificateTracker
-from onmt_entmax.decoding.beam_hooks import _coverage_wu, fewer_than_n_best
+from onmt_entmax.analysis.records import DecodingRun, Sentence, decode_file, target_tokens
+from onmt_entmax.decoding.beam_hooks import _coverage_wu, attach_record, fewer_than_n_best
 from onmt_entmax.modules.models import warm_up_kernels_of as shared_warm_up
 
-from .beam import BeamRecord, _wrap
+from .beam import _wrap
 from .ensemble import LOG_PROBS_OUT, member_transformations
 from .ensemble import apply as apply_ensemble
 from .beam import apply as apply_beam
@@ -62,14 +59,7 @@ def warm_up_kernels_of(model) -> bool:
 
 
 # --- per batch ------------------------------------------------------------------------------------
-def _target_tokens(translator) -> list:
-    """The target vocabulary as a list, built once per translator: pyonmttok's ``ids_to_tokens``
-    builds a new list of every token at each access (0.5 ms a sentence on a 10k vocabulary, a third
-    of a sparse model's decoding time on an H100 host before this)."""
-    voc = getattr(translator, "_entmax_tgt_tokens", None)
-    if voc is None:
-        voc = translator._entmax_tgt_tokens = list(translator._tgt_vocab.ids_to_tokens)
-    return voc
+_target_tokens = target_tokens
 
 
 def _new_run(translator) -> DecodingRun:
@@ -100,19 +90,13 @@ def _translate_batch_with_strategy(upstream):
         cfg = _config(self)
         from onmt.translate.beam_search import BeamSearchBase
 
-        beam_rec = None
-        if isinstance(decode_strategy, BeamSearchBase):
-            tracker = CertificateTracker(decode_strategy.batch_size) if cfg.certificate else None
-            beam_rec = BeamRecord(tracker, decode_strategy.n_best)
-            decode_strategy._entmax = beam_rec
+        beam_rec = attach_record(decode_strategy, BeamSearchBase, cfg.certificate)
         results = upstream(self, batch, decode_strategy, *args, **kwargs)
         run = getattr(self, "_entmax_run", None)
-        if run is None or not (cfg.active or cfg.sparse_output):
-            return results
-        with torch.no_grad():
-            listed = listed_predictions(results["predictions"])
-            for b in range(len(batch["srclen"])):
-                run.add(_sentence(self, cfg, run, batch, b, results, beam_rec, listed[b]), decode_strategy.max_length)
+        if run is not None and run.reporting:
+            run.add_batch(results["predictions"],
+                          lambda b, preds: _sentence(self, cfg, run, batch, b, results, beam_rec, preds),
+                          decode_strategy.max_length)
         return results
 
     return wrapper
@@ -121,8 +105,7 @@ def _translate_batch_with_strategy(upstream):
 # --- whole file -----------------------------------------------------------------------------------
 def _translate(upstream):
     def wrapper(self, infer_iter, *args, **kwargs):
-        cfg = _config(self)
-        run = self._entmax_run = _new_run(self)
+        run = _new_run(self)
         run.bucket = 0
 
         def tracked(it):
@@ -133,13 +116,7 @@ def _translate(upstream):
         source = infer_iter
         if not isinstance(infer_iter, list):
             source = _IterProxy(infer_iter, tracked(infer_iter))
-        try:
-            out = upstream(self, source, *args, **kwargs)
-        finally:
-            self._entmax_run = None
-        if run.records and (cfg.active or cfg.sparse_output):
-            self._entmax_records = run.finish()
-        return out
+        return decode_file(self, run, lambda: upstream(self, source, *args, **kwargs))
 
     return wrapper
 

@@ -8,7 +8,7 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
-from onmt_entmax.analysis.training_counts import add_count, attention_counts, output_nonzeros, settle
+from onmt_entmax.analysis.training_report import add_count, attention_counts, output_nonzeros, settle
 from onmt_entmax.modules import EntmaxGenerator
 from onmt_entmax.modules.loss import criterion_for, label_smoothing_warning
 from onmt_entmax.modules.models import learned_alphas

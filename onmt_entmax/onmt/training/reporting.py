@@ -11,11 +11,9 @@ and the learned alphas on one line (``alphas_line``).
 """
 from __future__ import annotations
 
-import sys
-import time
 from typing import Callable
 
-from onmt_entmax.analysis.training_counts import is_sparse_loss, merge, metrics
+from onmt_entmax.analysis.training_report import alphas_line, is_sparse_loss, merge_after, metrics, report_output
 
 from .loss import current_alphas
 
@@ -27,70 +25,13 @@ def _logger():
     return logger
 
 
+__all__ = ["alphas_line", "wrap_log_tensorboard", "wrap_output", "wrap_report_step", "wrap_update"]
 
-def wrap_update(upstream: Callable) -> Callable:
-    def update(self, stat, update_n_src_words=False):
-        upstream(self, stat, update_n_src_words)
-        merge(self, stat)
-
-    return update
-
-
-_ATTENTION_KINDS = (("encoder.", "self_attn", "enc"), ("decoder.", "self_attn", "dec self"),
-                    ("decoder.", "context_attn", "ctx"))
-
-
-def _layer_order(name: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else p for p in name.split("."))  # layer 10 after layer 9
-
-
-def alphas_line(alphas: dict) -> str:
-    """{attention layer: [alpha per head]} as one line: per kind of attention (encoder self, decoder
-    self, context), the heads of each layer, layers in order separated by "/"; e.g.
-    ``learned alpha enc: 1.52 1.48 / 1.50 1.47 | dec self: 1.49 1.51 / … | ctx: …`` (every digit
-    is in ``<save_model>_alphas.csv``)."""
-    groups: dict[str, list[str]] = {}
-    for layer in sorted(alphas, key=_layer_order):
-        label = next((lab for start, end, lab in _ATTENTION_KINDS if layer.startswith(start) and layer.endswith(end)),
-                     layer)
-        groups.setdefault(label, []).append(" ".join(f"{a:.2f}" for a in alphas[layer]))
-    order = [lab for _, _, lab in _ATTENTION_KINDS] + sorted(set(groups) - {lab for _, _, lab in _ATTENTION_KINDS})
-    return "learned alpha " + " | ".join(f"{lab}: {' / '.join(groups[lab])}" for lab in order if lab in groups)
-
-
-def _log_alphas() -> None:
-    alphas = current_alphas()
-    if alphas:
-        _logger().info(alphas_line(alphas))
+wrap_update = merge_after  # Statistics.update: our sums travel with upstream's
 
 
 def wrap_output(upstream: Callable) -> Callable:
-    def output(self, step, num_steps, learning_rate, start):
-        extra = metrics(self)
-        if not is_sparse_loss(self):
-            saved = self.computed_metrics
-            self.computed_metrics = {**saved, **extra}
-            try:
-                upstream(self, step, num_steps, learning_rate, start)
-            finally:
-                self.computed_metrics = saved
-        else:
-            t = self.elapsed_time()
-            step_fmt = f"{step:2d}/{num_steps:5d}" if num_steps > 0 else f"{step:2d}"
-            n_batchs = max(self.n_batchs, 1)
-            parts = [f"Step {step_fmt}", f"acc: {self.accuracy():2.1f}", f"{self.entmax_loss_name}: {self.xent():.4f}"]
-            parts += [f"{k}: {v:.2f}" for k, v in extra.items()]
-            parts += [f"lr: {learning_rate:7.5f}", f"sents: {self.n_sents:7.0f}",
-                      f"bsz: {self.n_src_words / n_batchs:4.0f}/{self.n_words / n_batchs:4.0f}/"
-                      f"{self.n_sents / n_batchs:2.0f}",
-                      f"{self.n_src_words / (t + 1e-5):3.0f}/{self.n_words / (t + 1e-5):3.0f} tok/s",
-                      f"{time.time() - start:6.0f} sec"]
-            parts += [f"{k}: {round(v, 2)}" for k, v in self.computed_metrics.items()]
-            _logger().info("; ".join(parts))
-        _log_alphas()
-        sys.stdout.flush()
-
-    return output
+    return report_output(upstream, _logger, current_alphas)
 
 
 def wrap_log_tensorboard(upstream: Callable) -> Callable:

@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 from onmt_entmax import ops
-from onmt_entmax.analysis.training_counts import attention_counts, output_nonzeros, settle
+from onmt_entmax.analysis.training_report import attention_counts, output_nonzeros, settle
 from onmt_entmax.modules import EntmaxGenerator, TransformationLoss
 from onmt_entmax.registry import get_transformation
 
