@@ -154,15 +154,24 @@ def describe(err: ValidationError, known: Callable[[], list] = lambda: model_opt
     return "; ".join(parts)
 
 
-_TAGS = {"rnn", "brnn", "cnn", "transformer", "transformer_lm", "custom", "mean", "vision", "audio",
-         "vision_transformer_lm", "whisper", "transformer_encoder", "transformer_encoder_scorer",
-         "transformer_encoder_decoder_scorer", "float", "str", "literal['auto','formula']", "int", "bool",
-         "literal['auto', 'formula']"}
+def _union_tags() -> set:
+    """The labels pydantic puts in an error's location for the member of a union it tried: the
+    architecture / encoder_type / decoder_type of Eole's model configs, and plain type names."""
+    from eole.config import models
+
+    tags = {"float", "int", "str", "bool", "none"}
+    for base, field in ((models.BaseModelConfig, "architecture"), (models.EncoderConfig, "encoder_type"),
+                        (models.DecoderConfig, "decoder_type")):
+        for cls in _family(base):
+            info = cls.__pydantic_fields__.get(field)
+            tags.update(getattr(info.annotation, "__args__", ()) if info is not None else ())
+    return {t for t in tags if isinstance(t, str)}
 
 
 def _drop_tags(loc: list) -> list:
     """Error locations name the union member they tried (``model.rnn.generator_alpha``): keep the keys."""
-    return [x for i, x in enumerate(loc) if not (i > 0 and x in _TAGS)]
+    tags = _union_tags()
+    return [x for i, x in enumerate(loc) if not (i > 0 and x in tags)]
 
 
 def wrap_build_config(upstream: Callable) -> Callable:
