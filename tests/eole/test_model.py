@@ -54,7 +54,7 @@ def test_eager_branch_normalizes_with_the_modules_mapping_exact_zeros_included()
 @pytest.mark.parametrize("learn", [False, True])
 def test_sdpa_branch_computes_what_the_eager_branch_computes(learn):
     """The branch Eole takes on CUDA (``_sdpa``) runs the module's normalizer in one call: same output
-    as the eager branch (CPU here; tests/eole/test_cuda.py takes the real branch on a GPU)."""
+    as the eager branch (CPU here; tests/eole/test_eole_cuda.py takes the real branch on a GPU)."""
     model = {**TRANSFORMER, "attention_function": "entmax_bisect", "attention_alpha": 1.4, "learn_alpha": learn}
     net, _, _ = build(model, attention_dropout=[0.0])
     mha = net.encoder.transformer_layers[0].self_attn
