@@ -51,11 +51,16 @@ def decoding_config(config, model) -> DecodingConfig:
 
 
 def wrap_inference_init(upstream: Callable) -> Callable:
+    """``Inference.__init__``: the decoding options checked first; with the model loaded, the kernels'
+    once-a-process set-up (and a line saying so where Triton compiles them for this GPU)."""
+
     def __init__(self, model, vocabs, config, model_config, *args, **kwargs):
         cfg = decoding_config(config, model)  # bad options: fail before decoding
         upstream(self, model, vocabs, config, model_config, *args, **kwargs)
         self._entmax_cfg = cfg
-        warm_up_kernels_of(model)
+        from eole.utils.logging import logger
+
+        warm_up_kernels_of(model, logger.info)
 
     return __init__
 
