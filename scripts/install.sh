@@ -13,7 +13,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 export PIP_ROOT_USER_ACTION=ignore  # containers install as root; pip would warn about it at every step
-pip_install() { "$PY" -m pip install -q --disable-pip-version-check "$@"; }
+# -qq: pip's errors only; its notices about this machine's index settings (one "Location ... is
+# ignored" warning for each package looked up, over a hundred with Eole's dependencies) are not ours
+pip_install() { "$PY" -m pip install -qq --disable-pip-version-check "$@"; }
 
 if ! "$PY" -c "import torch" 2>/dev/null; then
   pip_install "${TORCH_SPEC:-torch==2.13.0}"
