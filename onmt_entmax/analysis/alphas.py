@@ -23,6 +23,7 @@ import torch
 
 from onmt_entmax.modules.attention import LearnableAlpha
 
+from .checkpoint import load_checkpoint as safe_load
 from .figures import pyplot, save_figure
 
 COLUMNS = ("step", "kind", "layer", "head", "alpha")
@@ -52,13 +53,9 @@ def site_order(site: Site) -> tuple:
 
 # --- reading ---------------------------------------------------------------------------------
 def load_checkpoint(path: str) -> dict:
-    """An OpenNMT-py checkpoint, weights-only: its options are an ``argparse.Namespace``, the one
-    class allowlisted (never with weights-only loading turned off, which would let the file run code)."""
-    if argparse.Namespace in torch.serialization.get_safe_globals():  # the plugin allowlisted it for good
-        return torch.load(path, map_location="cpu", weights_only=True)
-    # the context removes it again on exit (even an allowlisting made before), hence the test above
-    with torch.serialization.safe_globals([argparse.Namespace]):
-        return torch.load(path, map_location="cpu", weights_only=True)
+    """An OpenNMT-py checkpoint, read weights-only with its options' class allowlisted
+    (``analysis.checkpoint``: never with weights-only loading turned off, which would let the file run code)."""
+    return safe_load(path, map_location="cpu")
 
 
 def alphas_from_state_dict(state: dict) -> dict[Site, list[float]]:

@@ -12,7 +12,7 @@ import importlib
 from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
 from onmt_entmax.patching import Patch, PatchSet
 
-from . import checkpoint, options, upstream_noise, validation
+from . import checkpoint, options, refusals, upstream_noise, validation
 from .model import building, fused_attention, loading, rnn_attention
 from .training import loss, lr_halving, reporting
 
@@ -72,8 +72,15 @@ PATCHES: list[Patch] = [
           "onmt.utils.optimizers:Optimizer.load_state_dict", lr_halving.wrap_load_state_dict),
     Patch("valid_lr_halving", "halve the learning rate when the validation loss rises",
           "onmt.trainer:Trainer.validate", lr_halving.wrap_validate),
-    Patch("checkpoint_safe_globals", "torch >= 2.6 weights-only loading of OpenNMT-py checkpoints",
-          apply=checkpoint.allow_checkpoint_globals),
+    Patch("checkpoint_weights_only", "every checkpoint upstream loads (onmt_translate, -train_from, "
+          "onmt_average_models, onmt_release_model) is read weights-only, whatever torch's default",
+          apply=checkpoint.install_weights_only_loading),
+    Patch("average_same_options", "onmt_average_models refuses checkpoints with different Entmax options",
+          "onmt.bin.average_models:average_models", checkpoint.wrap_average_models),
+    Patch("average_output", "onmt_average_models refuses an -output that is one of its -models",
+          "onmt.bin.average_models:main", checkpoint.wrap_average_main),
+    Patch("one_line_refusals", "a refusal (ValueError subclass) ending a command prints one line, no traceback",
+          apply=refusals.install_excepthook),
     Patch("sparse_decoding", "-inf beam search, certificates, analyses, raw-prob ensembles (docs/decoding.md)", apply=lambda: importlib.import_module("onmt_entmax.onmt.decoding.translator").apply()),  # noqa: E501
     Patch("alpha_csv", "learned alpha per head and layer to <save_model>_alphas.csv at every report step", "onmt.trainer:Trainer._maybe_report_training", lambda up: importlib.import_module("onmt_entmax.onmt.training.alpha_log").wrap_maybe_report_training(up)),  # noqa: E501
 ]
