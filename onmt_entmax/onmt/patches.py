@@ -12,7 +12,7 @@ import importlib
 from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
 from onmt_entmax.patching import Patch, PatchSet
 
-from . import checkpoint, options, refusals, upstream_noise, validation
+from . import checkpoint, file_checks, options, refusals, upstream_noise, validation
 from .model import building, fused_attention, loading, rnn_attention
 from .training import loss, lr_halving, reporting
 
@@ -27,6 +27,12 @@ PATCHES: list[Patch] = [
           "onmt.utils.parse:ArgumentParser.parse_known_args", options.wrap_parse_known_args),
     Patch("validate_options", "check Entmax options (alpha >= 1, tau, copy_attn, learn_alpha) before training",
           "onmt.utils.parse:ArgumentParser.validate_model_opts", validation.wrap_validate_model_opts),
+    Patch("validate_train_options", "training only: options the new model would ignore are refused; "
+          "valid_lr_halving needs validation data and world_size 1",
+          "onmt.utils.parse:ArgumentParser.validate_train_opts",
+          lambda up: validation.wrap_validate_train_opts(up, lr_halving.check_train_opts)),
+    Patch("train_from_options", "-train_from: name the given model options the checkpoint's replace",
+          "onmt.train_single:_get_model_opts", validation.wrap_get_model_opts),
     Patch("build_base_model", "install our generator and attention normalizers before weights are loaded "
           "(loaded for a GPU: start the kernels' host set-up)",
           "onmt.model_builder:build_base_model", building.wrap_build_base_model),
@@ -58,12 +64,13 @@ PATCHES: list[Patch] = [
           "onmt.translate.translator:Inference._decode_and_generate", wrap_decode_and_generate),
     Patch("translator_log_probs", "log of the model's own probabilities (-inf for zeros) instead of log_softmax",
           "onmt.translate.translator:log_softmax", make_log_softmax),
+    Patch("translate_files", "onmt_translate's outputs writable and never an input, -src without blank lines, "
+          "-tgt line for line (before the model loads)",
+          "onmt.utils.parse:ArgumentParser.validate_translate_opts", file_checks.wrap_validate_translate_opts),
     Patch("load_test_model", "translate-time overrides; refuse an alpha_relu model without tau",
           "onmt.model_builder:load_test_model", loading.wrap_load_test_model),
     Patch("valid_lr_halving_option", "the valid_lr_halving option (Peters et al.'s learning-rate schedule)",
           "onmt.opts:_add_train_general_opts", lr_halving.wrap_add_train_general_opts),
-    Patch("valid_lr_halving_check", "valid_lr_halving needs world_size 1 (only rank 0 validates)",
-          "onmt.utils.parse:ArgumentParser.validate_train_opts", lr_halving.wrap_validate_train_opts),
     Patch("valid_lr_halving_flag", "the optimizer remembers whether to halve",
           "onmt.utils.optimizers:Optimizer.from_opt", lr_halving.wrap_from_opt),
     Patch("valid_lr_halving_save", "halvings and the last validation loss go into the checkpoint",

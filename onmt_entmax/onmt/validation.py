@@ -1,9 +1,25 @@
 """Checks of the Entmax options, run by ``validate_model_opts`` before any model is built."""
 from __future__ import annotations
 
-from onmt_entmax.options.model import EntmaxOptionError, attention_spec, validate_entmax_opts
+from typing import Optional
 
-__all__ = ["EntmaxOptionError", "attention_spec", "validate_entmax_opts", "wrap_validate_model_opts"]
+from onmt_entmax.options.model import EntmaxOptionError, attention_spec, inapplicable_options, validate_entmax_opts
+
+__all__ = ["EntmaxOptionError", "attention_spec", "check_applicable", "check_training_opts", "inapplicable_options",
+           "validate_entmax_opts", "wrap_get_model_opts", "wrap_validate_model_opts", "wrap_validate_train_opts"]
+
+
+def wrap_validate_train_opts(upstream, *more_checks):
+    """``ArgumentParser.validate_train_opts`` (classmethod, training only): stock checks, then
+    ``more_checks`` (valid_lr_halving's, passed in by patches.py) and the options a new model would ignore."""
+
+    def validate_train_opts(cls, opt):
+        upstream(cls, opt)
+        for check in more_checks:
+            check(opt)
+        check_training_opts(opt)
+
+    return validate_train_opts
 
 
 def wrap_validate_model_opts(upstream):
@@ -14,3 +30,76 @@ def wrap_validate_model_opts(upstream):
         validate_entmax_opts(model_opt)
 
     return validate_model_opts
+
+
+# --- options that would be ignored (``options.model.inapplicable_options``) -----------------------
+def check_applicable(opt, names: Optional[set] = None, where: str = "") -> list[str]:
+    """Raise for an ignored sparse function; log (and return) a warning for each ignored parameter."""
+    errors, warnings = inapplicable_options(opt, names)
+    if errors:
+        raise EntmaxOptionError(f"{where}{'; '.join(errors)}")
+    if warnings:
+        from onmt.utils.logging import logger
+
+        for message in warnings:
+            logger.warning("%s%s", where, message)
+    return warnings
+
+
+def check_training_opts(opt) -> None:
+    """Training-only checks (``validate_train_opts``): options the new model would ignore; a
+    ``-train_from`` run takes the checkpoint's model options (compared in ``wrap_get_model_opts``)."""
+    if getattr(opt, "train_from", None) and not getattr(opt, "override_opts", False):
+        return
+    check_applicable(opt)
+
+
+# --- -train_from: the checkpoint's model options win -------------------------------------------
+_IGNORED_IN_COMPARISON = {"update_vocab", "freeze_encoder", "freeze_decoder", "tensorboard_log_dir_dated"}
+# options upstream's update_model_opts sets from another one: named only when that one is not
+_DERIVED = {"enc_hid_size": "hidden_size", "dec_hid_size": "hidden_size", "enc_layers": "layers",
+            "dec_layers": "layers", "src_word_vec_size": "word_vec_size", "tgt_word_vec_size": "word_vec_size",
+            "brnn": "encoder_type"}
+
+
+def model_option_defaults() -> dict:
+    """{name: default} of every option of ``onmt.opts.model_opts`` (stock and ours)."""
+    import onmt.opts
+    from onmt.utils.parse import ArgumentParser
+
+    parser = ArgumentParser(description="model options")
+    onmt.opts.model_opts(parser)
+    return {a.dest: a.default for a in parser._actions if a.dest != "help"}
+
+
+def overridden_by_checkpoint(opt, model_opt) -> list[tuple[str, object, object]]:
+    """(name, value given, checkpoint's value) for each model option set away from its default
+    and different from the checkpoint's: what a ``-train_from`` run ignores."""
+    out = []
+    for name, default in sorted(model_option_defaults().items()):
+        if name in _IGNORED_IN_COMPARISON or not hasattr(opt, name):
+            continue
+        mine, theirs = getattr(opt, name), getattr(model_opt, name, default)
+        if mine != default and mine != theirs:
+            out.append((name, mine, theirs))
+    named = {n for n, _, _ in out}
+    return [o for o in out if _DERIVED.get(o[0]) not in named]
+
+
+def wrap_get_model_opts(upstream):
+    """``train_single._get_model_opts``: with ``-train_from`` (no ``-override_opts``) upstream takes
+    the checkpoint's model options and drops the config's without a word; name what it drops."""
+
+    def _get_model_opts(opt, checkpoint=None):
+        model_opt = upstream(opt, checkpoint=checkpoint)
+        if checkpoint is not None and not getattr(opt, "override_opts", False):
+            dropped = overridden_by_checkpoint(opt, model_opt)
+            if dropped:
+                from onmt.utils.logging import logger
+
+                logger.warning("-train_from uses the checkpoint's model options; these given ones are ignored "
+                               "(-override_opts would use them): "
+                               + ", ".join(f"{n}={v!r} (checkpoint: {c!r})" for n, v, c in dropped))
+        return model_opt
+
+    return _get_model_opts

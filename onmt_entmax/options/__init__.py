@@ -5,10 +5,10 @@ No toolkit here: ``onmt_entmax.onmt`` turns these into OpenNMT-py's argparse gro
 """
 from .decoding import DECODING_OPTIONS, DecodingConfig, DecodingOption
 from .model import (ATTENTION_KINDS, DEFERRED_TAU, EntmaxOptionError, attention_spec, generator_transformation,
-                    model_option_help, model_option_names, tau_value, validate_entmax_opts)
+                    inapplicable_options, model_option_help, model_option_names, tau_value, validate_entmax_opts)
 
 __all__ = [
     "ATTENTION_KINDS", "DECODING_OPTIONS", "DEFERRED_TAU", "DecodingConfig", "DecodingOption", "EntmaxOptionError",
-    "attention_spec", "generator_transformation", "model_option_help", "model_option_names", "tau_value",
-    "validate_entmax_opts",
+    "attention_spec", "generator_transformation", "inapplicable_options", "model_option_help", "model_option_names",
+    "tau_value", "validate_entmax_opts",
 ]

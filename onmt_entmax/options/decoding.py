@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from .model import EntmaxOptionError
+
 
 @dataclass(frozen=True)
 class DecodingOption:
@@ -101,22 +103,24 @@ class DecodingConfig:
         dense = f"generator_function {'/'.join(sorted(set(names)))}"
         cfg.certificate = bool(get("certificate", False)) or cfg.sparse_output
         if get("certificate", False) and not cfg.sparse_output:
-            raise ValueError(
+            raise EntmaxOptionError(
                 f"-certificate needs a sparse output layer, but this model is dense ({dense}): every sequence has "
                 "nonzero probability, so no beam is ever exhaustive. Use a model trained with sparsemax, entmax15, "
                 "entmax_bisect or alpha_relu.")
         if cfg.enumerate_support and not cfg.sparse_output:
-            raise ValueError(f"-enumerate_support needs a sparse output layer; this model is dense ({dense}), "
+            raise EntmaxOptionError(f"-enumerate_support needs a sparse output layer; this model is dense ({dense}), "
                              "so its support is every sequence (infinite).")
         if cfg.exact_search and cfg.unnormalised:
-            raise ValueError("-exact_search needs a normalised output layer: alpha_relu scores can exceed 1, so a "
+            raise EntmaxOptionError("-exact_search needs a normalised output layer: alpha_relu scores can exceed 1, so a "
                              "prefix's score does not bound its completions and depth-first pruning is unsound.")
+        if cfg.forced_support and not get("tgt"):
+            raise EntmaxOptionError("-forced_support decodes the reference: give it with -tgt (one line per -src line)")
         if cfg.enumerate_cap < 1:
-            raise ValueError(f"-enumerate_cap must be >= 1, got {cfg.enumerate_cap}")
+            raise EntmaxOptionError(f"-enumerate_cap must be >= 1, got {cfg.enumerate_cap}")
         if cfg.exact_max_expansions < 1:
-            raise ValueError(f"-exact_max_expansions must be >= 1, got {cfg.exact_max_expansions}")
+            raise EntmaxOptionError(f"-exact_max_expansions must be >= 1, got {cfg.exact_max_expansions}")
         if cfg.heatmap_sentence < 1:
-            raise ValueError(f"-heatmap_sentence is 1-based, got {cfg.heatmap_sentence}")
+            raise EntmaxOptionError(f"-heatmap_sentence is 1-based, got {cfg.heatmap_sentence}")
         length_pen = get("length_penalty", "none")
         cov_pen = get("coverage_penalty", "none")
         cfg.plain_scores = length_pen in (None, "none") and cov_pen in (None, "none")

@@ -175,6 +175,95 @@ def validate_entmax_opts(opt) -> None:
                                     "transformer)")
 
 
+# --- options that would be ignored -----------------------------------------------------------------------
+FIXED_ALPHA = {"softmax": 1.0, "entmax15": 1.5, "sparsemax": 2.0}  # mappings whose alpha is their definition
+
+
+def _present_kinds(opt) -> set:
+    """The Transformer attention kinds the model has: enc (self-attention of a Transformer
+    encoder), dec and context (a Transformer decoder; a language model has no context attention)."""
+    kinds = set()
+    if getattr(opt, "encoder_type", None) == "transformer":
+        kinds.add("enc")
+    if getattr(opt, "decoder_type", None) in ("transformer", "transformer_lm"):
+        kinds.add("dec")
+        if getattr(opt, "decoder_type", None) == "transformer" and getattr(opt, "model_task", "seq2seq") != "lm":
+            kinds.add("context")
+    return kinds
+
+
+def _alpha_ignored(name: str, value, function: str) -> Optional[str]:
+    """Why ``name`` = value is ignored by ``function`` (None if it is used, or equals the fixed alpha)."""
+    if value is None:
+        return None
+    cls = transformation_class(function)
+    if cls.uses_alpha or FIXED_ALPHA.get(function) == float(value):
+        return None
+    return (f"{name}={value:g} is ignored: {function} has alpha {FIXED_ALPHA.get(function, '?')} by definition "
+            f"(entmax_bisect takes any alpha)")
+
+
+def inapplicable_options(opt, names: Optional[set] = None) -> tuple[list[str], list[str]]:
+    """(errors, warnings) about Entmax options of ``opt`` the model would ignore (only those in
+    ``names`` when given: the options a user set explicitly). Errors: a sparse function for an
+    attention the model does not have (it would train dense where sparse was asked for). Warnings:
+    an alpha, tau or bisect_iter that its mapping does not take."""
+    def given(name):
+        return names is None or name in names
+
+    errors, warnings = [], []
+    gen = getattr(opt, "generator_function", "softmax") or "softmax"
+    if given("generator_alpha"):
+        warnings.append(_alpha_ignored("generator_alpha", getattr(opt, "generator_alpha", None), gen))
+    if given("generator_tau") and getattr(opt, "generator_tau", None) is not None \
+            and not transformation_class(gen).uses_tau:
+        warnings.append(f"generator_tau is ignored: only alpha_relu has a fixed threshold (generator_function "
+                        f"{gen} solves its own at every step)")
+    rnn_decoder = getattr(opt, "decoder_type", "rnn") == "rnn"
+    glob = getattr(opt, "global_attention_function", "softmax") or "softmax"
+    if given("global_attention_function") and glob != "softmax" and not rnn_decoder:
+        errors.append(f"global_attention_function {glob} does not apply: it is the RNN decoder's attention, and "
+                      f"decoder_type is {getattr(opt, 'decoder_type', None)} (Transformer attention is "
+                      f"attention_function)")
+    if given("global_attention_alpha") and getattr(opt, "global_attention_alpha", None) is not None:
+        if not rnn_decoder:
+            warnings.append("global_attention_alpha is ignored: there is no RNN decoder attention "
+                            f"(decoder_type {getattr(opt, 'decoder_type', None)})")
+        else:
+            warnings.append(_alpha_ignored("global_attention_alpha", opt.global_attention_alpha, glob))
+    present = _present_kinds(opt)
+    learn = bool(getattr(opt, "learn_alpha", False))
+    covered = [k for k in ATTENTION_KINDS if not getattr(opt, f"{k}_attention_function", None)]
+    base = getattr(opt, "attention_function", "softmax") or "softmax"
+    if given("attention_function") and base != "softmax" and covered and not present & set(covered):
+        errors.append(f"attention_function {base} does not apply: it normalizes Transformer attention, and this "
+                      f"model has none (encoder_type {getattr(opt, 'encoder_type', None)}, decoder_type "
+                      f"{getattr(opt, 'decoder_type', None)}; RNN attention is global_attention_function)")
+    for kind in ATTENTION_KINDS:
+        fn = getattr(opt, f"{kind}_attention_function", None)
+        if given(f"{kind}_attention_function") and fn and fn != "softmax" and kind not in present:
+            errors.append(f"{kind}_attention_function {fn} does not apply: this model has no "
+                          f"{ATTENTION_KINDS[kind]}")
+        alpha = getattr(opt, f"{kind}_attention_alpha", None)
+        if given(f"{kind}_attention_alpha") and alpha is not None:
+            if kind not in present:
+                warnings.append(f"{kind}_attention_alpha is ignored: this model has no {ATTENTION_KINDS[kind]}")
+            elif not learn:
+                warnings.append(_alpha_ignored(f"{kind}_attention_alpha", alpha, attention_spec(opt, kind)[0]))
+    alpha = getattr(opt, "attention_alpha", None)
+    if given("attention_alpha") and alpha is not None:
+        users = [k for k in sorted(present) if not getattr(opt, f"{k}_attention_alpha", None)]
+        if not users:
+            warnings.append("attention_alpha is ignored: this model has no Transformer attention that takes it")
+        elif not learn and all(_alpha_ignored("attention_alpha", alpha, attention_spec(opt, k)[0]) for k in users):
+            warnings.append(_alpha_ignored("attention_alpha", alpha, attention_spec(opt, users[0])[0]))
+    if given("bisect_iter") and getattr(opt, "bisect_iter", None) is not None:
+        used = [gen] + ([glob] if rnn_decoder else []) + [attention_spec(opt, k)[0] for k in present]
+        if "entmax_bisect" not in used and not learn:
+            warnings.append("bisect_iter is ignored: no mapping of this model bisects (only entmax_bisect does)")
+    return [m for m in errors if m], [m for m in warnings if m]
+
+
 def generator_transformation(opt) -> Transformation:
     """The output layer's transformation from the options (a deferred tau stays unset)."""
     tau = getattr(opt, "generator_tau", None)

@@ -83,3 +83,91 @@ def test_every_option_is_documented_in_one_place():
     names = model_option_names()
     assert len(names) == len(set(names))
     assert {"generator_function", "learn_alpha", "context_attention_function"} <= set(names)
+
+
+def _model_opt(**kw):
+    import argparse
+
+    base = dict(encoder_type="rnn", decoder_type="rnn", generator_function="softmax", global_attention_function="softmax",
+                attention_function="softmax", learn_alpha=False)
+    return argparse.Namespace(**{n: None for n in model_option_names()} | base | kw)
+
+
+TRANSFORMER = dict(encoder_type="transformer", decoder_type="transformer")
+IGNORED = [  # (model options, errors, warnings) as substrings
+    (dict(attention_function="entmax15"), ["attention_function entmax15 does not apply"], []),
+    (dict(encoder_type="transformer", attention_function="entmax15"), [], []),  # the encoder takes it
+    (dict(context_attention_function="sparsemax", encoder_type="transformer"),
+     ["context_attention_function sparsemax does not apply"], []),
+    (dict(TRANSFORMER, global_attention_function="entmax15"), ["global_attention_function entmax15 does not apply"],
+     []),
+    (dict(generator_function="entmax15", generator_alpha=1.3), [], ["generator_alpha=1.3 is ignored: entmax15 has alpha 1.5"]),
+    (dict(generator_function="entmax15", generator_alpha=1.5), [], []),  # its own alpha: nothing ignored
+    (dict(generator_function="entmax_bisect", generator_alpha=1.3), [], []),
+    (dict(generator_function="sparsemax", generator_tau=0.5), [], ["generator_tau is ignored"]),
+    (dict(generator_function="alpha_relu", generator_tau=0.5), [], []),
+    (dict(global_attention_function="entmax15", global_attention_alpha=1.2), [], ["global_attention_alpha=1.2"]),
+    (dict(TRANSFORMER, attention_function="entmax15", attention_alpha=1.4), [], ["attention_alpha=1.4 is ignored"]),
+    (dict(TRANSFORMER, attention_function="entmax15", attention_alpha=1.4, learn_alpha=True), [], []),  # its start
+    (dict(TRANSFORMER, attention_function="entmax15", enc_attention_function="entmax_bisect", attention_alpha=1.4),
+     [], []),  # taken by the encoder
+    (dict(generator_function="entmax15", bisect_iter=20), [], ["bisect_iter is ignored"]),
+    (dict(global_attention_function="entmax_bisect", bisect_iter=20), [], []),
+]
+
+
+@pytest.mark.parametrize("model,errors,warnings", IGNORED, ids=[str(i) for i in range(len(IGNORED))])
+def test_an_option_the_model_would_ignore_is_named(model, errors, warnings):
+    from onmt_entmax.onmt.validation import inapplicable_options
+
+    got_errors, got_warnings = inapplicable_options(_model_opt(**model))
+    assert len(got_errors) == len(errors) and all(e in g for e, g in zip(errors, got_errors))
+    assert len(got_warnings) == len(warnings) and all(w in g for w, g in zip(warnings, got_warnings))
+
+
+def test_onmt_train_refuses_a_sparse_attention_an_rnn_does_not_have_and_warns_of_an_ignored_alpha(toy, caplog):
+    config = yaml_config(toy, dict(encoder_type="brnn", decoder_type="rnn", hidden_size=8, word_vec_size=8,
+                                   attention_function="entmax15"), steps=1)
+    with pytest.raises(ValueError, match="attention_function entmax15 does not apply.*global_attention_function"):
+        train(config)
+    config = yaml_config(toy, dict(encoder_type="brnn", decoder_type="rnn", hidden_size=8, word_vec_size=8,
+                                   generator_function="entmax15", generator_alpha=1.3), steps=1)
+    from conftest import build_vocab
+
+    build_vocab(config)
+    with caplog.at_level("WARNING"):
+        train(config)
+    assert "generator_alpha=1.3 is ignored: entmax15 has alpha 1.5 by definition" in caplog.text
+
+
+def test_valid_lr_halving_without_validation_data_is_refused(toy):
+    config = yaml_config(toy, dict(hidden_size=8, word_vec_size=8), steps=1, extra="valid_lr_halving: true\n")
+    text = config.read_text()
+    config.write_text("\n".join(line for line in text.splitlines() if not line.strip().startswith("valid:")) + "\n")
+    from conftest import build_vocab
+
+    build_vocab(config)
+    with pytest.raises(ValueError, match="valid_lr_halving .* there is no validation data"):
+        train(config)
+
+
+def test_train_from_names_the_model_options_the_checkpoint_replaces(toy, caplog):
+    import torch
+
+    from conftest import build_vocab
+
+    model = dict(encoder_type="brnn", decoder_type="rnn", hidden_size=8, word_vec_size=8,
+                 generator_function="entmax15", global_attention_function="entmax15")
+    config = yaml_config(toy, model, steps=2)
+    build_vocab(config)
+    train(config)
+    with caplog.at_level("WARNING"):
+        train(config, "-train_from", str(toy / "run/model_step_2.pt"), "-train_steps", "3")
+    assert "generator_function" not in caplog.text  # resumed with the same options: nothing to say
+    with caplog.at_level("WARNING"):
+        train(config, "-train_from", str(toy / "run/model_step_2.pt"), "-train_steps", "3",
+              "-generator_function", "sparsemax", "-hidden_size", "16")
+    assert ("-train_from uses the checkpoint's model options; these given ones are ignored (-override_opts would use "
+            "them): generator_function='sparsemax' (checkpoint: 'entmax15'), hidden_size=16 (checkpoint: 8)"
+            in caplog.text)
+    assert torch.load(toy / "run/model_step_3.pt")["opt"].generator_function == "entmax15"

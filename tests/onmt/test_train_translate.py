@@ -73,24 +73,35 @@ def test_reloaded_model_has_the_trained_mapping_everywhere(toy):
     assert all(torch.equal(a, b) for a, b in zip(saved, loaded_alphas))
 
 
-def test_translate_time_override_and_its_limits(toy):
+def test_translate_time_override_and_its_limits(toy, caplog):
     model = dict(ARCHS["rnn"]("entmax15"), generator_function="entmax15")
     config = yaml_config(toy, model, steps=2)
     build_vocab(config)
     train(config)
     ckpt = toy / "run/model_step_2.pt"
-    out = translate(ckpt, toy / "src-test.txt", toy / "p.txt", "-generator_function", "sparsemax")
+    stored = translate(ckpt, toy / "src-test.txt", toy / "p.txt", "-with_score")
+    with caplog.at_level("WARNING"):
+        out = translate(ckpt, toy / "src-test.txt", toy / "p.txt", "-generator_function", "sparsemax", "-with_score")
+    assert "onmt_translate overrides the model's generator_function='entmax15' with 'sparsemax'" in caplog.text
     assert len(out) == 20
+    # the scores are sparsemax's log-probabilities, not entmax15's: the override took effect
+    assert [line.split("\t")[1] for line in out] != [line.split("\t")[1] for line in stored]
+    assert _load(toy, 2, "-generator_function", "sparsemax").generator.transformation.name == "sparsemax"
+    assert _load(toy, 2).generator.transformation.name == "entmax15"
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        translate(ckpt, toy / "src-test.txt", toy / "p.txt", "-generator_alpha", "1.3")
+    assert "onmt_translate override: generator_alpha=1.3 is ignored: entmax15 has alpha 1.5" in caplog.text
     with pytest.raises(ValueError, match="alpha_relu"):
         translate(ckpt, toy / "src-test.txt", toy / "p.txt", "-generator_function", "alpha_relu",
                   "-generator_tau", "0.1")
 
 
-def _load(toy, step):
+def _load(toy, step, *args):
     from onmt.bin.translate import _get_parser
     from onmt.model_builder import load_test_model
 
-    opt = _get_parser().parse_args(["-model", str(toy / f"run/model_step_{step}.pt"), "-src", "x"])
+    opt = _get_parser().parse_args(["-model", str(toy / f"run/model_step_{step}.pt"), "-src", "x", *args])
     return load_test_model(opt)[1]
 
 

@@ -13,6 +13,7 @@ segmentation first); unknown tokens map to <unk>.
 from __future__ import annotations
 
 import io
+import os
 from typing import Optional, Sequence, Union
 
 import torch
@@ -20,11 +21,21 @@ import torch
 from onmt_entmax.analysis import StepSupport, suggestions, support_sets
 from onmt_entmax.decoding import Support, enumerate_support, exact_search
 
+from ..validation import EntmaxOptionError
 from .scorer import SentenceScorer, trim_eos
 
 
+def _refuse(message: str):
+    """``parser.error`` of a library call: an exception the caller can catch (never SystemExit)."""
+    raise EntmaxOptionError(message)
+
+
 class SparseDecoder:
-    """One loaded model (or ensemble) and teacher-forced queries on it."""
+    """One loaded model (or ensemble) and teacher-forced queries on it.
+
+    A bad option or model raises ``EntmaxOptionError`` / ``CheckpointError`` (ValueError subclasses
+    naming what is wrong), never SystemExit.
+    """
 
     def __init__(self, model: Union[str, Sequence[str]], gpu: int = -1, options: Sequence[str] = ()):
         import onmt.opts
@@ -37,8 +48,12 @@ class SparseDecoder:
         paths = [model] if isinstance(model, str) else list(model)
         parser = ArgumentParser(description="onmt_entmax.SparseDecoder")
         onmt.opts.translate_opts(parser)
-        opt = parser.parse_args(["-model", *paths, "-src", "-", "-gpu", str(gpu), *options])
-        ArgumentParser.validate_translate_opts(opt)
+        parser.error = _refuse  # argparse (and the misspelling check) would print usage and exit the caller
+        opt = parser.parse_args(["-model", *paths, "-src", "-", "-output", os.devnull, "-gpu", str(gpu), *options])
+        try:
+            ArgumentParser.validate_translate_opts(opt)
+        except AssertionError as err:  # upstream checks its options with assert
+            raise EntmaxOptionError(str(err)) from None
         self.translator = build_translator(opt, report_score=False, out_file=io.StringIO())
         self.translator.model.eval()
         self.max_length = opt.max_length

@@ -15,6 +15,7 @@ import functools
 
 from onmt_entmax.decoding import average_probs, check_same_vocab
 
+from ..validation import EntmaxOptionError
 from .beam import _wrap
 
 LOG_PROBS_OUT = "_entmax_log_probs_out"  # generator output is already log-probabilities
@@ -66,8 +67,11 @@ def _load_test_model(upstream):
             vocabs, model, model_opt = single(opt_, device_id_, model_path=model_path)
             loaded.append((model_path, vocabs))
             for side in ("src", "tgt"):
-                check_same_vocab([_vocab_tokens(v[side]) for _, v in loaded], names=[p for p, _ in loaded],
-                                 what=f"{'source' if side == 'src' else 'target'} vocabulary")
+                try:
+                    check_same_vocab([_vocab_tokens(v[side]) for _, v in loaded], names=[p for p, _ in loaded],
+                                     what=f"{'source' if side == 'src' else 'target'} vocabulary")
+                except ValueError as err:
+                    raise EntmaxOptionError(f"-model: {err}") from None
             return vocabs, model, model_opt
 
         mb.load_test_model = capture

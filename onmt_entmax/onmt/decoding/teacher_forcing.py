@@ -28,7 +28,9 @@ from onmt_entmax.analysis.alpha_relu_stats import StepStats, format_summary, plo
 from onmt_entmax.analysis.alphas import attention_site, site_order
 from onmt_entmax.analysis.head_diversity import HeadDiversity, plot_head_diversity
 
+from ..file_checks import check_out_dir
 from ..model.surgery import generator_log_probs
+from ..validation import EntmaxOptionError
 
 
 @dataclass
@@ -172,21 +174,27 @@ def _common_parser(prog: str, description: str) -> argparse.ArgumentParser:
     return p
 
 
-def _parse_models(prog: str, doc: str, argv: Optional[Sequence[str]]):
-    """The tools' shared start: parse, check -name against -model, make -out_dir; returns the
-    arguments and a generator of (name, model, vocabs), each checkpoint loaded when reached."""
+def _parse_models(prog: str, doc: str, argv: Optional[Sequence[str]], outputs: Sequence[str]):
+    """The tools' shared start: parse, check -name against -model and -out_dir against the inputs
+    (``outputs``: the files written there), make -out_dir; returns the arguments and a generator of
+    (name, model, vocabs), each checkpoint loaded when reached."""
     parser = _common_parser(prog, doc)
     args = parser.parse_args(argv)
     names = args.name or [os.path.splitext(os.path.basename(m))[0] for m in args.model]
     if len(names) != len(args.model):
         parser.error(f"-name: {len(names)} names for {len(args.model)} models")
+    try:
+        check_out_dir("out_dir", args.out_dir, outputs, {"model": args.model, "src": args.src, "tgt": args.tgt})
+    except EntmaxOptionError as err:
+        parser.error(str(err))
     os.makedirs(args.out_dir, exist_ok=True)
     return args, ((name, *load_model(ckpt, args.gpu)) for name, ckpt in zip(names, args.model))
 
 
 def head_diversity_main(argv: Optional[Sequence[str]] = None) -> int:
     """``onmt-entmax-head-diversity``: mean JS between heads per layer, for each model; PNG + JSON."""
-    args, models = _parse_models("onmt-entmax-head-diversity", head_diversity_main.__doc__, argv)
+    args, models = _parse_models("onmt-entmax-head-diversity", head_diversity_main.__doc__, argv,
+                                 ("head_diversity.png", "head_diversity.json"))
     results = {}
     for name, model, vocabs in models:
         acc = HeadDiversity()
@@ -211,7 +219,8 @@ def head_diversity_main(argv: Optional[Sequence[str]] = None) -> int:
 
 def alpha_relu_stats_main(argv: Optional[Sequence[str]] = None) -> int:
     """``onmt-entmax-alpha-relu-stats``: per-step output sum (self-normalization) and zeros per step."""
-    args, models = _parse_models("onmt-entmax-alpha-relu-stats", alpha_relu_stats_main.__doc__, argv)
+    args, models = _parse_models("onmt-entmax-alpha-relu-stats", alpha_relu_stats_main.__doc__, argv,
+                                 ("output_sums.png", "zero_shares.png", "alpha_relu_stats.json"))
     stats = {}
     for name, model, vocabs in models:
         st = StepStats()

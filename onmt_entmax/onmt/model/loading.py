@@ -11,7 +11,7 @@ from onmt_entmax.modules import EntmaxGenerator
 from onmt_entmax.registry import transformation_class
 
 from ..options import translate_option_names
-from ..validation import EntmaxOptionError, validate_entmax_opts
+from ..validation import EntmaxOptionError, check_applicable, validate_entmax_opts
 from .surgery import formula_tau
 
 
@@ -48,6 +48,7 @@ def apply_overrides(model_opt, overrides: dict):
                                     "supported (its threshold is a model weight)")
     merged = argparse.Namespace(**{**vars(model_opt), **changed})
     validate_entmax_opts(merged)
+    check_applicable(merged, set(changed), where="onmt_translate override: ")
     for k, v in changed.items():
         _logger().warning("onmt_translate overrides the model's %s=%r with %r", k, getattr(model_opt, k, None), v)
     return merged

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 from ..options import _entmax_group
+from ..validation import EntmaxOptionError
 
 STATE_KEYS = ("entmax_lr_halvings", "entmax_last_valid_loss")
 
@@ -28,14 +29,21 @@ def wrap_add_train_general_opts(upstream):
     return _add_train_general_opts
 
 
-def wrap_validate_train_opts(upstream):
-    def validate_train_opts(cls, opt):
-        upstream(cls, opt)
-        if getattr(opt, "valid_lr_halving", False) and getattr(opt, "world_size", 1) > 1:
-            raise ValueError("valid_lr_halving: only rank 0 validates, so the ranks' learning rates would "
-                             "diverge; use it with world_size 1")
+def check_train_opts(opt) -> None:
+    """valid_lr_halving needs validation data, and one process (only rank 0 validates)."""
+    if not getattr(opt, "valid_lr_halving", False):
+        return
+    if getattr(opt, "world_size", 1) > 1:
+        raise EntmaxOptionError("valid_lr_halving: only rank 0 validates, so the ranks' learning rates would "
+                                "diverge; use it with world_size 1")
+    data = getattr(opt, "data", None) or {}
+    if isinstance(data, str):  # the YAML text until upstream parses it (after validate_train_opts)
+        import yaml
 
-    return validate_train_opts
+        data = yaml.safe_load(data) or {}
+    if "valid" not in data:
+        raise EntmaxOptionError("valid_lr_halving halves the learning rate when the validation loss rises, but "
+                                "there is no validation data: add a 'valid' corpus under data")
 
 
 def wrap_from_opt(upstream):

@@ -199,6 +199,53 @@ def test_ensemble_averages_raw_probabilities(workdir, sparse_run):
     assert [float(s) for _, s in twice] == pytest.approx([float(s) for _, s in single], abs=1e-5)
 
 
+def test_ensemble_of_two_different_models_averages_their_probabilities(workdir):
+    """A sparse (1.5-entmax) and a dense (softmax) model: each step's ensemble distribution is
+    (p_sparse + p_dense) / 2, each member through its own mapping; not the mean of their log-probabilities."""
+    from onmt_entmax.onmt.decoding.api import SparseDecoder
+
+    members = [SparseDecoder(str(workdir / m)) for m in (SPARSE, DENSE)]
+    ensemble = SparseDecoder([str(workdir / SPARSE), str(workdir / DENSE)])
+    src = (workdir / "src-test.txt").read_text().splitlines()[:4]
+    tgt = (workdir / "tgt-test.txt").read_text().splitlines()[:4]
+    for s, t in zip(src, tgt):
+        steps = [[dict(x.support) for x in m.support_sets(s, t)] for m in members]
+        both = [x.support for x in ensemble.support_sets(s, t)]
+        for sparse, dense, got in zip(*steps, both):
+            expected = {w: (sparse.get(w, 0.0) + dense[w]) / 2 for w in dense}
+            assert dict(got) == pytest.approx(expected, abs=1e-5)
+        mean = sum(math.log((sp.get(w, 0.0) + de[w]) / 2) for sp, de, w in zip(*steps, t.split() + ["</s>"]))
+        assert ensemble.log_prob(s, t) == pytest.approx(mean, abs=1e-4)
+        if any(w not in sp for sp, w in zip(steps[0], t.split() + ["</s>"])):
+            assert math.isfinite(ensemble.log_prob(s, t))  # the dense member keeps the reference possible
+
+
+def test_library_callers_get_a_value_error_never_system_exit(workdir):
+    from onmt_entmax.analysis.checkpoint import CheckpointError
+    from onmt_entmax.onmt.decoding.api import SparseDecoder
+    from onmt_entmax.onmt.validation import EntmaxOptionError
+
+    with pytest.raises(EntmaxOptionError, match="invalid int value: .five."):
+        SparseDecoder(str(workdir / SPARSE), options=["-beam_size", "five"])
+    with pytest.raises(EntmaxOptionError, match="did you mean 'generator_alpha'"):
+        SparseDecoder(str(workdir / SPARSE), options=["-generator_alhpa", "1.3"])
+    with pytest.raises(EntmaxOptionError, match="-enumerate_cap must be >= 1"):
+        SparseDecoder(str(workdir / SPARSE), options=["-enumerate_cap", "0"])
+    with pytest.raises(CheckpointError, match="no such checkpoint file"):
+        SparseDecoder(str(workdir / "run/none.pt"))
+
+
+def test_a_report_over_the_checkpoint_is_refused_in_one_line_before_decoding(workdir):
+    before = (workdir / SPARSE).read_bytes()
+    proc = translate(workdir, "-model", SPARSE, "-output", "never.txt", "-entmax_report", SPARSE, check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"onmt.bin.translate: error: -entmax_report {SPARSE} is the -model file: it would be written over; "
+        "choose another -entmax_report")
+    assert (workdir / SPARSE).read_bytes() == before
+    assert not (workdir / "never.txt").exists()  # refused before upstream opened -output
+
+
 def test_ensemble_of_models_with_different_target_vocabularies_is_refused(workdir):
     from onmt_entmax.onmt.checkpoint import allow_checkpoint_globals  # the integration's allowlist
 
