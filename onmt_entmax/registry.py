@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from onmt_entmax import ops
+from onmt_entmax.ops.entmax_bisect import MAX_ITER
 
 Alpha = Union[float, Tensor]
 
@@ -179,8 +180,10 @@ class EntmaxBisect(Transformation):
     def __init__(self, alpha=None, tau=None, n_iter=None):
         alpha = 1.5 if alpha is None else alpha
         _check_alpha(alpha, "alpha of entmax_bisect")
-        if n_iter is not None and (not isinstance(n_iter, int) or n_iter < 1):
-            raise ValueError(f"bisect_iter must be a positive integer, got {n_iter!r}")
+        if n_iter is not None and (isinstance(n_iter, bool) or not isinstance(n_iter, int)
+                                   or not 1 <= n_iter <= MAX_ITER):
+            raise ValueError(f"bisect_iter must be an integer in [1, {MAX_ITER}] (60 bisection steps already reach "
+                             f"float64's resolution), got {n_iter!r}")
         super().__init__(alpha=float(alpha), n_iter=n_iter)
 
     @property

@@ -62,6 +62,23 @@ def test_hyperparameters_a_function_does_not_use_are_ignored():
     assert get_transformation("entmax_bisect", alpha=1.2, n_iter=30).spec() == ("entmax_bisect", 1.2, None, 30)
 
 
+def test_bisect_iter_reaches_the_mapping_the_log_probs_and_the_loss():
+    """A model trained with bisect_iter runs that many bisection steps in every use of the mapping."""
+    import onmt_entmax.ops as ops
+
+    z = torch.randn(4, 30, dtype=torch.float64)
+    y = torch.tensor([0, 1, 2, 3])
+    few, default = get_transformation("entmax_bisect", alpha=1.3, n_iter=3), get_transformation("entmax_bisect",
+                                                                                                  alpha=1.3)
+    assert torch.equal(few.mapping(z), ops.entmax_bisect(z, 1.3, n_iter=3))
+    assert (few.mapping(z) - default.mapping(z)).abs().max() > 1e-4  # 3 halvings are visibly unconverged
+    assert torch.equal(few.log_probs(z), torch.log(ops.entmax_bisect(z, 1.3, n_iter=3)))
+    assert torch.equal(few.loss(z, y), ops.entmax_bisect_loss(z, y, alpha=1.3, n_iter=3, reduction="sum"))
+    assert not torch.equal(few.loss(z, y), default.loss(z, y))
+    with pytest.raises(ValueError, match=r"bisect_iter must be an integer in \[1, 200\]"):
+        get_transformation("entmax_bisect", n_iter=10**6)
+
+
 def test_a_new_registered_class_becomes_a_choice():
     @registry.register_transformation
     class Entmax13(registry.EntmaxBisect):

@@ -7,7 +7,7 @@ from torch import Tensor
 
 from ._common import KINDS, Alpha, check_alpha, compute_dtype
 from .entmax15 import entmax15, entmax15_threshold
-from .entmax_bisect import _bisect_last, _prepare, default_n_iter, entmax_bisect, softmax_safe
+from .entmax_bisect import _bisect_last, _prepare, check_n_iter, entmax_bisect, softmax_safe
 from .sparsemax import sparsemax, sparsemax_threshold
 
 
@@ -54,6 +54,6 @@ def entmax_threshold(z: Tensor, alpha: Alpha = 1.5, dim: int = -1, n_iter: Optio
         if isinstance(alpha, Tensor) and alpha.dim() == z.dim():
             alpha = alpha.movedim(dim, -1)
         a = _prepare(x, alpha)
-        n = default_n_iter(x.dtype) if n_iter is None else int(n_iter)
+        n = check_n_iter(n_iter, x.dtype)
         _, tau = _bisect_last(x, a, n)
     return tau.movedim(-1, dim)

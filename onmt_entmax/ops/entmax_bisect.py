@@ -3,17 +3,27 @@
     entmax_alpha(z) = [(alpha - 1) z - tau]_+^{1/(alpha-1)},   sum_i p_i = 1.
 
 With x = (alpha - 1)(z - max z), tau lies in [-1, -d^{1-alpha}]: at tau = -1 the largest entry alone
-has mass 1, and at tau = -d^{1-alpha} every entry has mass at most 1/d. f(tau) = sum p_i(tau) - 1
-is decreasing, so bisection halves the bracket (width < 1) every step.
+has mass 1, and at tau = -d^{1-alpha} every entry has mass at most 1/d. The bisection runs on
+s = -tau - 1 in [d^{1-alpha} - 1, 0] and forms p_i = exp(log1p(x_i + s) / (alpha - 1)): near alpha = 1
+x_i - tau is 1 plus a term of order alpha - 1, which float32 holds to 6e-8 absolute, and the power
+1/(alpha - 1) would multiply that error (6e-3 relative at alpha = 1 + 1e-5, further from the truth
+than softmax); x_i + s keeps it relative, and p tends to softmax's exp(z_i - max z - theta) as
+alpha -> 1 (s = expm1(-(alpha - 1) theta)). f(s) = sum p_i(s) - 1 is increasing, so bisection
+halves the bracket (width < 1) every step.
 
 Iterations: the default `n_iter` is the number of halvings after which the bracket is below the
-resolution of the compute dtype near |tau| <= 1 (2^-24 for float32, 2^-53 for float64), plus a
-few: 30 for float32, 60 for float64; more cannot change tau. The result is then divided by its
-sum, so rows sum to 1 to within rounding (|sum p - 1| <= 1e-6 in float32).
+resolution of the compute dtype (2^-24 for float32, 2^-53 for float64), plus a few: 30 for float32,
+60 for float64; more cannot change s, so `n_iter` is capped at MAX_ITER. The result is then divided
+by its sum, so rows sum to 1 to within rounding (|sum p - 1| <= 1e-6 in float32).
 
 Gradients: w.r.t. z by Proposition 1 of Peters et al. 2019 (u = p^{2-alpha}); w.r.t. alpha by
 Correia et al. 2019: with p~ = u / sum u and the Shannon terms s_i = p_i log p_i,
     dp_i/dalpha = (p_i - p~_i) / (alpha - 1)^2 - (s_i - p~_i sum_j s_j) / (alpha - 1).
+Both terms grow like 1/(alpha - 1) and cancel; written with L = log p, e = alpha - 1, W = sum u,
+A = sum_j p_j L_j and psi_i = (p_i^{-e} - 1 + e L_i) / e^2 = L_i^2 h(e L_i), h(x) = (e^-x - 1 + x) / x^2
+(a series for |x| < 1/2, h(0) = 1/2), the same quantity is
+    dp_i/dalpha = p_i [Psi (1 - e L_i) - psi_i (1 - e A)] / W,   Psi = sum_j p_j psi_j,
+with no cancellation, and at alpha = 1 (softmax) it is the limit p_i (sum_j p_j L_j^2 - L_i^2) / 2.
 """
 from __future__ import annotations
 
@@ -24,28 +34,44 @@ from torch import Tensor
 from torch.autograd import Function
 
 from . import _dispatch
-from ._common import (Alpha, check_alpha, compute_dtype, on_last_dim, on_support_only, shift_by_max,
-                      Solved, support_backward, top_candidates)
+from ._common import (Alpha, Solved, check_alpha, compute_dtype, log_power_slope, on_last_dim, shift_by_max,
+                      support_backward, top_candidates)
 
 _DEFAULT_ITERS = {torch.float32: 30, torch.float64: 60}
+MAX_ITER = 200  # past ~60 halvings the bracket is below float64's resolution: more iterations change nothing
 
 
 def default_n_iter(dtype: torch.dtype) -> int:
     return _DEFAULT_ITERS.get(compute_dtype(dtype), 30)
 
 
-def _bisect_tau(x: Tensor, am1: Tensor, n_iter: int) -> Tensor:
-    """tau in [-1, -d^{1-alpha}] for rows x = (alpha-1)(z - max z) (keepdim); am1 = alpha - 1."""
+def check_n_iter(n_iter, dtype: torch.dtype) -> int:
+    """The number of bisection steps: the dtype's default for None, else an int in [1, MAX_ITER]."""
+    if n_iter is None:
+        return default_n_iter(dtype)
+    if isinstance(n_iter, bool) or not isinstance(n_iter, int) or not 1 <= n_iter <= MAX_ITER:
+        raise ValueError(f"n_iter must be an integer in [1, {MAX_ITER}] (60 bisection steps already reach "
+                         f"float64's resolution), got {n_iter!r}")
+    return n_iter
+
+
+def _power_of_1p(u: Tensor, inv: Tensor) -> Tensor:
+    """[1 + u]_+^inv as exp(inv log1p(u)): 0 where u <= -1 (inv > 0)."""
+    return torch.exp(torch.log1p(u.clamp(min=-1.0)) * inv)
+
+
+def _bisect_shift(x: Tensor, am1: Tensor, n_iter: int) -> Tensor:
+    """s = -tau - 1 in [d^{1-alpha} - 1, 0] for rows x = (alpha-1)(z - max z) (keepdim); am1 = alpha - 1."""
     d = (x > float("-inf")).sum(dim=-1, keepdim=True).clamp(min=1).to(x.dtype)
-    hi = -(d ** -am1)
-    lo = torch.full_like(hi, -1.0)
+    lo = torch.expm1(-am1 * torch.log(d))
+    hi = torch.zeros_like(lo)
     inv = 1.0 / am1
     for _ in range(n_iter):
         mid = (lo + hi) / 2
-        mass = (x - mid).clamp(min=0).pow(inv).sum(dim=-1, keepdim=True)
+        mass = _power_of_1p(x + mid, inv).sum(dim=-1, keepdim=True)
         above = mass >= 1
-        lo = torch.where(above, mid, lo)
-        hi = torch.where(above, hi, mid)
+        hi = torch.where(above, mid, hi)
+        lo = torch.where(above, lo, mid)
     return (lo + hi) / 2
 
 
@@ -66,22 +92,22 @@ def bisect_solve(z: Tensor, a: Tensor, n_iter: int) -> Solved:
     """alpha-entmax (every alpha > 1) of the rows of z by bisection on their candidates only.
 
     Entries with z <= max z - 1/(alpha-1) have x <= -1 <= tau, hence p = 0; the bisection runs on
-    the others (bracket [-1, -k^{1-alpha}] is valid for any superset of the support of size k).
+    the others (bracket [d^{1-alpha} - 1, 0] of s is valid for any superset of the support of size d).
     """
     am1 = a - 1
     reach = float(1.0 / am1.min())
     vals, m, dead = top_candidates(z, reach)
     zc = vals - m
     xc = zc * am1
-    tau = _bisect_tau(xc, am1, n_iter)
+    shift = _bisect_shift(xc, am1, n_iter)
     inv = 1.0 / am1
-    pc = (xc - tau).clamp(min=0).pow(inv)
+    pc = _power_of_1p(xc + shift, inv)
     total = pc.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(z.dtype).tiny)
     pc = pc / total
-    tau = on_support_only(tau, dead)
+    shift = torch.where(dead, torch.full_like(shift, float("-inf")), shift) if bool(dead.any()) else shift
     # the same arithmetic as on the candidates, so that p sums to 1 as pc does
-    p = (z - m).mul_(am1).sub_(tau).clamp_(min=0).pow_(inv).div_(total)
-    return Solved(p, pc, zc, tau + am1 * m, m, dead)
+    p = _power_of_1p((z - m).mul_(am1).add_(shift), inv).div_(total)
+    return Solved(p, pc, zc, -1 - shift + am1 * m, m, dead)
 
 
 def _bisect_last(x: Tensor, a: Tensor, n_iter: int) -> tuple[Tensor, Tensor]:
@@ -99,14 +125,18 @@ def _bisect_last(x: Tensor, a: Tensor, n_iter: int) -> tuple[Tensor, Tensor]:
 
 
 def alpha_gradient(p: Tensor, g: Tensor, a: Tensor, u: Tensor) -> Tensor:
-    """g . dp/dalpha per row (keepdim), Correia et al. 2019 (see the module docstring);
-    u = p^{2-alpha} on the support, shared with the input gradient."""
-    am1 = (a - 1).clamp(min=1e-6)
-    su = u.sum(dim=-1, keepdim=True)
-    skew = u / torch.where(su > 0, su, torch.ones_like(su))
-    s = torch.where(p > 0, p * torch.log(p.clamp(min=torch.finfo(p.dtype).tiny)), torch.zeros_like(p))
-    ent = s.sum(dim=-1, keepdim=True)
-    dp = (p - skew) / am1 ** 2 - (s - skew * ent) / am1
+    """g . dp/dalpha per row (keepdim), Correia et al. 2019 in the cancellation-free form of the
+    module docstring (exact at alpha = 1: softmax's limit); u = p^{2-alpha} on the support, shared
+    with the input gradient."""
+    e = a - 1
+    pos = p > 0
+    logp = torch.where(pos, torch.log(torch.where(pos, p, torch.ones_like(p))), torch.zeros_like(p))
+    w = u.sum(dim=-1, keepdim=True)
+    w = torch.where(w > 0, w, torch.ones_like(w))
+    p_psi = torch.where(pos, p * logp * logp * log_power_slope(e * logp), torch.zeros_like(p))
+    big_psi = p_psi.sum(dim=-1, keepdim=True)
+    mean_log = (p * logp).sum(dim=-1, keepdim=True)
+    dp = (p * big_psi * (1 - e * logp) - p_psi * (1 - e * mean_log)) / w
     return (g * dp).sum(dim=-1, keepdim=True)
 
 
@@ -151,9 +181,7 @@ def entmax_bisect(z: Tensor, alpha: Alpha = 1.5, dim: int = -1, n_iter: Optional
     -inf entries get 0; an all -inf row gives zeros; float16/bfloat16 are computed in float32.
     """
     check_alpha(alpha)
-    n = default_n_iter(z.dtype) if n_iter is None else int(n_iter)
-    if n < 1:
-        raise ValueError(f"n_iter must be >= 1, got {n_iter!r}")
+    n = check_n_iter(n_iter, z.dtype)
     fast = _dispatch.kernel("entmax_bisect", z, dim, alpha=alpha)
     if fast is not None:
         return fast(z, alpha, dim, n)
@@ -163,7 +191,7 @@ def entmax_bisect(z: Tensor, alpha: Alpha = 1.5, dim: int = -1, n_iter: Optional
         alpha = torch.tensor(float(alpha), dtype=compute_dtype(z.dtype), device=z.device)
     else:
         alpha = alpha.to(compute_dtype(z.dtype))
-        if alpha.dim() == z.dim():
+        if alpha.dim() == z.dim() and z.dim() > 0:
             alpha = alpha.movedim(dim, -1)
     return on_last_dim(lambda x: EntmaxBisectFunction.apply(x, alpha, n), z, dim)
 

@@ -32,55 +32,59 @@ from torch import Tensor, nn
 from torch.autograd import Function
 
 from . import _dispatch
-from ._common import Alpha, check_alpha, compute_dtype, device_check, shift_by_max
+from ._common import Alpha, check_alpha, compute_dtype, device_check, expm1_ratio, expm1_ratio_slope, shift_by_max
 from .alpha_relu import _alpha_relu, check_tau, power_
 from ._common import Solved
 from .entmax15 import entmax15_solve
-from .entmax_bisect import _bisect_last, _prepare, bisect_solve, default_n_iter, reduce_to_shape
+from .entmax_bisect import _bisect_last, _prepare, bisect_solve, check_n_iter, reduce_to_shape
 from .sparsemax import sparsemax_solve
 
 KINDS = ("sparsemax", "entmax15", "entmax_bisect", "alpha_relu")
 REDUCTIONS = ("mean", "sum", "none")
 
 
-def tsallis_entropy(p: Tensor, alpha: Tensor) -> Tensor:
-    """H_alpha(p) = (1 - sum p^alpha) / (alpha (alpha - 1)); Shannon -sum p log p where alpha == 1."""
+def _log_or_zero(p: Tensor) -> Tensor:
     pos = p > 0
+    return torch.where(pos, torch.log(torch.where(pos, p, torch.ones_like(p))), torch.zeros_like(p))
+
+
+def tsallis_entropy(p: Tensor, alpha: Tensor) -> Tensor:
+    """H_alpha(p) = (1 - sum p^alpha) / (alpha (alpha - 1)) (keepdim), Shannon -sum p log p at alpha = 1.
+
+    For p on the simplex, 1 - sum p^alpha = -sum p (p^(alpha-1) - 1), so with L = log p and
+    g(x) = expm1(x) / x:  H_alpha(p) = -sum_i p_i L_i g((alpha - 1) L_i) / alpha, which has no
+    cancellation near alpha = 1 and is Shannon's entropy there."""
     a = alpha.expand_as(p[..., :1])
-    logp = torch.log(torch.where(pos, p, torch.ones_like(p)))
-    shannon = -(p * logp).sum(dim=-1, keepdim=True)
-    am1 = torch.where(a == 1, torch.ones_like(a), a - 1)
-    tsallis = (1 - torch.where(pos, p.pow(alpha), torch.zeros_like(p)).sum(dim=-1, keepdim=True)) / (a * am1)
-    return torch.where(a == 1, shannon, tsallis)
+    logp = _log_or_zero(p)
+    return -(p * logp * expm1_ratio((a - 1) * logp)).sum(dim=-1, keepdim=True) / a
 
 
 def tsallis_entropy_dalpha(p: Tensor, alpha: Tensor) -> Tensor:
-    """d H_alpha(p) / d alpha for alpha > 1 (keepdim):
-    -(sum p^a log p) / (a (a-1)) - (1 - sum p^a) (2a - 1) / (a (a-1))^2."""
-    pos = p > 0
-    a = alpha.expand_as(p[..., :1]).clamp(min=1 + 1e-6)
-    pa = torch.where(pos, p.pow(alpha), torch.zeros_like(p))
-    logp = torch.log(torch.where(pos, p, torch.ones_like(p)))
-    h = a * (a - 1)
-    return -(pa * logp).sum(dim=-1, keepdim=True) / h - (1 - pa.sum(dim=-1, keepdim=True)) * (2 * a - 1) / h ** 2
+    """d H_alpha(p) / d alpha (keepdim), from the form of ``tsallis_entropy``:
+    -sum_i p_i L_i^2 g'((a-1) L_i) / a + sum_i p_i L_i g((a-1) L_i) / a^2, at alpha = 1 the limit
+    sum p L - (sum p L^2) / 2."""
+    a = alpha.expand_as(p[..., :1])
+    logp = _log_or_zero(p)
+    x = (a - 1) * logp
+    return (-(p * logp * logp * expm1_ratio_slope(x)).sum(dim=-1, keepdim=True) / a
+            + (p * logp * expm1_ratio(x)).sum(dim=-1, keepdim=True) / (a * a))
 
 
 def _smoothed_target_entropy(n_classes: Tensor, eps: float, alpha: Tensor) -> tuple[Tensor, Tensor]:
-    """H_alpha(q) and dH_alpha(q)/dalpha for q = (1-eps) e_y + eps/n over n classes (keepdim)."""
-    a = alpha.expand_as(n_classes).clamp(min=1 + 1e-6)
+    """H_alpha(q) and dH_alpha(q)/dalpha for q = (1-eps) e_y + eps/n over n classes (keepdim): q has the
+    value big once and small n - 1 times (the formulas of ``tsallis_entropy`` on those two values)."""
+    a = alpha.expand_as(n_classes)
     big = (1 - eps) + eps / n_classes
     small = eps / n_classes
     rest = n_classes - 1
-    s_a = big ** a + rest * small ** a
-    s_alog = big ** a * torch.log(big) + rest * torch.where(small > 0, small ** a * torch.log(small),
-                                                          torch.zeros_like(small))
-    h = a * (a - 1)
-    tsallis = (1 - s_a) / h
-    dtsallis = -s_alog / h - (1 - s_a) * (2 * a - 1) / h ** 2
-    shannon = -(big * torch.log(big) + rest * torch.where(small > 0, small * torch.log(small),
-                                                          torch.zeros_like(small)))
-    one = alpha.expand_as(n_classes) == 1
-    return torch.where(one, shannon, tsallis), torch.where(one, torch.zeros_like(dtsallis), dtsallis)
+    terms = []
+    for q, count in ((big, torch.ones_like(rest)), (small, rest)):
+        logq = _log_or_zero(q)
+        x = (a - 1) * logq
+        terms.append((count * q * logq * expm1_ratio(x), count * q * logq * logq * expm1_ratio_slope(x)))
+    plog = terms[0][0] + terms[1][0]
+    plog2 = terms[0][1] + terms[1][1]
+    return -plog / a, -plog2 / a + plog / (a * a)
 
 
 def _solve(kind: str, z: Tensor, a: Tensor, n_iter: int) -> Optional[Solved]:
@@ -238,7 +242,7 @@ def fy_loss(logits: Tensor, target: Tensor, kind: str, alpha: Alpha = 1.5, tau: 
     else:
         _check_target_range(flat_target, rows.shape[-1], ignore_index)
         cdt = compute_dtype(rows.dtype)
-        n = default_n_iter(cdt) if n_iter is None else int(n_iter)
+        n = check_n_iter(n_iter, cdt)
         a = alpha.to(cdt) if isinstance(alpha, Tensor) else torch.tensor(float(alpha), dtype=cdt, device=rows.device)
         if a.dim() > 0:
             a = a.reshape(-1, 1) if a.numel() > 1 else a.reshape(1, 1)

@@ -9,6 +9,7 @@ import math
 from typing import Optional, Union
 
 from onmt_entmax.modules.attention import ALPHA_MAX, ALPHA_MIN
+from onmt_entmax.ops.entmax_bisect import MAX_ITER
 from onmt_entmax.registry import Transformation, get_transformation, help_text, transformation_class
 
 ATTENTION_KINDS = {  # per-kind override prefix -> what it covers
@@ -106,8 +107,9 @@ def _uses_transformer(opt) -> bool:
 def validate_entmax_opts(opt) -> None:
     """Raise ``EntmaxOptionError`` (a ValueError) naming the first bad Entmax option of ``opt``."""
     bisect_iter = getattr(opt, "bisect_iter", None)
-    if bisect_iter is not None and (not isinstance(bisect_iter, int) or bisect_iter < 1):
-        raise EntmaxOptionError(f"bisect_iter must be a positive integer, got {bisect_iter!r}")
+    if bisect_iter is not None and (not isinstance(bisect_iter, int) or not 1 <= bisect_iter <= MAX_ITER):
+        raise EntmaxOptionError(f"bisect_iter must be an integer in [1, {MAX_ITER}] (60 bisection steps already "
+                                f"reach float64's resolution; more would only slow training), got {bisect_iter!r}")
 
     gen = getattr(opt, "generator_function", "softmax")
     try:

@@ -47,6 +47,7 @@ BAD = [
      "learn_alpha"),
     (dict(generator_function="alpha_relu"), "generator_tau"),
     (dict(bisect_iter=0), "bisect_iter"),
+    (dict(generator_function="entmax_bisect", bisect_iter=10**9), r"bisect_iter must be an integer in \[1, 200\]"),
 ]
 
 

@@ -348,3 +348,111 @@ def test_beam_topk_is_torch_topk_plus_the_statistics_of_the_positions_it_keeps()
     for k in (0, 6, 2.0):
         with pytest.raises(ValueError, match="beam_topk"):
             oe.ops.beam_topk(s, k)
+
+
+# --- the ends of the domain: alpha -> 1, empty and 0-d tensors, n_iter ---------------------------------
+def _one_sided_or_central(f, a0, h=1e-5):
+    """df/dalpha by finite differences in float64: central, or one-sided of second order at alpha = 1
+    (the mapping is defined for alpha >= 1 only)."""
+    if a0 == 1.0:
+        return (-3 * f(a0) + 4 * f(a0 + h) - f(a0 + 2 * h)) / (2 * h)
+    return (f(a0 + h) - f(a0 - h)) / (2 * h)
+
+
+@pytest.mark.parametrize("a0", [1.0, 1 + 1e-6, 1.001, 1.01, 1.3, 2.5])
+def test_alpha_gradient_matches_finite_differences_down_to_alpha_one(a0):
+    z = torch.randn(3, 9, dtype=torch.float64) * 2
+    z[0, 4:] = float("-inf")
+    g = torch.randn(3, 9, dtype=torch.float64)
+    a = torch.tensor(a0, dtype=torch.float64, requires_grad=True)
+    (oe.entmax_bisect(z, a) * g).sum().backward()
+    h = 1e-5 if a0 == 1.0 or a0 - 1 > 1e-3 else (a0 - 1) / 2 if a0 - 1 > 1e-5 else 1e-7
+
+    def f(x):
+        return float((oe.entmax_bisect(z, torch.tensor(x, dtype=torch.float64)) * g).sum())
+
+    assert float(a.grad) == pytest.approx(_one_sided_or_central(f, a0, h), rel=1e-5, abs=1e-8)
+
+
+@pytest.mark.parametrize("a0", [1.0, 1 + 1e-6, 1.001, 1.01, 1.5])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_loss_alpha_gradient_matches_finite_differences_down_to_alpha_one(a0, smoothing):
+    z = torch.randn(4, 7, dtype=torch.float64) * 2
+    y = torch.tensor([0, 3, 5, 6])
+    a = torch.tensor(a0, dtype=torch.float64, requires_grad=True)
+    oe.entmax_bisect_loss(z, y, alpha=a, reduction="sum", label_smoothing=smoothing).backward()
+    h = 1e-5 if a0 == 1.0 or a0 - 1 > 1e-3 else (a0 - 1) / 2 if a0 - 1 > 1e-5 else 1e-7
+
+    def f(x):
+        return float(oe.entmax_bisect_loss(z, y, alpha=torch.tensor(x, dtype=torch.float64), reduction="sum",
+                                           label_smoothing=smoothing))
+
+    assert float(a.grad) == pytest.approx(_one_sided_or_central(f, a0, h), rel=1e-5, abs=1e-8)
+
+
+@pytest.mark.parametrize("eps", [1e-7, 1e-6, 1e-5, 1e-4, 1e-3])
+def test_float32_near_alpha_one_is_as_exact_as_float32_allows(eps):
+    """The error of a float32 result stays at float32's resolution, and below softmax's distance
+    from the true alpha-entmax (which is of order alpha - 1)."""
+    z = torch.randn(8, 1000) * 3
+    truth = torch.from_numpy(entmax_ref(z.double().numpy(), 1 + eps))
+    err = (oe.entmax_bisect(z, 1 + eps).double() - truth).abs().max()
+    assert err <= 3e-7
+    assert err < (torch.softmax(z.double(), -1) - truth).abs().max()
+
+
+MAPPING_FNS = {**{n: fn for n, (fn, _) in MAPPINGS.items()},
+               "entmax(1.3)": lambda z, dim=-1: oe.entmax(z, 1.3, dim=dim),
+               "softmax_safe": lambda z, dim=-1: oe.softmax_safe(z, dim=dim)}
+
+
+@pytest.mark.parametrize("name", MAPPING_FNS)
+@pytest.mark.parametrize("shape,dim", [((0,), -1), ((2, 0), -1), ((0, 5), -1), ((3, 0, 4), 1), ((), -1), ((), 0)])
+def test_empty_and_zero_dimensional_tensors_behave_as_torch_softmax(name, shape, dim):
+    z = torch.randn(shape, requires_grad=True)
+    p = MAPPING_FNS[name](z, dim=dim)
+    assert p.shape == torch.softmax(z, dim=dim).shape and p.dtype == z.dtype
+    if not shape:
+        assert float(p.detach()) == 1.0  # one entry holds all the mass
+    p.sum().backward()
+    assert z.grad.shape == z.shape
+
+
+@pytest.mark.parametrize("name", MAPPING_FNS)
+def test_a_zero_dimensional_tensor_has_no_dim_one(name):
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        MAPPING_FNS[name](torch.tensor(1.0), dim=1)
+
+
+def test_n_iter_is_honoured_and_a_huge_one_refused():
+    z = torch.randn(4, 30, dtype=torch.float64)
+    converged = oe.entmax_bisect(z, 1.3, n_iter=60)
+    assert torch.allclose(converged, torch.from_numpy(entmax_ref(z.numpy(), 1.3)), atol=1e-12)
+    assert (oe.entmax_bisect(z, 1.3, n_iter=3) - converged).abs().max() > 1e-4  # 3 halvings: visibly unconverged
+    assert torch.equal(oe.entmax_bisect(z, 1.3, n_iter=3), oe.entmax_bisect(z, 1.3, n_iter=3))
+    assert not torch.equal(oe.entmax_bisect(z, 1.3, n_iter=3), oe.entmax_bisect(z, 1.3, n_iter=4))
+    for bad in (0, 201, 10**9, 2.5):
+        with pytest.raises(ValueError, match=r"n_iter must be an integer in \[1, 200\]"):
+            oe.entmax_bisect(z, 1.3, n_iter=bad)
+    with pytest.raises(ValueError, match="n_iter must be an integer"):
+        oe.entmax_bisect_loss(z, torch.zeros(4, dtype=torch.long), alpha=1.3, n_iter=10**9)
+
+
+def test_kernels_leave_a_float_alpha_near_one_to_the_reference(monkeypatch):
+    """The kernels' float32 threshold cannot resolve p near alpha = 1 (error ~6e-9 / (alpha - 1)); a
+    float alpha below 1.01 (learned ones never are) runs the reference, which can, on CUDA too."""
+    K = pytest.importorskip("onmt_entmax.ops.triton")
+    if not K.HAVE_TRITON:
+        pytest.skip("no Triton")
+    from onmt_entmax.ops.triton import attention
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # `available` takes CPU tensors then (nothing is launched here)
+    z = torch.randn(4, 50)
+    assert K.supports("entmax_bisect", z, -1, alpha=1.01) and not K.supports("entmax_bisect", z, -1, alpha=1.001)
+    assert K.log_probs(z, "entmax_bisect", 1.001) is None
+    assert K.supports("fy_loss", z, -1, kind="entmax_bisect", alpha=1.01)
+    assert not K.supports("fy_loss", z, -1, kind="entmax_bisect", alpha=1.0001)
+    assert K.supports("fy_loss", z, -1, kind="alpha_relu", alpha=1.001)  # elementwise: no threshold to solve
+    q = torch.randn(1, 2, 3, 8)
+    assert attention._geometry(q, q, q, None, "entmax_bisect", 1.01) is not None
+    assert attention._geometry(q, q, q, None, "entmax_bisect", 1.001) is None

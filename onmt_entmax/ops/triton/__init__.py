@@ -24,7 +24,7 @@ from types import ModuleType
 
 import torch
 
-from .._common import KINDS  # the normalized mappings, by name
+from .._common import KERNEL_ALPHA_MIN, KINDS  # KINDS: the normalized mappings, by name
 from ._config import DEFAULTS
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
@@ -51,7 +51,9 @@ def supports(op: str, z: torch.Tensor, dim: int = -1, alpha=None, kind: str | No
         if z.dim() != 2 or kind not in ("sparsemax", "entmax15", "entmax_bisect", "alpha_relu"):
             return False
         if kind in ("entmax_bisect", "alpha_relu"):
-            return not torch.is_tensor(alpha) and alpha is not None and float(alpha) > 1.0
+            least = KERNEL_ALPHA_MIN if kind == "entmax_bisect" else 1.0
+            return not torch.is_tensor(alpha) and alpha is not None and float(alpha) > 1.0 \
+                and float(alpha) >= least
         return True
     if op == "bounded_alpha":
         return _submodule("alpha").supports(z)
@@ -62,11 +64,12 @@ def supports(op: str, z: torch.Tensor, dim: int = -1, alpha=None, kind: str | No
 
 
 def _bisect_alpha_ok(alpha, n_cols: int) -> bool:
-    """alpha-entmax's kernels take a float alpha > 1 (1 is softmax), or a float tensor of per-row alphas
+    """alpha-entmax's kernels take a float alpha >= KERNEL_ALPHA_MIN (closer to 1 their float32
+    threshold cannot resolve p: the reference forms it by log1p), or a float tensor of per-row alphas
     for rows held in registers (whose alpha == 1 rows they compute as softmax)."""
     if torch.is_tensor(alpha):
         return alpha.is_floating_point() and n_cols <= DEFAULTS["SINGLE_MAX"]
-    return alpha is not None and float(alpha) > 1.0
+    return alpha is not None and float(alpha) >= KERNEL_ALPHA_MIN
 
 
 def _decodes(z: torch.Tensor) -> bool:

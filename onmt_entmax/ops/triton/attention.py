@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .._common import KINDS
+from .._common import KERNEL_ALPHA_MIN, KINDS
 from . import _solver as S
 from ._config import next_pow2
 from ._launch import launch
@@ -160,7 +160,7 @@ def _geometry(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str
                     or alpha.device != q.device:
                 return None
             sa_h = int(n > 1)
-        elif alpha is None or not float(alpha) > 1.0:
+        elif alpha is None or not float(alpha) >= KERNEL_ALPHA_MIN:  # (nearer 1: the reference, _common.py)
             return None
     # the output (B, H, Tq, Dv) is allocated contiguous
     return (Tq, H, Tk, D, Dv, sq[0], sq[1], sq[2], sk[0], sk[1], sk[2], sv[0], sv[1], sv[2], *sm,
