@@ -78,7 +78,10 @@ class StepStats:
 
 
 def plot_sums(sums: Mapping[str, Tensor], path: str, title: Optional[str] = None, bins: int = 50) -> str:
-    """Histogram of the per-step output sum, one per model (their Fig. 7). Returns ``path``."""
+    """Histogram of the per-step output sum, one per model (their Fig. 7). Returns ``path``.
+
+    A normalized model's sums are 1 up to rounding: it is drawn as a line at its value, not as a
+    histogram whose bins (of its own ~1e-8 spread) would dwarf every other model's."""
     if not sums or all(v.numel() == 0 for v in sums.values()):
         raise ValueError("plot_sums: no steps to plot")
     return _histograms({n: v.double() for n, v in sums.items() if v.numel()}, path,
@@ -95,14 +98,31 @@ def plot_zero_shares(stats: Mapping[str, "StepStats"], path: str, title: Optiona
                        hist_range=(0.0, 1.0))
 
 
+POINT_SPREAD = 1e-4  # a series whose values all lie within this of each other is one value (a line);
+# a normalized mapping's float32 step sums spread by ~1e-6
+
+
 def _histograms(series: Mapping[str, Tensor], path: str, xlabel: str, title: Optional[str], bins: int,
                 hist_range: Optional[tuple] = None, mark: Optional[float] = None) -> str:
-    """One density histogram per model on shared axes, its mean in the legend; saved to ``path``."""
+    """One density histogram per model over shared bins (the range of all of them, or ``hist_range``),
+    its mean in the legend; a series concentrated on one value (max - min <= POINT_SPREAD, e.g. the sums of
+    a normalized mapping) is a vertical line there instead. Saved to ``path``."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.0, 3.4))
-    for name, v in series.items():
-        ax.hist(v.numpy(), bins=bins, range=hist_range, alpha=0.6, density=True,
-                label=f"{name} (mean {float(v.mean()):.3f})")
+    spread = {name: float(v.max() - v.min()) for name, v in series.items()}
+    spread_out = {n: v for n, v in series.items() if spread[n] > POINT_SPREAD}
+    if hist_range is None and spread_out:
+        values = torch.cat(list(spread_out.values()))
+        hist_range = (float(values.min()), float(values.max()))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (name, v) in enumerate(series.items()):
+        color = colors[i % len(colors)]
+        label = f"{name} (mean {float(v.mean()):.3f})"
+        if name in spread_out:
+            ax.hist(v.numpy(), bins=bins, range=hist_range, alpha=0.6, density=True, color=color, label=label)
+        else:
+            ax.axvline(float(v.mean()), color=color, lw=2.0,
+                       label=f"{name}: every step {float(v.mean()):.3f} (spread {spread[name]:.0e})")
     if mark is not None:
         ax.axvline(mark, color="grey", lw=0.6, ls=":")
     ax.set_xlabel(xlabel)

@@ -38,6 +38,8 @@ class Sentence:
     scorer: Optional[PrefixScorer] = None  # for the analyses that re-score (cfg.needs_scorer)
     source: Callable[[], list] = list  # the source tokens (asked for by the heatmap only)
     gold: Optional[list] = None  # reference target ids without BOS/EOS/padding (forced decoding)
+    line: Optional[int] = None  # its line of the source file, 1-based (the record's id), if the adapter knows it
+    gold_score: Optional[float] = None  # the toolkit's GOLD score of the reference (log p, -inf if ruled out)
 
 
 @dataclass
@@ -49,8 +51,14 @@ class DecodingRun:
     eos: int
     n_best: int
     log: Callable[[str], None] = print
-    records: list = field(default_factory=list)  # (order key, record, heatmap payload or None)
+    records: list = field(default_factory=list)  # (order key, record, heatmap payload or None, line or None)
     stats: SparsityStats = field(default_factory=SparsityStats)
+    attention: str = ""  # which attention the heatmap and the attended-token count read (named in both)
+    # the beam's length penalty as a function of a finished hypothesis' tokens (EOS excluded): its score is
+    # log p / length_penalty(n); None without one
+    length_penalty: Optional[Callable[[int], float]] = None
+    coverage_penalty: bool = False  # its score also has a coverage term (not recomputed here)
+    max_length: Optional[int] = None  # the search's, for the log lines of cut hypotheses
 
     @property
     def reporting(self) -> bool:
@@ -71,7 +79,10 @@ class DecodingRun:
         cfg = self.cfg
         scores = [float(x) for x in s.scores]
         rec: dict = {"n_best": self.n_best, "n_hyps": len(s.preds),
-                     "hypotheses": [{"text": self.text(p), "score": x} for p, x in zip(s.preds, scores)]}
+                     "hypotheses": [{"text": self.text(p), "score": x, "cut": not p or p[-1] != self.eos}
+                                    for p, x in zip(s.preds, scores)]}
+        if s.gold_score is not None:
+            rec["gold_score"] = float(s.gold_score)
         if s.certificate is not None:
             rec.update(self._certificate_fields(s.certificate, scores))
         heat = None
@@ -86,7 +97,8 @@ class DecodingRun:
                 rec["support"] = self._enumeration_field(s.scorer, max_length)
             if cfg.exact_search:
                 rec["exact"] = self._exact_field(s.scorer, max_length, best)
-        self.records.append((s.key, rec, heat))
+        self.records.append((s.key, rec, heat, s.line))
+        self.max_length = max_length
         return rec
 
     def _certificate_fields(self, cert, scores) -> dict:
@@ -131,14 +143,43 @@ class DecodingRun:
         return {"size": len(sup), "mass": sup.mass,
                 "sequences": [{"text": self.text(list(t)), "prob": math.exp(x)} for t, x in sup.sequences]}
 
+    def _penalised(self, log_prob: float, n_tokens: int) -> float:
+        """A finished hypothesis' beam score without its coverage term: log p / length_penalty(n)."""
+        return log_prob / self.length_penalty(n_tokens) if self.length_penalty is not None else log_prob
+
     def _exact_field(self, scorer: PrefixScorer, max_length: int, best) -> dict:
+        """Exact search's best (the most probable complete output: max log p(y|x), no length penalty)
+        against the beam's best, and why they differ: ``cut`` (the beam's best stopped at max_length
+        before EOS), ``tie`` (equally probable), ``length_penalty`` (under the beam's own ranking, log p
+        / length_penalty, its best scores at least as high as the exact one), ``search`` (the beam
+        pruned a better output), ``unsplit`` (a coverage penalty: the beam's score of the exact output
+        is not known here)."""
         try:
             found = exact_search(scorer, eos=self.eos, max_length=max_length,
                                  max_expansions=self.cfg.exact_max_expansions)
         except ValueError as err:  # SupportTooLarge, or unnormalised scores
             return {"error": str(err)}
         tokens, score = found[0] if found else ((), NEG_INF)
-        return {"text": self.text(list(tokens)), "score": score, "agrees": list(tokens) == trim_eos(best, self.eos)}
+        beam = trim_eos(best, self.eos)
+        out = {"text": self.text(list(tokens)), "score": score, "agrees": list(tokens) == beam,
+               "beam_log_prob": None, "cause": None}
+        if out["agrees"] or not found:
+            return out
+        if not best or best[-1] != self.eos:
+            out["cause"] = "cut"
+            return out
+        beam_lp = scorer.score(best)
+        out["beam_log_prob"] = beam_lp
+        if math.isclose(beam_lp, score, rel_tol=1e-6, abs_tol=1e-9):
+            out["cause"] = "tie"
+        elif self.coverage_penalty:
+            out["cause"] = "unsplit"
+        elif self.length_penalty is not None and \
+                self._penalised(beam_lp, len(beam)) >= self._penalised(score, len(tokens)):
+            out["cause"] = "length_penalty"
+        else:
+            out["cause"] = "search"
+        return out
 
     def add_batch(self, predictions: list, sentence: Callable[[int, list], Sentence], max_length: int) -> None:
         """Every sentence of a decoded batch: ``predictions`` its hypotheses as the search left them
@@ -149,22 +190,28 @@ class DecodingRun:
 
     # --- the whole run ----------------------------------------------------------------------------
     def finish(self) -> list:
-        """Records in input order (``id`` 1-based), with the report file, the heatmap and the summary."""
+        """Records in input order, ``id`` the source line (1-based; the rank when the adapter gives no
+        lines), with the report file, the heatmap and the summary."""
         cfg = self.cfg
         self.records.sort(key=lambda r: r[0])
-        records = []
-        for i, (_, rec, heat) in enumerate(self.records):
-            records.append({"id": i + 1, **rec})
-            if cfg.attn_heatmap and i + 1 == cfg.heatmap_sentence:
+        by_line = all(line is not None for _, _, _, line in self.records)
+        which = f": {self.attention}" if self.attention else ""
+        records, drawn = [], False
+        for i, (_, rec, heat, line) in enumerate(self.records):
+            sid = line if by_line else i + 1
+            records.append({"id": sid, **rec})
+            if cfg.attn_heatmap and sid == cfg.heatmap_sentence:
+                drawn = True
                 if heat is None:
-                    self.log(f"[entmax] no attention available for sentence {i + 1}: heatmap not written")
+                    self.log(f"[entmax] no attention available for sentence {sid}: heatmap not written")
                 else:
                     attn, src, tgt = heat
-                    attention_heatmap(attn, src, tgt, cfg.attn_heatmap, title=f"sentence {i + 1}")
-                    self.log(f"[entmax] attention heatmap of sentence {i + 1} written to {cfg.attn_heatmap}")
-        if cfg.attn_heatmap and cfg.heatmap_sentence > len(records):
-            self.log(f"[entmax] -heatmap_sentence {cfg.heatmap_sentence} > {len(records)} sentences: "
-                     "no heatmap written")
+                    attention_heatmap(attn, src, tgt, cfg.attn_heatmap, title=f"sentence {sid}{which}")
+                    self.log(f"[entmax] attention heatmap of sentence {sid} ({self.attention or 'attention'}) "
+                             f"written to {cfg.attn_heatmap}")
+        if cfg.attn_heatmap and not drawn:
+            self.log(f"[entmax] -heatmap_sentence {cfg.heatmap_sentence}: no such input line among "
+                     f"{len(records)} sentences: no heatmap written")
         short = [r for r in records if r["n_hyps"] < r["n_best"]]
         for r in short[:10]:
             self.log(f"[entmax] sentence {r['id']}: {r['n_hyps']} of n_best={r['n_best']} hypotheses have "
@@ -172,14 +219,20 @@ class DecodingRun:
         if len(short) > 10:
             self.log(f"[entmax] ... and {len(short) - 10} more sentences with fewer than n_best hypotheses "
                      "(see -entmax_report)")
+        self._report_cuts(records)
         if cfg.entmax_report:
             write_jsonl(records, cfg.entmax_report)
-        self.log(format_summary(summarize(records)))
-        if cfg.sparsity_stats and self.stats.tokens:
-            st = self.stats.summary()
-            self.log(f"[entmax] per-step output probability sum: mean {st['prob_sum_mean']:.4f}, "
-                     f"std {st['prob_sum_std']:.4f} over {st['target_tokens']} target tokens")
+        self.log(format_summary(summarize(records), attention_of=self.attention or None,
+                                length_penalty=cfg.length_penalty))
         return records
+
+    def _report_cuts(self, records: list) -> None:
+        cut = [(r["id"], k + 1) for r in records for k, h in enumerate(r["hypotheses"]) if h.get("cut")]
+        for line, k in cut[:10]:
+            self.log(f"[entmax] sentence {line}: hypothesis {k} reached -max_length {self.max_length} without "
+                     "EOS: a cut prefix, not a complete output")
+        if len(cut) > 10:
+            self.log(f"[entmax] ... and {len(cut) - 10} more cut hypotheses ('cut' in -entmax_report)")
 
 
 def target_tokens(translator) -> list:

@@ -43,19 +43,23 @@ class SparsityStats:
     sums: list = field(default_factory=list)
 
     def add(self, log_probs: Tensor, attn: Optional[Tensor] = None, src_len: Optional[int] = None) -> dict:
-        """Add one sentence (T target steps); returns its own averages."""
+        """Add one sentence (T target steps); returns its own numbers: the number of steps
+        ``target_tokens`` and, over them, the means and the (population) std of the sum, so that
+        file-level numbers are per target token (``report.summarize``), not means of sentence means."""
         sup = output_support(log_probs)
-        sums = probability_sums(log_probs)
+        sums = probability_sums(log_probs).double()
         self.tokens += sup.numel()
         self.support_total += int(sup.sum())
         self.sums.extend(sums.tolist())
-        out = {"output_support": sup.float().mean().item() if sup.numel() else 0.0,
-               "prob_sum": sums.mean().item() if sums.numel() else 0.0}
+        out = {"target_tokens": sup.numel(),
+               "output_support": sup.double().mean().item() if sup.numel() else 0.0,
+               "prob_sum": sums.mean().item() if sums.numel() else 0.0,
+               "prob_sum_std": sums.std(unbiased=False).item() if sums.numel() else 0.0}
         if attn is not None:
             att = attended(attn, src_len)
             self.attn_tokens += att.numel()
             self.attended_total += int(att.sum())
-            out["attended"] = att.float().mean().item() if att.numel() else 0.0
+            out["attended"] = att.double().mean().item() if att.numel() else 0.0
         return out
 
     def summary(self) -> dict:

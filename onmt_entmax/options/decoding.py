@@ -77,6 +77,7 @@ class DecodingConfig:
     heatmap_sentence: int = 1
     entmax_report: Optional[str] = None
     plain_scores: bool = True  # no length / coverage penalty: scores are summed log-probs
+    length_penalty: str = "none"  # what the beam ranks finished hypotheses by (named in the summary)
 
     @property
     def needs_scorer(self) -> bool:
@@ -124,4 +125,5 @@ class DecodingConfig:
         length_pen = get("length_penalty", "none")
         cov_pen = get("coverage_penalty", "none")
         cfg.plain_scores = length_pen in (None, "none") and cov_pen in (None, "none")
+        cfg.length_penalty = length_pen or "none"
         return cfg

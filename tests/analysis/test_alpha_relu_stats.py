@@ -29,16 +29,37 @@ def test_step_sums_and_zero_counts_of_hand_built_steps():
         st.add(torch.zeros(2, 4), mask=torch.ones(3, dtype=torch.bool))
 
 
-def test_plots(tmp_path):
-    from test_alphas import _nontrivial_png
+def test_plots_show_every_model_readably(tmp_path):
+    """alpha-ReLU's sums spread around ~1; a normalized model's are 1 up to 1e-7. On one plot the
+    normalized model is a line at 1 and alpha-ReLU a histogram over its own range (not 1e-8 bins)."""
+    from drawn import bars, capture, legend_texts
 
     g = torch.Generator().manual_seed(0)
     z = torch.randn(200, 50, generator=g) * 2
     relu, ent = StepStats(), StepStats()
     relu.add(alpha_relu(z, 1.5, tau=0.2).log())
     ent.add(entmax15(z).log())
-    _nontrivial_png(plot_sums({"1.5-ReLU": relu.sums, "1.5-entmax": ent.sums}, str(tmp_path / "sums.png")))
-    _nontrivial_png(plot_zero_shares({"1.5-ReLU": relu, "1.5-entmax": ent}, str(tmp_path / "zeros.png")))
+    with capture() as figs:
+        plot_sums({"1.5-ReLU": relu.sums, "1.5-entmax": ent.sums}, str(tmp_path / "sums.png"), bins=40)
+        plot_zero_shares({"1.5-ReLU": relu, "1.5-entmax": ent}, str(tmp_path / "zeros.png"), bins=20)
+    ax = figs[str(tmp_path / "sums.png")].axes[0]
+    hist = bars(ax)
+    lo, hi = float(relu.sums.min()), float(relu.sums.max())
+    assert len(hist) == 40 and all(w == pytest.approx((hi - lo) / 40) for _, w, _, _ in hist)
+    assert hist[0][0] == pytest.approx(lo)
+    assert sum(w * h for _, w, h, _ in hist) == pytest.approx(1.0)  # one density: alpha-ReLU's
+    assert ax.get_ylim()[1] <= 1.1 * max(h for _, _, h, _ in hist)  # its tallest bar fills the axes
+    line = [ln for ln in ax.get_lines() if ln.get_label().startswith("1.5-entmax")]
+    assert len(line) == 1 and line[0].get_xdata()[0] == pytest.approx(1.0, abs=1e-6)
+    spread = float(ent.sums.max() - ent.sums.min())
+    assert legend_texts(ax) == [f"1.5-ReLU (mean {float(relu.sums.mean()):.3f})",
+                                f"1.5-entmax: every step 1.000 (spread {spread:.0e})"]
+    ax = figs[str(tmp_path / "zeros.png")].axes[0]
+    hist = bars(ax)
+    assert len(hist) == 40 and all(w == pytest.approx(1 / 20) for _, w, _, _ in hist)  # two series on [0, 1]
+    for series, own in ((relu, hist[:20]), (ent, hist[20:])):
+        density, _ = np.histogram((series.zeros.double() / 50).numpy(), bins=20, range=(0, 1), density=True)
+        assert [h for _, _, h, _ in own] == pytest.approx(density.tolist())
 
 
 # --- real checkpoints ---------------------------------------------------------------------------------
@@ -84,7 +105,15 @@ def test_command_alpha_relu_against_entmax(tiny, tmp_path):
     assert ent["steps"] == relu["steps"] > 0
     assert ent["sum_mean"] == pytest.approx(1.0, abs=1e-4) and ent["sum_std"] < 1e-4  # normalized
     assert math.isfinite(relu["sum_mean"]) and relu["sum_std"] > 0  # not normalized
-    assert 0 < ent["zero_share_mean"] < 1 and 0 <= relu["zero_share_mean"] < 1
+    from onmt_entmax.onmt.teacher_forcing import load_model, run
+
+    for name, key in (("1.5-ReLU", "learned"), ("1.5-entmax", "dense")):  # what the command wrote, per step
+        model, vocabs = load_model(tiny[key])
+        st = StepStats()
+        run(model, vocabs, tiny["src"], tiny["tgt"], lambda fb: st.add(fb.log_probs, fb.tgt_mask), attention=False)
+        zeros = st.zeros.double() / st.vocab
+        assert res[name]["zero_share_mean"] == pytest.approx(float(zeros.mean()))
+        assert res[name]["sum_mean"] == pytest.approx(float(st.sums.mean()))
     _nontrivial_png(str(tmp_path / "output_sums.png"))
     _nontrivial_png(str(tmp_path / "zero_shares.png"))
 
@@ -120,7 +149,7 @@ def test_teacher_forcing_own_translations_gives_the_decoding_steps(tiny, tmp_pat
     proc = start_module(tiny["dir"], "onmt.bin.translate", "-model", tiny["learned"], "-src", tiny["src"],
                         "-output", hyp, "-beam_size", "4", "-sparsity_stats")
     log = finish(proc, "onmt_translate")
-    m = re.search(r"probability sum: mean ([0-9.]+), std ([0-9.]+) over (\d+) target tokens", log)
+    m = re.search(r"sum of output probabilities: mean ([0-9.]+), std ([0-9.]+) over (\d+) target tokens", log)
     assert m, log[-2000:]
     model, vocabs = load_model(tiny["learned"])
     st = StepStats()

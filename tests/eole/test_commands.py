@@ -108,7 +108,7 @@ def test_alpha_relu_resolves_tau_on_the_first_batch_and_decodes_with_it(workdir,
     logged = float(log.split("generator_tau auto: tau = ")[1].split()[0])
     assert tau.shape == (1,) and tau.item() == pytest.approx(logged, rel=1e-5)
     out, log = predict(model, workdir, "-beam_size", "3", "-sparsity_stats", n=4)
-    assert len(out) == 4 and "per-step output probability sum" in log
+    assert len(out) == 4 and "per-step sum of output probabilities: mean" in log
 
 
 def test_a_bad_option_is_one_line_naming_it_before_anything_runs(workdir):

@@ -63,8 +63,23 @@ _target_tokens = target_tokens
 
 
 def _new_run(translator) -> DecodingRun:
+    scorer = translator.global_scorer
+    # upstream divides a finished hypothesis' log p by length_penalty(len(alive_seq) + 1) at the step it ends:
+    # its step counter includes BOS, so n tokens and EOS give n + 2
+    penalty = (lambda n: scorer.length_penalty(n + 2, alpha=scorer.alpha)) if scorer.has_len_pen else None
     return DecodingRun(_config(translator), _target_tokens(translator), translator._tgt_eos_idx, translator.n_best,
-                       translator._log)
+                       translator._log, attention=attention_of(translator.model), length_penalty=penalty,
+                       coverage_penalty=bool(scorer.has_cov_pen))
+
+
+def attention_of(model) -> str:
+    """Which attention the heatmap and the attended-token count read: a Transformer returns one head
+    (head 1, i.e. index 0) of its last decoder layer's context attention, an RNN its global attention."""
+    layers = getattr(getattr(model, "decoder", None), "transformer_layers", None)
+    if layers:
+        heads = getattr(getattr(layers[-1], "context_attn", None), "head_count", "?")
+        return f"head 1 of {heads} of the context attention of decoder layer {len(layers)} (the last)"
+    return "the decoder's global attention"
 
 
 def _text(translator, ids) -> str:
@@ -76,6 +91,10 @@ def _sentence(translator, cfg, run, batch, b, results, beam_rec, preds) -> Sente
     tracker = beam_rec.tracker if beam_rec is not None else None
     s = Sentence((run.bucket, int(batch["ind_in_bucket"][b])), preds, results["scores"][b],
                  tracker[b] if tracker is not None else None)
+    lines = batch.get("cid_line_number")  # upstream's own line numbers (0-based): the record ids
+    s.line = None if lines is None else int(lines[b]) + 1
+    if "tgt" in batch and results.get("gold_score") is not None:
+        s.gold_score = float(results["gold_score"][b])
     if cfg.needs_scorer:
         s.scorer = SentenceScorer(translator, batch, b)
         src_ids = batch["src"][b, : int(batch["srclen"][b]), 0]

@@ -173,6 +173,13 @@ def test_sparse_translation_certificates_enumeration_and_analyses(workdir, spars
             assert s["gold_prob"] == pytest.approx(listed.get(s["gold"], 0.0), abs=1e-5)
     assert "exactness certificate" in proc.stderr and f"{len(certified)}/20" in proc.stderr
     assert (workdir / "heat.png").read_bytes()[:4] == b"\x89PNG"
+    # per target token: each sentence weighs by its number of steps
+    tokens = sum(r["target_tokens"] for r in recs)
+    per_token = sum(r["output_support"] * r["target_tokens"] for r in recs) / tokens
+    assert (f"nonzero output probabilities per target token: {per_token:.2f} (best hypotheses, {tokens} target "
+            "tokens, EOS included)") in proc.stderr
+    assert "attended source tokens per target token" in proc.stderr and "the decoder's global attention" in proc.stderr
+    assert all(not h["cut"] for r in recs for h in r["hypotheses"])  # max_length 100: every one ended with EOS
 
 
 def test_dense_model_decodes_exactly_as_stock(workdir):
@@ -271,6 +278,7 @@ def test_no_nan_and_no_zero_probability_output_with_any_option(workdir, options)
     translate(workdir, "-model", SPARSE, "-beam_size", 4, "-n_best", 2, "-with_score", "-output", "opt.txt",
               "-entmax_report", "opt.jsonl", *options)
     recs = [json.loads(line) for line in open(workdir / "opt.jsonl")]
+    assert all(r["optimal"] is None for r in recs)  # a coverage penalty: the log-prob bound proves nothing
     lines = _lines(workdir / "opt.txt")
     assert len(lines) == sum(max(r["n_hyps"], 1) for r in recs)
     for line, r in zip(lines, (r for r in recs for _ in range(max(r["n_hyps"], 1)))):
@@ -286,9 +294,53 @@ def test_transformer_alpha_relu_decodes_unnormalised_scores(workdir):
     sums = [r["prob_sum"] for r in recs]
     assert all(s > 0 for s in sums) and max(sums) - min(sums) > 1e-3  # not renormalised to 1
     assert all(r["optimal"] is None for r in recs)  # the pruning bound needs p <= 1
-    assert "per-step output probability sum" in proc.stderr
+    tokens = sum(r["target_tokens"] for r in recs)
+    mean = sum(r["prob_sum"] * r["target_tokens"] for r in recs) / tokens
+    lines = [line for line in proc.stderr.splitlines() if "sum of output probabilities" in line]
+    assert len(lines) == 1 and f"mean {mean:.4f}" in lines[0] and f"over {tokens} target tokens" in lines[0]
+    assert "head 1 of 2 of the context attention of decoder layer 1 (the last)" in proc.stderr
     refused = translate(workdir, "-model", RELU, "-output", "x.txt", "-exact_search", check=False)
     assert refused.returncode != 0 and "-exact_search needs a normalised output layer" in refused.stderr
+
+
+def test_cut_hypotheses_are_flagged_and_a_gold_score_of_minus_inf_explained(workdir):
+    (workdir / "tgt-wrong.txt").write_text((workdir / "src-test.txt").read_text())  # not reversed
+    proc = translate(workdir, "-model", SPARSE, "-tgt", "tgt-wrong.txt", "-output", "cut.txt", "-beam_size", 5,
+                     "-n_best", 3, "-max_length", 3, "-entmax_report", "cut.jsonl", "-forced_support")
+    recs = [json.loads(line) for line in open(workdir / "cut.jsonl")]
+    hyps = [h for r in recs for h in r["hypotheses"]]
+    assert any(h["cut"] for h in hyps) and not all(h["cut"] for h in hyps)
+    # cut = reached -max_length 3 without EOS: three tokens; a complete output has at most two before EOS
+    assert all(len(h["text"].split()) == 3 if h["cut"] else len(h["text"].split()) <= 2 for h in hyps)
+    cut = [r for r in recs if any(h["cut"] for h in r["hypotheses"])]
+    assert f"{len(cut)} sentences have hypotheses cut at -max_length before EOS" in proc.stderr
+    assert f"sentence {cut[0]['id']}: hypothesis" in proc.stderr
+    zero = [r for r in recs if r["gold_score"] is None]  # log 0 = -inf, written as null
+    assert zero and all(r["gold_log_prob"] is None for r in zero)  # forced decoding agrees on which
+    assert "GOLD SCORE: -inf" in proc.stderr
+    assert f"GOLD SCORE is -inf (GOLD PPL inf) because {len(zero)} of 20 references contain a token" in proc.stderr
+
+
+def test_exact_search_disagreements_are_split_by_the_length_penalty(workdir):
+    """A weak dense model (exact search needs no sparsity, only p <= 1) ranked with -length_penalty avg:
+    each disagreement's cause follows from the numbers in the report."""
+    (workdir / "src-4.txt").write_text("".join((workdir / "src-test.txt").read_text().splitlines(True)[:4]))
+    proc = translate(workdir, "-model", DENSE, "-output", "ex.txt", "-beam_size", 3, "-length_penalty", "avg",
+                     "-max_length", 4, "-exact_search", "-entmax_report", "ex.jsonl", "-src", "src-4.txt")
+    recs = [json.loads(line) for line in open(workdir / "ex.jsonl")]
+    for r in recs:
+        exact, best = r["exact"], r["hypotheses"][0]
+        if exact["agrees"] or exact["cause"] == "cut":
+            continue
+        n_exact, n_beam = len(exact["text"].split()), len(best["text"].split())
+        # avg: upstream's score is log p / (tokens + 2) (its step count includes BOS and EOS), as reported
+        assert best["score"] == pytest.approx(exact["beam_log_prob"] / (n_beam + 2), abs=1e-4)
+        assert exact["score"] > exact["beam_log_prob"]  # the exact best is more probable...
+        prefers_beam = best["score"] >= exact["score"] / (n_exact + 2)  # ...but the penalty may rank it lower
+        assert exact["cause"] == ("length_penalty" if prefers_beam else "search")
+    causes = [r["exact"]["cause"] for r in recs if not r["exact"]["agrees"]]
+    assert "length_penalty" in causes  # this untrained model: a short output wins log p, the penalty prefers longer
+    assert f"{causes.count('length_penalty')} the beam's ranking (-length_penalty avg) prefers its best" in proc.stderr
 
 
 def test_python_api_support_sets_suggestions_enumeration(workdir):
