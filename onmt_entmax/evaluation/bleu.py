@@ -57,7 +57,7 @@ def sacrebleu_score(hyps: Sequence[str], refs: Sequence[str], tgt_lang: str = "e
     except Exception as err:  # the ja/ko tokenizers need optional packages
         raise RuntimeError(
             f"SacreBLEU tokenizer {tokenize!r} for target language {tgt_lang!r} is not available: "
-            f"{err} (pip install 'sacrebleu[ja]' or 'sacrebleu[ko]')"
+            f"{' '.join(str(err).split())} (pip install 'sacrebleu[ja]' or 'sacrebleu[ko]')"
         ) from err
     score = metric.corpus_score(list(hyps), [list(refs)])
     return score.score, str(metric.get_signature())

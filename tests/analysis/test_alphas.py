@@ -63,10 +63,24 @@ def test_csv_trajectories_and_plots(tmp_path):
     assert back == rows
     traj = trajectories(back)
     assert traj[("enc_self", 1, 1)] == ([0, 10, 20], [1.5, 1.5 + 0.1 * 0.5 * 2, 1.5 + 0.2 * 0.5 * 2])
-    _nontrivial_png(plot_trajectories(back, str(tmp_path / "traj.png")))
     last = {(k, layer): [r[4] for r in back if r[0] == 20 and r[1] == k and r[2] == layer]
             for k in ("enc_self", "context") for layer in (0, 1)}
-    _nontrivial_png(plot_alphas_per_layer(last, str(tmp_path / "layers.png")))
+    from drawn import capture
+
+    with capture() as figs:
+        _nontrivial_png(plot_trajectories(back, str(tmp_path / "traj.png")))
+        _nontrivial_png(plot_alphas_per_layer(last, str(tmp_path / "layers.png")))
+    # one line per (kind, layer, head) through its (step, alpha) points, one panel per kind
+    traj_axes = figs[str(tmp_path / "traj.png")].axes
+    drawn = sorted((tuple(ln.get_xdata()), tuple(round(y, 9) for y in ln.get_ydata()))
+                   for ax in traj_axes for ln in ax.get_lines() if len(ln.get_xdata()) == 3)
+    assert drawn == sorted((tuple(steps), tuple(round(a, 9) for a in alphas)) for steps, alphas in traj.values())
+    # every head's last alpha is a dot at its layer (1-based) in its kind's panel
+    top = figs[str(tmp_path / "layers.png")].axes[:2]
+    for ax, kind in zip(top, ("enc_self", "context")):
+        dots = [tuple(xy) for coll in ax.collections for xy in coll.get_offsets().tolist()]
+        assert sorted(round(y, 9) for _, y in dots) == sorted(round(a, 9) for layer in (0, 1) for a in last[(kind, layer)])
+        assert sorted(round(x) for x, _ in dots) == [1, 1, 2, 2]
     s = summary({("enc_self", 0): [1.05, 1.95, 1.5, 1.9]})
     assert s["enc_self"]["low_share"] == 0.25 and s["enc_self"]["high_share"] == 0.5
     assert default_csv("run/model_step_300.pt") == "run/model_alphas.csv"

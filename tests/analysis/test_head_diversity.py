@@ -52,9 +52,17 @@ def test_padding_queries_are_left_out_of_the_layer_mean():
 def test_plot(tmp_path):
     from test_alphas import _nontrivial_png
 
+    from drawn import capture, legend_texts
+
     res = {"softmax": {("enc_self", 0): 0.1, ("enc_self", 1): 0.2, ("context", 0): 0.05},
            "learned": {("enc_self", 0): 0.3, ("enc_self", 1): 0.4, ("context", 0): 0.25}}
-    _nontrivial_png(plot_head_diversity(res, str(tmp_path / "hd.png")))
+    with capture() as figs:
+        _nontrivial_png(plot_head_diversity(res, str(tmp_path / "hd.png")))
+    enc, ctx = figs[str(tmp_path / "hd.png")].axes
+    assert [(list(ln.get_xdata()), list(ln.get_ydata())) for ln in enc.get_lines()] == [([1, 2], [0.1, 0.2]),
+                                                                                      ([1, 2], [0.3, 0.4])]
+    assert [(list(ln.get_xdata()), list(ln.get_ydata())) for ln in ctx.get_lines()] == [([1], [0.05]), ([1], [0.25])]
+    assert legend_texts(enc) == ["softmax", "learned"] and enc.get_title() == "encoder self-attention"
 
 
 # --- a real checkpoint, teacher-forced ---------------------------------------------------------------
@@ -107,9 +115,16 @@ def test_command_compares_models(tiny, tmp_path):
                                 "-src", tiny["src"], "-tgt", tiny["tgt"], "-out_dir", str(tmp_path)]) == 0
     res = json.load(open(tmp_path / "head_diversity.json"))
     assert set(res) == {"learned alpha", "softmax"}
-    for name, layers in res.items():
-        assert len(layers) == 6  # 3 kinds x 2 layers
-        assert all(0 <= r["js"] <= math.log(4) for r in layers)
+    from onmt_entmax.onmt.teacher_forcing import load_model, run
+
+    for name, key in (("learned alpha", "learned"), ("softmax", "dense")):  # what the command wrote, per layer
+        model, vocabs = load_model(tiny[key])
+        acc = HeadDiversity()
+        run(model, vocabs, tiny["src"], tiny["tgt"],
+            lambda fb: [acc.add(site, a, fb.query_mask(site)) for site, a in fb.attn.items()], outputs=False)
+        want = acc.result()
+        assert len(res[name]) == len(want) == 6  # 3 kinds x 2 layers
+        assert {(r["kind"], r["layer"] - 1): r["js"] for r in res[name]} == pytest.approx(want)
     _nontrivial_png(str(tmp_path / "head_diversity.png"))
 
 

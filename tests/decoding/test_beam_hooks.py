@@ -82,7 +82,12 @@ def run_beam(toolkit, models, beam_size, n_best, max_length, vocab, min_length=0
                 break
     hyps = [[(tuple(p.tolist())[:-1] if int(p[-1]) == EOS else tuple(p.tolist()), float(s))
              for p, s in zip(bs.predictions[b], bs.scores[b])] for b in range(len(models))]
+    global _last_beam
+    _last_beam = bs
     return hyps, rec
+
+
+_last_beam = None  # the BeamSearch object of the latest run_beam call
 
 
 def test_stock_beam_returns_junk_zero_probability_hypotheses(toolkit):
@@ -134,7 +139,32 @@ def test_no_hypothesis_when_constraints_remove_the_whole_support(toolkit):
 
 
 def test_scores_are_tensors_so_with_score_works(toolkit):
-    _, _ = run_beam(toolkit, [draw_model()], beam_size=2, n_best=1, max_length=10, vocab=7)
+    """-with_score calls .item() on every stored score (upstream #2583: a float crashed there)."""
+    hyps, _ = run_beam(toolkit, [draw_model()], beam_size=2, n_best=2, max_length=10, vocab=7)
+    # (run_beam reads them back with float(); here the objects themselves)
+    bs_scores = _last_beam.scores[0]
+    assert len(bs_scores) == 2 and all(torch.is_tensor(x) and x.dim() == 0 for x in bs_scores)
+    assert [x.item() for x in bs_scores] == [s for _, s in hyps[0]]
+    assert [spell(t) for t, _ in hyps[0]] == ["drawn", "drawed"]
+
+
+def test_a_hypothesis_cut_at_max_length_is_never_certified(toolkit):
+    hyps, rec = run_beam(toolkit, [draw_model()], beam_size=5, n_best=5, max_length=5, vocab=7)
+    cut = [spell(t) for t, _ in hyps[0] if len(t) == 5]  # no EOS: a prefix of drawn / drawed
+    assert cut and not rec.tracker[0].exhaustive and rec.tracker[0].truncated == len(cut)
+    assert not rec.tracker[0].optimal(hyps[0][0][1])
+    _, wide = run_beam(toolkit, [draw_model()], beam_size=5, n_best=5, max_length=10, vocab=7)
+    assert wide.tracker[0].exhaustive
+
+
+def test_the_best_tied_with_the_best_pruned_is_provably_optimal(toolkit):
+    from decoding_toys import TrieModel
+
+    tie = TrieModel({(): {1: 0.5, 2: 0.5}, (1,): {EOS: 1.0}, (2,): {EOS: 1.0}}, vocab_size=3)
+    hyps, rec = run_beam(toolkit, [tie], beam_size=1, n_best=1, max_length=5, vocab=3)
+    cert = rec.tracker[0]
+    assert not cert.exhaustive and hyps[0][0][1] == cert.best_pruned == pytest.approx(math.log(0.5))
+    assert cert.optimal(hyps[0][0][1])
 
 
 @pytest.mark.parametrize("options", [dict(), dict(min_length=2), dict(block_ngram=2),

@@ -108,3 +108,60 @@ def test_certificate_is_the_same_for_every_n_best_and_means_the_whole_support(se
         assert runs[1].hypotheses[0] == runs[3].hypotheses[0]
         if runs[1].certificate.exhaustive:
             assert runs[1].hypotheses[0][0] == max(support.sequences, key=lambda t: t[1])[0]
+
+
+def test_enumeration_of_a_support_exactly_the_size_of_the_cap():
+    support = enumerate_support(draw_model(), eos=EOS, max_length=10, cap=3)  # |support| = 3 = cap: listed
+    assert sorted(spell(t) for t, _ in support.sequences) == sorted(DRAW_SUPPORT)
+    with pytest.raises(SupportTooLarge, match="more than cap=2"):
+        enumerate_support(draw_model(), eos=EOS, max_length=10, cap=2)
+
+
+@pytest.mark.parametrize("max_length,expected", [(4, []), (5, ["drew"]), (6, ["drawn", "drew"]),
+                                                 (7, ["drawn", "drawed", "drew"])])
+def test_exact_search_with_a_binding_max_length(max_length, expected):
+    """max_length counts EOS: drew (4 letters) needs 5, drawn 6, drawed 7. A binding limit leaves the
+    most probable output that fits, never one that does not."""
+    got = exact_search(draw_model(), eos=EOS, max_length=max_length, n_best=3)
+    assert [spell(t) for t, _ in got] == expected
+    truth = sorted(brute_force(draw_model(), EOS, max_length, 7).items(), key=lambda x: -x[1])
+    assert [t for t, _ in got] == [t for t, _ in truth[:3]]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_exact_search_under_a_binding_max_length_equals_brute_force(seed):
+    model = RandomSparseModel(vocab_size=5, seed=seed, scale=1.5, stop=6)  # outputs up to 6 tokens
+    for max_length in (3, 4, 5):
+        truth = sorted(brute_force(model, EOS, max_length, 5).items(), key=lambda x: -x[1])
+        got = exact_search(model, eos=EOS, max_length=max_length, n_best=2)
+        assert [t for t, _ in got] == [t for t, _ in truth[:2]]
+        assert all(len(t) < max_length for t, _ in got)
+
+
+def _tie_model():
+    """Two first tokens of equal probability 1/2, each followed by EOS: both outputs have p = 1/2."""
+    from decoding_toys import TrieModel
+
+    return TrieModel({(): {1: 0.5, 2: 0.5}, (1,): {EOS: 1.0}, (2,): {EOS: 1.0}}, vocab_size=3)
+
+
+def test_optimality_holds_when_the_best_score_ties_the_best_pruned_one():
+    """Beam 1 keeps one of two equally probable prefixes: the best finished score equals the best
+    pruned one, whose completions cannot exceed it, so the best hypothesis is provably optimal
+    (though the beam was not exhaustive)."""
+    res = beam_search(_tie_model(), eos=EOS, beam_size=1, max_length=5, n_best=1)
+    cert, (tokens, score) = res.certificate, res.hypotheses[0]
+    assert not cert.exhaustive and cert.pruned_steps == 1
+    assert score == cert.best_pruned == pytest.approx(math.log(0.5))
+    assert cert.optimal(score)
+    assert score == pytest.approx(exact_search(_tie_model(), eos=EOS, max_length=5)[0][1])
+    assert not cert.optimal(math.nextafter(score, -math.inf))  # anything below the pruned score: no claim
+
+
+def test_a_hypothesis_cut_at_max_length_is_not_exhaustive():
+    """draw: drawn and drawed need more than max_length 5; the beam returns their cut prefixes, which
+    are not outputs, so the beam did not see the whole support (and nothing is claimed optimal)."""
+    res = beam_search(draw_model(), eos=EOS, beam_size=5, max_length=5, n_best=5)
+    assert res.certificate.truncated > 0 and not res.certificate.exhaustive
+    assert not res.certificate.optimal(res.hypotheses[0][1])
+    assert beam_search(draw_model(), eos=EOS, beam_size=5, max_length=10, n_best=5).certificate.exhaustive

@@ -60,3 +60,31 @@ def test_sacrebleu_detokenized_with_signature():
 def test_bad_input_is_named():
     with pytest.raises(ValueError, match="2 hypotheses but 1 references"):
         bleu.tokenized_bleu(["a", "b"], ["a"])
+
+
+@pytest.mark.parametrize("lang,tokenizer", [("ja", "ja-mecab"), ("zh", "zh"), ("ko", "ko-mecab"), ("en", "13a"),
+                                            ("de", "13a"), ("ro", "13a")])
+def test_sacrebleu_tokenizes_as_its_command_line_does_for_the_target_language(monkeypatch, lang, tokenizer):
+    """Japanese targets are scored with MeCab's segmentation (ja-mecab), as `sacrebleu -l en-ja` does: 13a
+    would count a whole unsegmented Japanese sentence as one token."""
+    chosen, real = [], bleu.BLEU
+
+    def spy(**kw):
+        chosen.append(kw["tokenize"])  # (MeCab may be absent here: score with a stand-in tokenizer)
+        return real(**{**kw, "tokenize": "char" if kw["tokenize"].endswith("mecab") else kw["tokenize"]})
+
+    monkeypatch.setattr(bleu, "BLEU", spy)
+    score, _ = bleu.sacrebleu_score(["猫 が 座った 。"], ["猫 が 座った 。"], tgt_lang=lang)
+    assert chosen == [tokenizer] and score == pytest.approx(100.0)
+
+
+def test_japanese_without_mecab_is_a_clear_error_naming_the_tokenizer():
+    try:
+        import MeCab  # noqa: F401
+    except ImportError:
+        with pytest.raises(RuntimeError, match=r"tokenizer 'ja-mecab' for target language 'ja' is not available.*"
+                                               r"sacrebleu\[ja\]"):
+            bleu.sacrebleu_score(["猫が座った"], ["猫が座った"], tgt_lang="ja")
+    else:
+        _, signature = bleu.sacrebleu_score(["猫が座った"], ["猫が座った"], tgt_lang="ja")
+        assert "tok:ja-mecab" in signature

@@ -3,7 +3,9 @@ a tiny model, a few steps), best-validation checkpoint, onmt_translate, scores. 
 2 busy CPU cores, so they are marked ``slow``: ``pytest -m slow tests/pipelines`` or ``scripts/reproduce.sh smoke``."""
 import json
 import math
+import re
 import shutil
+from collections import defaultdict
 
 import pytest
 import yaml
@@ -15,6 +17,24 @@ mk = load_script("scripts/reproduce/make_configs.py")
 FAMILIES = sorted(mk.smoke_configs())
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("onmt_train") is None, reason="needs onmt_train")]
+
+
+def _macro_accuracy(src, hyp, ref) -> float:
+    """SIGMORPHON's headline accuracy recomputed here: exact matches per language (the first source
+    token), averaged over languages unweighted, in percent."""
+    per = defaultdict(list)
+    for s, h, r in zip(src, hyp, ref, strict=True):
+        per[s.split()[0]].append(h.split() == r.split())
+    return 100 * sum(sum(v) / len(v) for v in per.values()) / len(per)
+
+
+def _lines(path):
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def _best_validation(log_text: str) -> float:
+    """The best 'Validation accuracy' of a log (the configs save a checkpoint at every validation)."""
+    return max(float(x) for x in re.findall(r"Validation accuracy: ([0-9.]+)", log_text))
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +58,7 @@ def test_smoke_family_trains_translates_and_scores(family, workdir):
     log = workdir / f"{family}.train.log"
     rep.run(["onmt_train", "-config", config, "-seed", "1"], cwd=workdir, log=log)
     ckpt, dev_acc = rep.best_checkpoint(log.read_text(encoding="utf-8"))
-    assert (workdir / ckpt).exists() and 0.0 <= dev_acc <= 100.0
+    assert (workdir / ckpt).exists() and dev_acc == _best_validation(log.read_text(encoding="utf-8"))
     if e.task == "sigmorphon":
         data, src = workdir / "data/sigmorphon2018-sample", "src-test.txt"
     else:
@@ -47,8 +67,16 @@ def test_smoke_family_trains_translates_and_scores(family, workdir):
     # an untrained model rarely stops: cap the length so beam search ends quickly
     rep.translate([ckpt], data / src, pred, None, extra=["-max_length", "40"], cwd=workdir)
     scores = rep.score(e, pred, data=data)
-    metric = "accuracy" if e.task == "sigmorphon" else "tokenized_bleu"
-    assert 0.0 <= scores[metric] <= 100.0 and not math.isnan(scores[metric])
+    if e.task == "sigmorphon":
+        assert scores["accuracy"] == pytest.approx(_macro_accuracy(_lines(data / src), _lines(pred),
+                                                                   _lines(data / "tgt-test.txt")))
+    else:  # multi-bleu.perl's corpus BLEU of the BPE-joined hypotheses against the tokenized references
+        from sacrebleu.metrics import BLEU
+
+        hyps = [re.sub(r"(@@ )|(@@ ?$)", "", h) for h in _lines(pred)]
+        want = BLEU(tokenize="none", smooth_method="none", force=True).corpus_score(
+            hyps, [_lines(data / f"test.tok.{e.tgt}")]).score
+        assert scores["tokenized_bleu"] == pytest.approx(want) and not math.isnan(want)
     if e.task == "mt":
         assert "sacrebleu" in scores and scores["signature"].startswith("nrefs:1")
     json.dumps(scores)  # what reproduce.py writes to scores.json
@@ -71,14 +99,23 @@ def test_driver_trains_two_seeds_evaluates_and_ensembles(tmp_path, monkeypatch):
     rep.evaluate(e, [1, 2], None)
     runs = tmp_path / "runs/smoke/peters2019-sigmorphon"
     seeds = [json.loads((runs / f"seed{s}/scores.json").read_text()) for s in (1, 2)]
-    assert all(0 <= s["accuracy"] <= 100 and s["checkpoint"].endswith("_step_6.pt") for s in seeds)
+    data = ROOT / "data/sigmorphon2018-sample"
+    src, ref = _lines(data / "src-test.txt"), _lines(data / "tgt-test.txt")
+    for s, scores in zip((1, 2), seeds):
+        assert scores["accuracy"] == pytest.approx(_macro_accuracy(src, _lines(runs / f"seed{s}/pred.test.txt"), ref))
+        assert scores["checkpoint"].endswith("_step_6.pt")
     assert set(seeds[0]["per_language"]) == {"english", "hebrew", "slovak", "west-frisian", "average"}
     ens = json.loads((runs / "ensemble/scores.json").read_text())
-    assert len(ens["checkpoints"]) == 2 and 0 <= ens["accuracy"] <= 100
-    assert len((runs / "ensemble/pred.test.txt").read_text(encoding="utf-8").splitlines()) == 100
+    assert len(ens["checkpoints"]) == 2
+    assert len(_lines(runs / "ensemble/pred.test.txt")) == 100
+    assert ens["accuracy"] == pytest.approx(_macro_accuracy(src, _lines(runs / "ensemble/pred.test.txt"), ref))
     # §4.1 analysis of the same runs: certificates and support enumeration on the validation set
     monkeypatch.setattr(rep, "analysis_runs", lambda name: [e])
     rep.analyze("peters2019-sec4.1", [1], None)
     summary = json.loads((runs / "seed1/analysis-peters2019-sec4.1.json").read_text())
-    assert summary["sentences"] == 100 and 0.0 <= summary["certified_rate"] <= 1.0
+    recs = [json.loads(line) for line in _lines(runs / "seed1/analysis-peters2019-sec4.1.jsonl")]
+    assert summary["sentences"] == len(recs) == 100
+    assert summary["certified"] == sum(r["certified"] for r in recs)
+    assert summary["certified_rate"] == summary["certified"] / 100
+    assert summary["enumerated"] == sum("size" in r["support"] for r in recs)
     assert summary["enumerated"] + summary["enumeration_failed"] == 100

@@ -54,6 +54,21 @@ def test_alpha_relu_exact_search_is_refused_and_optimality_not_claimed():
     assert cfg.unnormalised and cfg.certificate
 
 
-def test_length_penalty_disables_the_optimality_bound():
-    assert DecodingConfig.from_opts(_opt(length_penalty="none", coverage_penalty="none"), ENTMAX).plain_scores
-    assert not DecodingConfig.from_opts(_opt(length_penalty="avg"), ENTMAX).plain_scores
+@pytest.mark.parametrize("penalties,plain", [
+    (dict(length_penalty="none", coverage_penalty="none"), True),
+    (dict(length_penalty="avg", coverage_penalty="none"), False),
+    (dict(length_penalty="wu", coverage_penalty="none"), False),
+    (dict(length_penalty="none", coverage_penalty="wu"), False),  # a coverage bonus can lift a completion
+    (dict(length_penalty="none", coverage_penalty="summary"), False),
+])
+def test_any_length_or_coverage_penalty_disables_the_optimality_bound(penalties, plain):
+    assert DecodingConfig.from_opts(_opt(**penalties), ENTMAX).plain_scores is plain
+
+
+def test_enumerate_cap_defaults_to_100_in_onmt_translate():
+    from onmt.bin.translate import _get_parser
+
+    opt = _get_parser().parse_args(["-model", "m.pt", "-src", "s.txt"])
+    assert opt.enumerate_cap == 100 == DecodingConfig.enumerate_cap
+    assert DecodingConfig.from_opts(opt, ENTMAX).enumerate_cap == 100
+    assert opt.exact_max_expansions == 20000 and opt.forced_max_support == 50
