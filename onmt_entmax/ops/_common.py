@@ -71,7 +71,7 @@ def alpha_in_range(alpha: Tensor) -> Tensor:
 
 
 def check_alpha(alpha: Alpha, name: str = "alpha", strict: bool = False) -> None:
-    """Raise ValueError unless alpha >= 1 (alpha > 1 when `strict`); NaN is refused too.
+    """Raise ValueError unless alpha >= 1 (alpha > 1 when `strict`) and finite; NaN is refused too.
 
     A tensor is checked once until it changes (same object, same version): decoding passes the
     same per-head alpha at every step, and on CUDA the check costs three device operations.
@@ -84,16 +84,17 @@ def check_alpha(alpha: Alpha, name: str = "alpha", strict: bool = False) -> None
             raise TypeError(f"{name} must be a float tensor, got dtype {alpha.dtype}")
         if alpha.numel():
             a = alpha.detach()
-            ok = ((a > 1) if strict else (a >= 1)).all()  # False for NaN too
+            ok = (((a > 1) if strict else (a >= 1)) & (a < float("inf"))).all()  # False for NaN too
             if a.is_cuda:
-                device_check(ok, f"{name} must be {bound} everywhere")
+                device_check(ok, f"{name} must be {bound} and finite everywhere")
             elif not bool(ok):
-                raise ValueError(f"{name} must be {bound} everywhere, got min {a.min().item():g}")
+                raise ValueError(f"{name} must be {bound} and finite everywhere, got min {a.min().item():g}, "
+                                 f"max {a.max().item():g}")
             _remember_checked(alpha, strict)
     else:
         a = float(alpha)
-        if a != a or (a <= 1 if strict else a < 1):
-            raise ValueError(f"{name} must be {bound}, got {alpha!r}")
+        if a != a or (a <= 1 if strict else a < 1) or a == float("inf"):
+            raise ValueError(f"{name} must be {bound} and finite, got {alpha!r}")
 
 
 def check_input(z: Tensor, name: str = "input") -> None:

@@ -72,7 +72,9 @@ def _bisect_shift(x: Tensor, am1: Tensor, n_iter: int) -> Tensor:
         above = mass >= 1
         hi = torch.where(above, mid, hi)
         lo = torch.where(above, lo, mid)
-    return (lo + hi) / 2
+    # hi keeps sum p >= 1, so the row never vanishes: for a huge alpha p = (1 + x + s)^{1/(alpha-1)} is
+    # flat in s, the bracket closes on s = -1, which the dtype cannot tell from a midpoint just above it
+    return hi
 
 
 def _prepare(x: Tensor, alpha: Alpha) -> Tensor:

@@ -456,3 +456,23 @@ def test_kernels_leave_a_float_alpha_near_one_to_the_reference(monkeypatch):
     q = torch.randn(1, 2, 3, 8)
     assert attention._geometry(q, q, q, None, "entmax_bisect", 1.01) is not None
     assert attention._geometry(q, q, q, None, "entmax_bisect", 1.001) is None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("alpha", [50.0, 1e6, 1e10])
+def test_a_huge_alpha_tends_to_argmax_and_never_loses_the_row(alpha, dtype):
+    """As alpha grows, alpha-entmax keeps only the largest entry (ties share it): rows still sum to 1."""
+    z = torch.tensor([[1.0, 0.5, -1.0], [2.0, 2.0, 0.0], [0.3, 0.2, 0.1]], dtype=dtype)
+    p = oe.entmax_bisect(z, alpha)
+    assert torch.allclose(p.sum(-1), torch.ones(3, dtype=dtype), atol=1e-6)
+    assert p[0].tolist() == [1.0, 0.0, 0.0] and p[1, 2] == 0 and p[1, 0] == pytest.approx(0.5, abs=1e-6)
+    assert p[2, 0] == pytest.approx(1.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("alpha", [float("inf"), float("nan"), torch.tensor([1.5, float("inf")]).view(2, 1)])
+def test_a_non_finite_alpha_is_refused(alpha):
+    with pytest.raises(ValueError, match="alpha must be >= 1 and finite"):
+        oe.entmax_bisect(torch.randn(2, 4), alpha)
+    if not torch.is_tensor(alpha):
+        with pytest.raises(ValueError, match="alpha must be > 1 and finite"):
+            oe.alpha_relu(torch.randn(2, 4), alpha)
