@@ -105,7 +105,7 @@ def test_command_alpha_relu_against_entmax(tiny, tmp_path):
     assert ent["steps"] == relu["steps"] > 0
     assert ent["sum_mean"] == pytest.approx(1.0, abs=1e-4) and ent["sum_std"] < 1e-4  # normalized
     assert math.isfinite(relu["sum_mean"]) and relu["sum_std"] > 0  # not normalized
-    from onmt_entmax.onmt.teacher_forcing import load_model, run
+    from onmt_entmax.onmt.decoding.teacher_forcing import load_model, run
 
     for name, key in (("1.5-ReLU", "learned"), ("1.5-entmax", "dense")):  # what the command wrote, per step
         model, vocabs = load_model(tiny[key])

@@ -115,7 +115,7 @@ def test_command_compares_models(tiny, tmp_path):
                                 "-src", tiny["src"], "-tgt", tiny["tgt"], "-out_dir", str(tmp_path)]) == 0
     res = json.load(open(tmp_path / "head_diversity.json"))
     assert set(res) == {"learned alpha", "softmax"}
-    from onmt_entmax.onmt.teacher_forcing import load_model, run
+    from onmt_entmax.onmt.decoding.teacher_forcing import load_model, run
 
     for name, key in (("learned alpha", "learned"), ("softmax", "dense")):  # what the command wrote, per layer
         model, vocabs = load_model(tiny[key])
