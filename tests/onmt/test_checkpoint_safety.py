@@ -58,6 +58,15 @@ def test_translate_train_from_and_the_api_load_weights_only(evil):
     _refused(lambda: SparseDecoder(str(path)), path, marker)
 
 
+def test_onmt_train_train_from_refuses_it(evil, toy):
+    from conftest import build_vocab, train, yaml_config
+
+    path, marker = evil
+    config = yaml_config(toy, dict(hidden_size=8, word_vec_size=8), steps=1)
+    build_vocab(config)
+    _refused(lambda: train(config, "-train_from", str(path)), path, marker)
+
+
 def test_average_release_and_analysis_commands_load_weights_only(evil, tmp_path, monkeypatch):
     from onmt.bin import average_models, release_model
 
