@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 
-from conftest import run_console
+from conftest import build_vocab, run_console, train, yaml_config
 
 from onmt_entmax.analysis.checkpoint import CheckpointError, check_torch
 
@@ -59,8 +59,6 @@ def test_translate_train_from_and_the_api_load_weights_only(evil):
 
 
 def test_onmt_train_train_from_refuses_it(evil, toy):
-    from conftest import build_vocab, train, yaml_config
-
     path, marker = evil
     config = yaml_config(toy, dict(hidden_size=8, word_vec_size=8), steps=1)
     build_vocab(config)

@@ -2,7 +2,7 @@
 with a message naming the option (before any training starts)."""
 import pytest
 
-from conftest import run_console, train, yaml_config
+from conftest import build_vocab, run_console, train, yaml_config
 
 from onmt_entmax.onmt.options import model_option_names
 
@@ -133,8 +133,6 @@ def test_onmt_train_refuses_a_sparse_attention_an_rnn_does_not_have_and_warns_of
         train(config)
     config = yaml_config(toy, dict(encoder_type="brnn", decoder_type="rnn", hidden_size=8, word_vec_size=8,
                                    generator_function="entmax15", generator_alpha=1.3), steps=1)
-    from conftest import build_vocab
-
     build_vocab(config)
     with caplog.at_level("WARNING"):
         train(config)
@@ -145,8 +143,6 @@ def test_valid_lr_halving_without_validation_data_is_refused(toy):
     config = yaml_config(toy, dict(hidden_size=8, word_vec_size=8), steps=1, extra="valid_lr_halving: true\n")
     text = config.read_text()
     config.write_text("\n".join(line for line in text.splitlines() if not line.strip().startswith("valid:")) + "\n")
-    from conftest import build_vocab
-
     build_vocab(config)
     with pytest.raises(ValueError, match="valid_lr_halving .* there is no validation data"):
         train(config)
@@ -154,8 +150,6 @@ def test_valid_lr_halving_without_validation_data_is_refused(toy):
 
 def test_train_from_names_the_model_options_the_checkpoint_replaces(toy, caplog):
     import torch
-
-    from conftest import build_vocab
 
     model = dict(encoder_type="brnn", decoder_type="rnn", hidden_size=8, word_vec_size=8,
                  generator_function="entmax15", global_attention_function="entmax15")
