@@ -15,7 +15,9 @@ PY=${PYTHON:-python3}
 export PIP_ROOT_USER_ACTION=ignore  # containers install as root; pip would warn about it at every step
 # -qq: pip's errors only; its notices about this machine's index settings (one "Location ... is
 # ignored" warning for each package looked up, over a hundred with Eole's dependencies) are not ours
-pip_install() { "$PY" -m pip install -qq --disable-pip-version-check "$@"; }
+# --no-warn-conflicts: on a second run OpenNMT-py is already there, and pip would report its torch pin
+# as an ERROR line at every install (nothing fails: it is the pin bypassed above)
+pip_install() { "$PY" -m pip install -qq --disable-pip-version-check --no-warn-conflicts "$@"; }
 
 if ! "$PY" -c "import torch" 2>/dev/null; then
   pip_install "${TORCH_SPEC:-torch==2.13.0}"
