@@ -91,3 +91,14 @@ def test_bench_train_in_process_rounds_give_each_variant_its_paired_interval(tmp
         rate, _, paired = rows[variant][:3]
         assert float(rate) > 0 and paired.endswith(")") and "x (" in paired, variant
     assert rows["softmax"][2] == "1.00x (1.00-1.00)"
+
+
+def test_profile_train_gives_each_config_its_step_costs_and_python_profile(tiny_models):
+    configs = [str(tiny_models / v / "config.yaml") for v in ("softmax", "entmax15_output_all_attention_")]
+    out = _run("benchmarks/profile_train.py", *configs, "--steps", "2", "--profile-steps", "1", "--python", "1",
+               "--batches", "2", "--top", "3")
+    rows = _table(out)
+    for config in configs:
+        rate, wall_ms, _gpu_ms, _launches, _syncs, aten = rows[config][:6]
+        assert float(rate) > 0 and float(wall_ms) > 0 and float(aten) > 0, config
+        assert f"{config}: Python functions with the most time of their own (1 steps, cProfile)" in out
