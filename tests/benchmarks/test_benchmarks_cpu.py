@@ -96,9 +96,18 @@ def test_bench_train_in_process_rounds_give_each_variant_its_paired_interval(tmp
 def test_profile_train_gives_each_config_its_step_costs_and_python_profile(tiny_models):
     configs = [str(tiny_models / v / "config.yaml") for v in ("softmax", "entmax15_output_all_attention_")]
     out = _run("benchmarks/profile_train.py", *configs, "--steps", "2", "--profile-steps", "1", "--python", "1",
-               "--batches", "2", "--top", "3")
-    rows = _table(out)
+               "--sample", "2", "--host-ab", "1", "--batches", "2", "--top", "5")
+    steps, host = out.split("\nhost settings, ")
+    rows = _table(steps)
     for config in configs:
         rate, wall_ms, _gpu_ms, _launches, _syncs, aten = rows[config][:6]
         assert float(rate) > 0 and float(wall_ms) > 0 and float(aten) > 0, config
         assert f"{config}: Python functions with the most time of their own (1 steps, cProfile)" in out
+        sampled = out.split(f"{config}: share of wall time each function is on the stack (2 steps, sampled)\n")[1]
+        assert "thread MainThread:" in sampled.split("\n")[0]
+        # the steps are (nearly) the main thread's whole wall time while sampled
+        share = re.search(r"([\d.]+)%  train_steps \(profile_train\.py", sampled)
+        assert share and float(share.group(1)) > 90, sampled[:800]
+        settings = [line.split("|")[2].strip() for line in host.split("\n\n")[1].splitlines()
+                    if line.startswith(f"| {config} |")]
+        assert settings == ["as is", "gc.freeze", "backward on the calling thread", "both"], settings
