@@ -8,7 +8,7 @@ returns it. docs/eole.md explains each entry.
 from __future__ import annotations
 
 from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
-from onmt_entmax.patching import Patch, PatchSet
+from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread
 
 from . import attention, building, config, decoding, training
 from .errors import install_one_line_hook
@@ -36,6 +36,9 @@ PATCHES: list[Patch] = [
           "eole.modules.global_attention:GlobalAttention._validate_params", attention.wrap_validate_params),
     Patch("rnn_attention_normalize", "RNN global attention runs our normalizer (-inf masks: exact zeros)",
           "eole.modules.global_attention:GlobalAttention._normalize_attention", attention.wrap_normalize_attention),
+    Patch("training_host", "the training loop runs backward on the calling thread, not autograd's device "
+          "thread (ONMT_ENTMAX_TRAIN_HOST=as-is keeps upstream's)", "eole.trainer:Trainer.train",
+          backward_on_calling_thread),
     Patch("loss_criterion", "Fenchel-Young criterion of the model's generator (upstream sparsemax crashes)",
           "eole.utils.loss:LossCompute.from_config", training.wrap_from_config),
     Patch("loss_forward", "resolve generator_tau auto on the first batch; attended source tokens",

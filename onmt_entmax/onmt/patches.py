@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import importlib
 from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
-from onmt_entmax.patching import Patch, PatchSet
+from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread
 
 from . import checkpoint, file_checks, options, refusals, upstream_noise, validation
 from .model import building, fused_attention, loading, rnn_attention
-from .training import host, loss, lr_halving, reporting
+from .training import loss, lr_halving, reporting
 
 PATCHES: list[Patch] = [
     Patch("upstream_noise", "upstream's deprecation warnings (at their source) and repeated corpus lines filtered",
@@ -81,7 +81,7 @@ PATCHES: list[Patch] = [
           "onmt.trainer:Trainer.validate", lr_halving.wrap_validate),
     Patch("training_host", "the training loop runs backward on the calling thread, not autograd's device "
           "thread (1.2-1.3x on host-bound steps; ONMT_ENTMAX_TRAIN_HOST=as-is keeps upstream's)",
-          "onmt.trainer:Trainer.train", host.wrap_train),
+          "onmt.trainer:Trainer.train", backward_on_calling_thread),
     Patch("checkpoint_weights_only", "every checkpoint upstream loads (onmt_translate, -train_from, "
           "onmt_average_models, onmt_release_model) is read weights-only, whatever torch's default",
           apply=checkpoint.install_weights_only_loading),

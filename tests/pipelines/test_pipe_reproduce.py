@@ -325,6 +325,12 @@ def test_record_keeps_one_csv_row_per_run_and_the_table_is_printed_from_it(tmp_p
     curve = (tmp_path / "table1-validation.csv").read_text().splitlines()
     assert [line.split(",")[3:6] for line in curve[1:]] == [
         ["1", "1.0", "1490"], ["1", "2.0", "2980"], ["1", "3.0", "4470"], ["2", "1.0", "1490"]]
+    rep.record("peters2019-table1", [1], "medium/out1.5-*", commit="def5678", runs=tmp_path, out=csv_path)
+    # recorded again at a later commit (trained again): the run's rows are those of the new commit only
+    assert [line.split(",")[3::7] for line in csv_path.read_text().splitlines()[1:]] == [["1", "def5678"],
+                                                                                          ["2", "abc1234"]]
+    curve = (tmp_path / "table1-validation.csv").read_text().splitlines()[1:]
+    assert [line.split(",")[3] + "," + line.split(",")[-1] for line in curve] == ["1,def5678"] * 3 + ["2,abc1234"]
     monkeypatch.setattr(rep, "results_csv_path", lambda table: csv_path)
     row = next(line for line in rep.print_table("peters2019-table1").splitlines() if line.startswith("| out1.5-attn1.5 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]

@@ -3,8 +3,8 @@ import pytest
 import torch
 
 import onmt_entmax.onmt as plugin
-from onmt_entmax.onmt.training import host
-from onmt_entmax.onmt.validation import EntmaxOptionError
+from onmt_entmax.options.model import EntmaxOptionError
+from onmt_entmax.patching import backward_on_calling_thread
 
 
 @pytest.fixture
@@ -20,7 +20,7 @@ def _mode_seen_by_the_loop(monkeypatch, value):
     else:
         monkeypatch.setenv("ONMT_ENTMAX_TRAIN_HOST", value)
     torch.autograd.set_multithreading_enabled(True)
-    return host.wrap_train(lambda self: torch.autograd.is_multithreading_enabled())(None)
+    return backward_on_calling_thread(lambda self: torch.autograd.is_multithreading_enabled())(None)
 
 
 def test_the_training_loop_runs_backward_on_its_own_thread_unless_asked_not_to(monkeypatch, restore_threading):
@@ -40,3 +40,14 @@ def test_onmt_train_loop_is_the_wrapped_one():
 
     assert "training_host" in plugin.patches.applied()
     assert onmt.trainer.Trainer.train.__wrapped__ is plugin.patches.original("training_host")
+
+
+def test_eole_training_loop_is_wrapped_the_same_way():
+    pytest.importorskip("eole")
+    from onmt_entmax.eole import patches as eole_patches
+
+    eole_patches.apply_patches()
+    import eole.trainer
+
+    assert "training_host" in eole_patches.applied()
+    assert eole.trainer.Trainer.train.__wrapped__ is eole_patches.original("training_host")
