@@ -422,7 +422,7 @@ def git_commit() -> str:
 def record(table: str, seeds: list[int], only: str | list[str] | None = None, commit: str | None = None,
            runs: Path | None = None, out: Path | None = None) -> list[dict]:
     """One row per evaluated run (scores.json) of ``table`` into its CSV (``out``, default
-    docs/results/<table>.csv), replacing the row of the same run and commit, and the run's
+    docs/results/<table>.csv), replacing the rows of the same run (setting, alphas, seed), and the run's
     validations into <out>-validation.csv, its languages' test scores into <out>-languages.csv. Returns
     the new rows. Reads only scores.json and
     train.log, so it runs wherever those files were copied."""

@@ -2,7 +2,7 @@
 
 A run's folder (runs/<family>/<name>/seed<S>/) holds its training log, checkpoints and, once
 evaluated, scores.json; none of it is committed. ``record`` turns each evaluated run into one row of
-docs/results/<table>.csv (replacing the row of the same run and commit), so that the table can be
+docs/results/<table>.csv (replacing the rows of the same run), so that the table can be
 printed on any machine, after the GPU machine that trained the runs is gone.
 
 Columns (peters2019-table1): setting, output_alpha, attention_alpha, seed; epochs and steps = how
@@ -25,7 +25,7 @@ from pathlib import Path
 
 COLUMNS = ("setting", "output_alpha", "attention_alpha", "seed", "epochs", "steps", "valid_acc", "test_acc",
            "test_lev", "gpu", "commit", "date")
-KEY = ("setting", "output_alpha", "attention_alpha", "seed", "commit")
+KEY = ("setting", "output_alpha", "attention_alpha", "seed")  # one run: its rows are replaced whole
 _NAME = re.compile(r"out([0-9.]+)-attn([0-9.]+)$")
 LANGUAGE_COLUMNS = ("setting", "output_alpha", "attention_alpha", "seed", "language", "n", "test_acc", "test_lev",
                     "commit")
@@ -67,9 +67,9 @@ def write_rows(path: Path, rows: list[dict], columns: tuple = COLUMNS) -> None:
 
 
 def merge(old: list[dict], new: list[dict]) -> list[dict]:
-    """``old`` without the rows of the runs (and commits) that ``new`` has rows for, then ``new``:
-    a run recorded again replaces all its rows (one in the table, one a validation or language in
-    the others)."""
+    """``old`` without the rows of the runs that ``new`` has rows for, then ``new``: a run recorded
+    again (trained on, or again at another commit) replaces all its rows (one in the table, one a
+    validation or language in the others)."""
     again = {tuple(r[k] for k in KEY) for r in new}
     return [r for r in old if tuple(r[k] for k in KEY) not in again] + new
 
@@ -143,12 +143,12 @@ def run_row(setting: str, name: str, seed: int, scores: dict, steps: int, steps_
 
 
 def latest_per_run(rows: list[dict]) -> list[dict]:
-    """The newest row (by date, then file order) of each (setting, alphas, seed): a run trained again
-    at a later commit replaces the earlier one in the table."""
+    """The newest row (by date; on the same date the one trained longest, then file order) of each
+    (setting, alphas, seed): a run trained again later replaces the earlier one in the table."""
     out: dict[tuple, dict] = {}
     for r in rows:
         key = (r["setting"], r["output_alpha"], r["attention_alpha"], r["seed"])
-        if key not in out or r["date"] >= out[key]["date"]:
+        if key not in out or (r["date"], int(r["steps"])) >= (out[key]["date"], int(out[key]["steps"])):
             out[key] = r
     return list(out.values())
 
