@@ -5,7 +5,8 @@ name): the wrapper receives the upstream object and calls it, so no upstream cod
 runs a registration function (``apply``). ``PatchSet.apply`` is idempotent; each wrapped object keeps
 the upstream one as ``__wrapped__`` and ``PatchSet.original(name)`` returns it. Each adapter
 (``onmt_entmax.onmt``, ``onmt_entmax.eole``) keeps its own list in its ``patches.py``; this module
-imports neither toolkit.
+imports neither toolkit. Wrappers that both lists install unchanged live here too
+(``backward_on_calling_thread``).
 """
 from __future__ import annotations
 
