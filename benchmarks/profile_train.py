@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gc
 import sys
 import threading
 import time
@@ -172,19 +173,15 @@ class GcClock:
             self.seconds += time.perf_counter() - self._start
 
     def __enter__(self) -> "GcClock":
-        import gc
         gc.callbacks.append(self._callback)
         return self
 
     def __exit__(self, *exc) -> None:
-        import gc
         gc.callbacks.remove(self._callback)
 
 
 def set_host(freeze: bool, autograd_threads: bool) -> None:
     """One of HOST_VARIANTS (undoes the others: gc.unfreeze, multithreading back on)."""
-    import gc
-
     import torch
 
     gc.unfreeze()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import os
 import sys
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
@@ -142,8 +143,6 @@ TRAIN_HOST_SETTINGS = ("calling-thread", "as-is")
 
 def train_host_setting() -> str:
     """``ONMT_ENTMAX_TRAIN_HOST``: ``calling-thread`` (default) or ``as-is``; anything else is refused."""
-    import os
-
     value = os.environ.get("ONMT_ENTMAX_TRAIN_HOST", "").strip() or TRAIN_HOST_SETTINGS[0]
     if value not in TRAIN_HOST_SETTINGS:
         from onmt_entmax.options.model import EntmaxOptionError

@@ -143,12 +143,12 @@ def run_row(setting: str, name: str, seed: int, scores: dict, steps: int, steps_
 
 
 def latest_per_run(rows: list[dict]) -> list[dict]:
-    """The newest row (by date; on the same date the one trained longest, then file order) of each
-    (setting, alphas, seed): a run trained again later replaces the earlier one in the table."""
+    """The newest row (by date, then file order) of each (setting, alphas, seed). ``record`` keeps one
+    row per run (``merge``); this guards a file that was put together by other means."""
     out: dict[tuple, dict] = {}
     for r in rows:
-        key = (r["setting"], r["output_alpha"], r["attention_alpha"], r["seed"])
-        if key not in out or (r["date"], int(r["steps"])) >= (out[key]["date"], int(out[key]["steps"])):
+        key = tuple(r[k] for k in KEY)
+        if key not in out or r["date"] >= out[key]["date"]:
             out[key] = r
     return list(out.values())
 
