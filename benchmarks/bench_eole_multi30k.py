@@ -135,6 +135,8 @@ def run(args) -> list[dict]:
         rows.append({"variant": name, "train_tok_s": train_speed(run_dir / "train.log"),
                      "train_seconds": train_seconds, "decode_seconds": decode_seconds,
                      "sacrebleu": bleu_of(pred, files), "steps": args.steps, "test_lines": args.lines})
+        # after each variant, so that a run cut short (a lent machine's time limit) keeps what it measured
+        (out / "results.json").write_text(json.dumps({"rows": rows}, indent=1))
     return rows
 
 

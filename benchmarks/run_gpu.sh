@@ -11,7 +11,8 @@
 # onmt_translate sentences/s, in-process decoding and its per-step profile, on Multi30k and on a
 # synthetic 32k vocabulary; four variants each, ~1 min a variant on an H200). Each part stands
 # alone: a part that decodes trains its own models first. DECODE_ROUNDS=N (default 120) sets the
-# in-process decoding rounds (fewer fit a time-limited machine; the interval printed widens).
+# in-process decoding rounds (fewer fit a time-limited machine; the interval printed widens);
+# COMMIT=HASH names the commit where the copy has no .git.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bash benchmarks/run_gpu.sh OUTDIR [MULTI30K_DIR]}
@@ -28,7 +29,7 @@ done
 part() { [[ $parts == *" $1 "* ]] && echo "== part $1 ($(date -u +%H:%M:%S))"; }
 mkdir -p "$out"
 python3 - "$out/machine.json" "$parts" <<'PY'
-import datetime, json, subprocess, sys
+import datetime, json, os, subprocess, sys
 import torch, triton
 assert torch.cuda.is_available(), "run_gpu.sh needs a CUDA GPU"
 def output(*cmd):
@@ -38,7 +39,8 @@ def output(*cmd):
         return ""
 meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
         "driver": output("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader").split("\n")[0],
-        "commit": output("git", "describe", "--always", "--dirty", "--abbrev=40"),  # -dirty: not the commit alone
+        # -dirty: not the commit alone; COMMIT=HASH names it where the copy has no .git (a device machine)
+        "commit": os.environ.get("COMMIT") or output("git", "describe", "--always", "--dirty", "--abbrev=40"),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"), "parts": sys.argv[2].split()}
 open(sys.argv[1], "w").write(json.dumps(meta, indent=1))
 print(meta["gpu"], "torch", meta["torch"], "triton", meta["triton"], meta["commit"])
