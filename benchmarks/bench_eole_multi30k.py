@@ -69,7 +69,10 @@ def data_files(args) -> dict:
         d = ROOT / "data" / "sigmorphon2018-sample"
         return {"train": (d / "src-train.txt", d / "tgt-train.txt"), "dev": (d / "src-dev.txt", d / "tgt-dev.txt"),
                 "test": d / "src-test.txt", "ref": d / "tgt-test.txt", "bpe": False}
-    d = Path(args.data)
+    d = Path(args.data).resolve()  # eole runs in each variant's folder: paths must not be relative
+    if not (d / "train.bpe.de").exists():
+        raise SystemExit(f"bench_eole_multi30k: --data {args.data}: no train.bpe.de (prepare it with "
+                         "`reproduce.py data multi30k-transformer --only 'de-en/*'`)")
     return {"train": (d / "train.bpe.de", d / "train.bpe.en"), "dev": (d / "dev.bpe.de", d / "dev.bpe.en"),
             "test": d / "test.bpe.de", "ref": d / "test.raw.en", "bpe": True}
 
