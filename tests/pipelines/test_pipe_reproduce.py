@@ -1,5 +1,6 @@
 """reproduce.py: best-validation checkpoint, scoring of predictions, tables and Figure 4 from finished runs."""
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -223,18 +224,21 @@ def test_dense_rows_of_an_analysis_leave_out_the_sparse_only_options():
 
 
 def test_results_page_quotes_the_committed_gpu_runs():
-    """Every Multi30k test score in docs/results/2026-11-26-h200 and every Table 1 row of
-    docs/results/peters2019-table1.csv appears in docs/results.md as the table prints it."""
+    """Every Multi30k test score in docs/results/2026-11-27-h100x4 (three seeds of five variants), each
+    variant's mean ± std as the table prints it, and every Table 1 row of
+    docs/results/peters2019-table1.csv appear in docs/results.md."""
     from pipeline_helpers import ROOT
 
-    folder = ROOT / "docs/results/2026-11-26-h200"
+    folder = ROOT / "docs/results/2026-11-27-h100x4"
     page = (ROOT / "docs/results.md").read_text(encoding="utf-8")
-    scores = sorted((folder / "runs").glob("*/*/*/seed1/scores.json"))
-    assert len(scores) == 4  # the four Multi30k Transformers
+    scores = sorted((folder / "runs").glob("*/*/*/seed*/scores.json"))
+    assert len(scores) == 15  # five Multi30k Transformers x three seeds
     for path in scores:
         value = json.loads(path.read_text())["sacrebleu"]
         assert f"{value:.2f}" in page, path
-        assert f"{value:.2f} (n=1)" in rep.print_table("multi30k-transformer", folder)
+    printed = rep.print_table("multi30k-transformer", folder)
+    means = re.findall(r"(\d+\.\d\d ± \d+\.\d\d) \(n=3\)", printed)
+    assert len(means) == 5 and all(m in page for m in means), (means, printed)
     rows = rep.results_csv.read_rows(rep.results_csv_path("peters2019-table1"))
     assert len(rows) >= 9
     table = rep.print_table("peters2019-table1")
