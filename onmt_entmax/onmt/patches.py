@@ -14,7 +14,7 @@ from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread
 
 from . import checkpoint, file_checks, options, refusals, upstream_noise, validation
 from .model import building, fused_attention, loading, rnn_attention
-from .training import loss, lr_halving, reporting
+from .training import early_stopping, loss, lr_halving, reporting, resume_state
 
 PATCHES: list[Patch] = [
     Patch("upstream_noise", "upstream's deprecation warnings (at their source) and repeated corpus lines filtered",
@@ -73,10 +73,15 @@ PATCHES: list[Patch] = [
           "onmt.opts:_add_train_general_opts", lr_halving.wrap_add_train_general_opts),
     Patch("valid_lr_halving_flag", "the optimizer remembers whether to halve",
           "onmt.utils.optimizers:Optimizer.from_opt", lr_halving.wrap_from_opt),
-    Patch("valid_lr_halving_save", "halvings and the last validation loss go into the checkpoint",
-          "onmt.utils.optimizers:Optimizer.state_dict", lr_halving.wrap_state_dict),
-    Patch("valid_lr_halving_load", "-train_from resumes at the halved learning rate",
-          "onmt.utils.optimizers:Optimizer.load_state_dict", lr_halving.wrap_load_state_dict),
+    Patch("resume_state_save", "the learning-rate halvings, the last validation loss and the early-stopping "
+          "counts go into the checkpoint (with the optimizer's state)",
+          "onmt.utils.optimizers:Optimizer.state_dict", resume_state.wrap_state_dict),
+    Patch("resume_state_load", "-train_from resumes at the halved learning rate and keeps that state",
+          "onmt.utils.optimizers:Optimizer.load_state_dict", resume_state.wrap_load_state_dict),
+    Patch("early_stopping_resume", "a resumed run's early stopper continues the checkpoint's best scores and "
+          "patience (upstream starts both afresh)",
+          "onmt.trainer:build_trainer", early_stopping.wrap_build_trainer,
+          aliases=("onmt.train_single:build_trainer",)),
     Patch("valid_lr_halving", "halve the learning rate when the validation loss rises",
           "onmt.trainer:Trainer.validate", lr_halving.wrap_validate),
     Patch("training_host", "the training loop runs backward on the calling thread, not autograd's device "

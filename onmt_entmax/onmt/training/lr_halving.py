@@ -2,7 +2,8 @@
 
 Peters et al. (2019) train with Adam at 1e-3 "halved whenever the loss increases on the validation
 set"; OpenNMT-py 3.5.1 only has step-based decays. The halving count and the last validation loss
-per target token live in the optimizer's state dict, so ``-train_from`` resumes at the halved rate.
+per target token live in the optimizer's state dict (``resume_state``), so ``-train_from`` resumes at
+the halved rate.
 """
 from __future__ import annotations
 
@@ -57,25 +58,19 @@ def wrap_from_opt(upstream):
     return from_opt
 
 
-def wrap_state_dict(upstream):
-    def state_dict(self):
-        state = upstream(self)
-        state["entmax_lr_halvings"] = getattr(self, "_entmax_halvings", 0)
-        state["entmax_last_valid_loss"] = getattr(self, "_entmax_last_valid", None)
-        return state
-
-    return state_dict
+def state_of(optim) -> dict:
+    """The halving state saved with the optimizer (``resume_state``)."""
+    return {"entmax_lr_halvings": getattr(optim, "_entmax_halvings", 0),
+            "entmax_last_valid_loss": getattr(optim, "_entmax_last_valid", None)}
 
 
-def wrap_load_state_dict(upstream):
-    def load_state_dict(self, state_dict):
-        upstream(self, state_dict)
-        halvings = int(state_dict.get("entmax_lr_halvings", 0) or 0)
-        self._learning_rate *= 0.5 ** (halvings - getattr(self, "_entmax_halvings", 0))
-        self._entmax_halvings = halvings
-        self._entmax_last_valid = state_dict.get("entmax_last_valid_loss")
-
-    return load_state_dict
+def load_into(optim, state_dict: dict) -> None:
+    """Back from a checkpoint: the learning rate halved as often as the saved run halved it
+    (a stock checkpoint has no halvings: the rate stays)."""
+    halvings = int(state_dict.get("entmax_lr_halvings", 0) or 0)
+    optim._learning_rate *= 0.5 ** (halvings - getattr(optim, "_entmax_halvings", 0))
+    optim._entmax_halvings = halvings
+    optim._entmax_last_valid = state_dict.get("entmax_last_valid_loss")
 
 
 def wrap_validate(upstream):
