@@ -10,6 +10,7 @@ made by ``CUDA_VISIBLE_DEVICES``: a one-GPU ``onmt_train`` always trains on its 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,10 +19,39 @@ import zipfile
 from pathlib import Path
 
 
+_VALID = re.compile(r"Validation accuracy: ([0-9.eE+-]+|nan)")
+_SAVED = re.compile(r"Saving checkpoint (\S+_step_\d+\.pt)")
+
+
+def step_of(checkpoint: str | Path) -> int:
+    """N of ``model_step_N.pt``."""
+    return int(Path(checkpoint).stem.rsplit("_", 1)[1])
+
+
+def best_checkpoint(log_text: str) -> tuple[str, float]:
+    """(checkpoint, validation accuracy) of the best validation in an onmt_train log.
+
+    OpenNMT-py 3.5.1 logs "Validation accuracy: X" and then, at a checkpoint step,
+    "Saving checkpoint <path>_step_<n>.pt"; configs save at every validation step.
+    """
+    best: tuple[str, float] | None = None
+    pending: float | None = None
+    for line in log_text.splitlines():
+        if (m := _VALID.search(line)) is not None:
+            pending = float(m.group(1))
+        elif (m := _SAVED.search(line)) is not None and pending is not None:
+            if best is None or pending > best[1]:
+                best = (m.group(1), pending)
+            pending = None
+    if best is None:
+        raise ValueError("no validated checkpoint in the training log (valid_steps must equal save_checkpoint_steps)")
+    return best
+
+
 def latest_checkpoint(run_dir: Path) -> Path | None:
     """The newest complete ``model_step_N.pt`` of a run. torch.save writes a zip archive whose
     directory comes last, so a file cut short by a time limit is not a zip file: it is removed."""
-    for path in sorted(run_dir.glob("model_step_*.pt"), key=lambda p: int(p.stem.rsplit("_", 1)[1]), reverse=True):
+    for path in sorted(run_dir.glob("model_step_*.pt"), key=step_of, reverse=True):
         if zipfile.is_zipfile(path):
             return path
         print(f"removing incomplete checkpoint {path}", file=sys.stderr)

@@ -18,6 +18,10 @@ Steps (each skips work already done, so an interrupted reproduction resumes):
             tezekbayev-table3: the tau that generator_tau auto chose, from the training logs
   table     markdown: mean ± std over seeds (ours) beside the paper (peters2019-table1: from its CSV)
   plot      Figure 4: best validation accuracy against alpha (PNG), from the training logs
+  pack      the runs' resumable state (logs, scores, newest checkpoint of an unfinished run, best
+            checkpoint not yet scored) in batches small enough to leave a time-limited machine: --to DIR
+  unpack    put packed runs back under runs/ (checked against the pack's sha256s): --from DIR ...
+            (then train resumes them and evaluate scores them, as on the machine they came from)
 Tables: peters2019-table1, peters2019-table2, peters2019-fig4-attention, peters2019-fig4-output,
 correia2019-bleu, tezekbayev-table1, multi30k-rnn, multi30k-transformer; analyses: peters2019-table3, peters2019-sec4.1,
 tezekbayev-table2, tezekbayev-table3, multi30k-transformer-analysis.
@@ -38,7 +42,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import experiments as E  # noqa: E402
 import results_csv  # noqa: E402
-from pieces import latest_checkpoint, run_pieces  # noqa: E402,F401 (latest_checkpoint: re-exported)
+import carry  # noqa: E402
+from pieces import _VALID, best_checkpoint, latest_checkpoint, run_pieces, step_of  # noqa: E402,F401 (re-exported)
 
 ROOT = Path(__file__).resolve().parents[2]
 try:
@@ -49,8 +54,6 @@ from onmt_entmax.evaluation import bleu, sigmorphon, tables  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
 WORK = ROOT  # where work/data, work/downloads and runs/ live (config paths are relative to it)
-_VALID = re.compile(r"Validation accuracy: ([0-9.eE+-]+|nan)")
-_SAVED = re.compile(r"Saving checkpoint (\S+_step_\d+\.pt)")
 TRANSLATE_BATCH = 64  # sentences per onmt_translate batch (--translate-batch: larger on a GPU)
 _TAU = re.compile(r"generator_tau auto: tau = ([0-9.eE+-]+)")  # logged by onmt_entmax.onmt.training.loss
 
@@ -161,26 +164,6 @@ def train(e: E.Experiment, seed: int, gpu: int | None, extra: list[str] = ()) ->
     return WORK / e.run_dir / f"seed{seed}"
 
 
-def best_checkpoint(log_text: str) -> tuple[str, float]:
-    """(checkpoint, validation accuracy) of the best validation in an onmt_train log.
-
-    OpenNMT-py 3.5.1 logs "Validation accuracy: X" and then, at a checkpoint step,
-    "Saving checkpoint <path>_step_<n>.pt"; configs save at every validation step.
-    """
-    best: tuple[str, float] | None = None
-    pending: float | None = None
-    for line in log_text.splitlines():
-        if (m := _VALID.search(line)) is not None:
-            pending = float(m.group(1))
-        elif (m := _SAVED.search(line)) is not None and pending is not None:
-            if best is None or pending > best[1]:
-                best = (m.group(1), pending)
-            pending = None
-    if best is None:
-        raise ValueError("no validated checkpoint in the training log (valid_steps must equal save_checkpoint_steps)")
-    return best
-
-
 def translate(models: list[str], src: Path, out: Path, gpu: int | None, extra: list[str] = (), cwd: Path | None = None) -> None:
     """Beam 5 (Peters et al. §4); several models: an ensemble averaging probabilities (-avg_raw_probs)."""
     gpu_args = ["-gpu", "0"] if gpu is not None else []  # (the GPU itself: CUDA_VISIBLE_DEVICES)
@@ -283,7 +266,7 @@ def analyze(name: str, seeds: list[int], gpus: list[int] | None, only: str | lis
             src = test_source(e, "dev")
             if max_lines:
                 src = spread_sample(src, max_lines, run_dir / f"dev.sample{max_lines}.txt")
-            translate([ckpt], src, run_dir / f"pred.dev.{name}.txt", gpu,
+            translate([checkpoint_file(run_dir, ckpt)], src, run_dir / f"pred.dev.{name}.txt", gpu,
                       [*analysis_flags(a, e), "-entmax_report", report])
             out.write_text(json.dumps({**summarize(read_jsonl(str(report))), "checkpoint": ckpt}, indent=1) + "\n")
 
@@ -357,6 +340,13 @@ def print_analysis(name: str, runs: Path | None = None) -> str:
     return f"### {a.title}\n\n" + tables.markdown_table(rows, cols, collect_analysis(name, runs), paper)
 
 
+def checkpoint_file(run_dir: Path, logged: str) -> Path:
+    """The checkpoint a training log names, on this machine: the logged path (relative: under WORK), or
+    the file of that name in the run's folder (a run carried from another machine: carry.py)."""
+    path = Path(logged) if Path(logged).is_absolute() else WORK / logged
+    return path if path.exists() else run_dir / path.name
+
+
 def _scored(path: Path, checkpoint, key: str) -> bool:
     """Whether ``path`` holds the scores of this checkpoint (or list): a run resumed after it was
     evaluated has a newer best checkpoint, and is decoded again."""
@@ -364,7 +354,7 @@ def _scored(path: Path, checkpoint, key: str) -> bool:
 
 
 def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
-    best = []
+    best, best_files = [], []
     for seed in seeds:
         run_dir = WORK / e.run_dir / f"seed{seed}"
         if not (run_dir / "train.log").exists():
@@ -372,19 +362,23 @@ def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
             continue
         ckpt, dev_acc = best_checkpoint((run_dir / "train.log").read_text(encoding="utf-8"))
         best.append(ckpt)
+        best_files.append(checkpoint_file(run_dir, ckpt))
         if _scored(run_dir / "scores.json", ckpt, "checkpoint"):
             continue
         t0 = time.perf_counter()
-        translate([ckpt], test_source(e), run_dir / "pred.test.txt", gpu)
+        translate([best_files[-1]], test_source(e), run_dir / "pred.test.txt", gpu)
         seconds = time.perf_counter() - t0
-        result = {"checkpoint": ckpt, "step": int(Path(ckpt).stem.rsplit("_", 1)[1]), "dev_accuracy": dev_acc,
+        result = {"checkpoint": ckpt, "step": step_of(ckpt), "dev_accuracy": dev_acc,
                   "finished": (run_dir / "train.done").exists(), "translate_seconds": round(seconds, 1),
                   "gpu": device_name(gpu), **score(e, run_dir / "pred.test.txt")}
         (run_dir / "scores.json").write_text(json.dumps(result, indent=1) + "\n")
     ens = WORK / e.run_dir / "ensemble"
     if E.TABLES[e.table].ensemble and len(best) > 1 and not _scored(ens / "scores.json", best, "checkpoints"):
+        if not all(f.exists() for f in best_files):  # (runs carried without their scored best checkpoints)
+            print(f"skip {ens}: not every seed's best checkpoint is on this machine", file=sys.stderr)
+            return
         ens.mkdir(parents=True, exist_ok=True)
-        translate(best, test_source(e), ens / "pred.test.txt", gpu)
+        translate(best_files, test_source(e), ens / "pred.test.txt", gpu)
         result = {"checkpoints": best, **score(e, ens / "pred.test.txt")}
         (ens / "scores.json").write_text(json.dumps(result, indent=1) + "\n")
 
@@ -534,7 +528,7 @@ def smoke_data(cwd: Path | None = None, lines: int = 400, merges: int = 300) -> 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("step", choices=["all", "data", "train", "evaluate", "record", "analyze", "table", "plot",
-                                    "smoke-data"])
+                                    "pack", "unpack", "smoke-data"])
     p.add_argument("table", nargs="?", help="one of: " + ", ".join([*E.TABLES, *E.ANALYSES]))
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--gpu", type=int, help="GPU id (default: CPU); the same as --gpus ID")
@@ -557,7 +551,23 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--analysis-lines", type=int, default=None,
                    help="analyses decode every k-th validation line, at most this many (default: all)")
     p.add_argument("--translate-batch", type=int, default=64, help="onmt_translate -batch_size (sentences)")
+    carrying = p.add_argument_group("pack / unpack (runs carried between machines: carry.py)")
+    carrying.add_argument("--to", type=Path, help="pack: an empty folder for the batches (batch-1, batch-2, ...)")
+    carrying.add_argument("--from", dest="from_", type=Path, nargs="+", metavar="DIR",
+                          help="unpack: the batch folders (or folders holding them), every batch of one pack")
+    carrying.add_argument("--part-mib", type=float, default=15, help="pack: largest part of a file (MiB)")
+    carrying.add_argument("--batch-files", type=int, default=8, help="pack: files in a batch, the manifest included")
+    carrying.add_argument("--batch-mib", type=float, default=60, help="pack: bytes in a batch (MiB)")
     a = p.parse_args(argv)
+    if a.step == "unpack":
+        if not a.from_:
+            p.error("unpack needs --from DIR [DIR ...]")
+        try:
+            written = carry.unpack(a.from_, WORK)
+        except carry.CarryError as err:
+            raise SystemExit(f"unpack: {err}") from None
+        print(f"unpack: {len(written)} file(s) written under {WORK}")
+        return
     if a.gpu is not None and a.gpus:
         p.error("--gpu and --gpus: give one of them")
     gpus = a.gpus or ([a.gpu] if a.gpu is not None else None)
@@ -578,6 +588,18 @@ def main(argv: list[str] | None = None) -> None:
             print(print_analysis(a.table, a.runs))
         return
     todo = experiments(a.table, a.only)
+    if a.step == "pack":
+        if a.to is None:
+            p.error("pack needs --to DIR")
+        runs = [WORK / e.run_dir / f"seed{s}" for e in todo for s in a.seeds
+                if (WORK / e.run_dir / f"seed{s}" / "train.log").exists()]
+        try:
+            folders = carry.pack(runs, WORK, a.to, int(a.part_mib * carry.MIB), a.batch_files,
+                                 int(a.batch_mib * carry.MIB))
+        except carry.CarryError as err:
+            raise SystemExit(f"pack: {err}") from None
+        print(f"pack: {len(runs)} run(s) in {len(folders)} batch(es): " + " ".join(map(str, folders)))
+        return
     if a.step in ("all", "data"):
         for e in todo:
             prepare_data(e, a.sigmorphon)

@@ -199,7 +199,7 @@ def test_best_layout_decodes_only_the_best_validated_run_of_each_column(tmp_path
     monkeypatch.setattr(rep, "test_source", lambda e, split="test": tmp_path / "dev.txt")
     (tmp_path / "dev.txt").write_text("a\n")
     rep.analyze("peters2019-sec4.1", [1], None)
-    assert decoded == [f"{tmp_path / runs['medium/out1.5-attn1'].run_dir}/seed1/model_step_5.pt"]
+    assert list(map(str, decoded)) == [f"{tmp_path / runs['medium/out1.5-attn1'].run_dir}/seed1/model_step_5.pt"]
     rep.analyze("peters2019-sec4.1", [1], None)  # done for this checkpoint: not decoded again
     assert len(decoded) == 1
     assert rep.collect_analysis("peters2019-sec4.1", runs=tmp_path) == {

@@ -1,0 +1,185 @@
+"""Runs carried from one time-limited machine to the next.
+
+A lent GPU machine keeps nothing after its lease, and files travel to and from it in batches (here at
+most 8 files of 16 MiB, 64 MiB a batch, each way). ``pack`` writes what resuming and evaluating an
+unfinished run needs, and nothing more:
+
+- ``train.log`` (the best validation and the epochs so far), ``train.done``, ``scores.json``;
+- the newest complete checkpoint of an unfinished run (with the optimizer, so ``-train_from``
+  continues Adam, the learning-rate halvings and the early stopping);
+- the best validated checkpoint, weights only, when ``scores.json`` does not score it yet (it may be
+  older than the newest, and evaluation decodes it).
+
+Each file is cut into parts of at most ``part_bytes``, the parts go into numbered batch folders of at
+most ``batch_files`` files and ``batch_bytes`` bytes, and ``manifest.json`` (in the first batch) names
+every file by its path under the work folder, its size and its sha256. ``unpack`` reads the batches
+(from one folder or several, in any order), checks every joined file against the manifest and puts it
+in place; it never writes over a file that differs, and names what is missing or corrupt.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from pieces import best_checkpoint, latest_checkpoint, step_of
+
+MANIFEST = "manifest.json"
+FORMAT = 1
+MIB = 1 << 20
+
+
+class CarryError(ValueError):
+    """A batch that cannot be unpacked as it is (the message names the file)."""
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(MIB), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _scored_step(run_dir: Path) -> int | None:
+    scores = run_dir / "scores.json"
+    if not scores.exists():
+        return None
+    return json.loads(scores.read_text()).get("step")
+
+
+def weights_only_copy(checkpoint: Path, out: Path) -> Path:
+    """``checkpoint`` without its optimizer state (what decoding needs), saved to ``out``."""
+    import torch
+    from onmt_entmax.analysis.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(checkpoint)
+    ckpt.pop("optim", None)
+    torch.save(ckpt, out)
+    return out
+
+
+def run_files(run_dir: Path, staging: Path) -> list[tuple[Path, Path]]:
+    """(file to send, its path relative to the run folder) for one run, as the module docstring says."""
+    files = [(run_dir / n, Path(n)) for n in ("train.log", "train.done", "scores.json") if (run_dir / n).exists()]
+    if not (run_dir / "train.log").exists():
+        raise CarryError(f"{run_dir}: no train.log (not a training run folder)")
+    if (run_dir / "train.done").exists():
+        newest = None
+    else:
+        newest = latest_checkpoint(run_dir)
+        if newest is not None:
+            files.append((newest, Path(newest.name)))
+    try:
+        best = step_of(best_checkpoint((run_dir / "train.log").read_text(encoding="utf-8"))[0])
+    except ValueError:  # no validation yet
+        best = None
+    if best is not None and best != _scored_step(run_dir) and (newest is None or step_of(newest) != best):
+        source = run_dir / f"model_step_{best}.pt"
+        if not source.exists():
+            raise CarryError(f"{source}: the best validated checkpoint is not scored in scores.json and not here "
+                             "(evaluate the run where it was trained, then pack)")
+        staging.mkdir(parents=True, exist_ok=True)
+        files.append((weights_only_copy(source, staging / f"{len(os.listdir(staging))}.pt"), Path(source.name)))
+    return files
+
+
+def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB, batch_files: int = 8,
+         batch_bytes: int = 60 * MIB) -> list[Path]:
+    """Write the batches for ``run_dirs`` (folders under ``work``) into ``out/batch-1``, ``batch-2``, ...
+    Returns the batch folders."""
+    if batch_files < 2 or part_bytes > batch_bytes or part_bytes < 1:
+        raise CarryError("pack: a batch must hold the manifest and at least one part of at most its size")
+    if out.exists() and any(out.iterdir()):
+        raise CarryError(f"{out}: not empty (pack writes new batches only)")
+    staging = Path(tempfile.mkdtemp(prefix="carry-"))
+    try:
+        entries, parts = [], []  # manifest entries; (part name, source, offset, size)
+        for run_dir in run_dirs:
+            for source, rel in run_files(run_dir, staging):
+                size = source.stat().st_size
+                names = []
+                for j, offset in enumerate(range(0, max(size, 1), part_bytes)):
+                    names.append(f"f{len(entries):04d}-p{j:03d}")
+                    parts.append((names[-1], source, offset, min(part_bytes, size - offset)))
+                entries.append({"path": (run_dir.resolve().relative_to(work.resolve()) / rel).as_posix(),
+                                "size": size, "sha256": sha256(source), "parts": names})
+        batches = [[]]
+        used = [0]
+        for part in parts:  # the first batch also holds the manifest
+            room = batch_files - (1 if len(batches) == 1 else 0)
+            if len(batches[-1]) >= room or (batches[-1] and used[-1] + part[3] > batch_bytes - 64 * 1024):
+                batches.append([])
+                used.append(0)
+            batches[-1].append(part)
+            used[-1] += part[3]
+        folders = []
+        for i, batch in enumerate(batches, 1):
+            folder = out / f"batch-{i}"
+            folder.mkdir(parents=True)
+            for name, source, offset, size in batch:
+                with open(source, "rb") as f, open(folder / name, "wb") as g:
+                    f.seek(offset)
+                    g.write(f.read(size))
+            folders.append(folder)
+        manifest = {"format": FORMAT, "batches": len(folders), "files": entries}
+        (folders[0] / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+        return folders
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _find_parts(folders: list[Path]) -> tuple[dict, dict[str, Path]]:
+    manifest, found = None, {}
+    for folder in folders:
+        if not folder.is_dir():
+            raise CarryError(f"{folder}: no such folder")
+        for path in sorted(folder.rglob("*")):
+            if path.name == MANIFEST:
+                manifest = json.loads(path.read_text())
+            elif path.is_file():
+                found[path.name] = path
+    if manifest is None:
+        raise CarryError(f"no {MANIFEST} in {', '.join(map(str, folders))} (it travels in the first batch)")
+    if manifest.get("format") != FORMAT:
+        raise CarryError(f"{MANIFEST}: format {manifest.get('format')!r}, this script reads {FORMAT}")
+    return manifest, found
+
+
+def unpack(folders: list[Path], work: Path) -> list[Path]:
+    """Put the carried files in place under ``work``. Returns the files written (those already there
+    with the same content are left as they are)."""
+    manifest, found = _find_parts(folders)
+    missing = [n for e in manifest["files"] for n in e["parts"] if n not in found]
+    if missing:
+        raise CarryError(f"{len(missing)} part(s) missing, e.g. {missing[0]}: unpack every one of the "
+                         f"{manifest['batches']} batches together")
+    plan = []
+    for entry in manifest["files"]:
+        rel = Path(entry["path"])
+        if rel.is_absolute() or ".." in rel.parts:
+            raise CarryError(f"{MANIFEST}: {entry['path']} is not a path inside the work folder")
+        target = work / rel
+        if target.exists() and sha256(target) != entry["sha256"]:
+            raise CarryError(f"{target}: exists with other content; carried runs never write over a file "
+                             "(move it away first)")
+        plan.append((entry, target))
+    written = []
+    for entry, target in plan:
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".carry-tmp")
+        with open(tmp, "wb") as g:
+            for name in entry["parts"]:
+                g.write(found[name].read_bytes())
+        if tmp.stat().st_size != entry["size"] or sha256(tmp) != entry["sha256"]:
+            tmp.unlink()
+            raise CarryError(f"{entry['path']}: the joined parts ({', '.join(entry['parts'])}) do not match "
+                             "the manifest's sha256 (a part was cut or changed on the way)")
+        tmp.replace(target)
+        written.append(target)
+    return written

@@ -1,0 +1,109 @@
+"""reproduce.py pack / unpack (carry.py): a run's resumable state leaves a time-limited machine in
+batches small enough for its transfer limits and comes back whole, checked, on the next one."""
+import argparse
+import json
+import re
+import shutil
+
+import pytest
+import torch
+
+from pipeline_helpers import load_script
+
+rep = load_script("scripts/reproduce/reproduce.py")
+carry = rep.carry
+RUN = "runs/peters2019-sigmorphon/medium/out1-attn1/seed1"  # an experiment's run folder (CLI test)
+
+
+def _checkpoint(path, step):
+    torch.save({"model": {"w": torch.full((3000,), float(step))}, "opt": argparse.Namespace(seed=1),
+                "vocab": {"src": ["a", "b"]}, "optim": {"training_step": step, "exp_avg": torch.randn(6000)}}, path)
+
+
+def _run(work, valid=((1, 50.0), (2, 60.0), (3, 55.0)), done=False, scored=None, name=RUN):
+    d = work / name
+    d.mkdir(parents=True)
+    log = []
+    for step, acc in valid:
+        log += [f"[..] Validation accuracy: {acc}", f"[..] Saving checkpoint {d}/model_step_{step}.pt"]
+        _checkpoint(d / f"model_step_{step}.pt", step)
+    (d / "train.log").write_text("\n".join(log) + "\n")
+    if done:
+        (d / "train.done").write_text("")
+    if scored is not None:
+        (d / "scores.json").write_text(json.dumps({"step": scored, "accuracy": 1.0}))
+    return d
+
+
+def _carried(folders):
+    return sorted(e["path"].rsplit("/", 1)[1] for e in json.loads((folders[0] / carry.MANIFEST).read_text())["files"])
+
+
+def test_an_unfinished_run_travels_in_small_batches_and_resumes_and_evaluates_on_the_next_machine(tmp_path):
+    here, there = tmp_path / "lease1", tmp_path / "lease2"
+    run = _run(here)  # best validation at step 2 (not scored yet), newest checkpoint step 3
+    newest = (run / "model_step_3.pt").read_bytes()
+    folders = carry.pack([run], here, tmp_path / "out", part_bytes=20_000, batch_files=3, batch_bytes=50_000)
+    assert len(folders) > 1
+    for folder in folders:
+        files = list(folder.iterdir())
+        assert len(files) <= 3 and sum(f.stat().st_size for f in files) <= 50_000
+        assert all(re.fullmatch(r"[A-Za-z0-9._-]+", f.name) for f in files)
+    assert _carried(folders) == ["model_step_2.pt", "model_step_3.pt", "train.log"]
+    shutil.rmtree(here)  # the lease is over: nothing of it is left
+    written = carry.unpack(list(reversed(folders)), there)  # batches in any order
+    moved = there / RUN
+    assert len(written) == 3 and (moved / "model_step_3.pt").read_bytes() == newest  # Adam and all, to resume
+    assert rep.latest_checkpoint(moved) == moved / "model_step_3.pt"
+    best = rep.checkpoint_file(moved, rep.best_checkpoint((moved / "train.log").read_text())[0])
+    assert best == moved / "model_step_2.pt"  # the logged path was the old machine's
+    weights = torch.load(best, weights_only=False)
+    assert "optim" not in weights and torch.equal(weights["model"]["w"], torch.full((3000,), 2.0))
+    assert carry.unpack(folders, there) == []  # again: the same files are already there
+
+
+def test_a_finished_or_scored_run_carries_only_what_it_still_needs(tmp_path):
+    finished = _run(tmp_path, done=True, scored=2, name="runs/t/finished/seed1")
+    folders = carry.pack([finished], tmp_path, tmp_path / "a")
+    assert _carried(folders) == ["scores.json", "train.done", "train.log"]
+    scored = _run(tmp_path, scored=2, name="runs/t/scored/seed1")  # best already decoded: newest only
+    assert _carried(carry.pack([scored], tmp_path, tmp_path / "b")) == ["model_step_3.pt", "scores.json", "train.log"]
+    lost = _run(tmp_path, name="runs/t/lost/seed1")
+    (lost / "model_step_2.pt").unlink()  # unscored best gone: refused by name, not silently dropped
+    with pytest.raises(carry.CarryError, match="model_step_2.pt"):
+        carry.pack([lost], tmp_path, tmp_path / "c")
+
+
+def test_unpack_never_writes_over_a_file_and_names_a_corrupt_or_missing_part(tmp_path):
+    run = _run(tmp_path / "a")
+    folders = carry.pack([run], tmp_path / "a", tmp_path / "out", part_bytes=20_000, batch_files=3,
+                         batch_bytes=50_000)
+    there = tmp_path / "b"
+    (there / RUN).mkdir(parents=True)
+    (there / RUN / "train.log").write_text("another run\n")
+    with pytest.raises(carry.CarryError, match="train.log: exists with other content"):
+        carry.unpack(folders, there)
+    assert (there / RUN / "train.log").read_text() == "another run\n" and not (there / RUN / "model_step_3.pt").exists()
+    with pytest.raises(carry.CarryError, match="part\\(s\\) missing"):
+        carry.unpack(folders[:1], tmp_path / "c")
+    part = next(p for p in folders[-1].iterdir() if p.name != carry.MANIFEST)
+    part.write_bytes(part.read_bytes()[:-1] + b"x")
+    with pytest.raises(carry.CarryError, match="do not match the manifest's sha256"):
+        carry.unpack(folders, tmp_path / "d")
+    with pytest.raises(carry.CarryError, match="not empty"):
+        carry.pack([run], tmp_path / "a", tmp_path / "out")
+
+
+def test_pack_and_unpack_commands(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(rep, "WORK", tmp_path / "lease1")
+    _run(tmp_path / "lease1")
+    rep.main(["pack", "peters2019-table1", "--only", "medium/out1-attn1", "--seeds", "1", "--to",
+              str(tmp_path / "out"), "--part-mib", "0.02", "--batch-mib", "0.05", "--batch-files", "3"])
+    assert "pack: 1 run(s) in" in capsys.readouterr().out
+    monkeypatch.setattr(rep, "WORK", tmp_path / "lease2")
+    rep.main(["unpack", "--from", str(tmp_path / "out")])
+    assert "unpack: 3 file(s) written" in capsys.readouterr().out
+    assert (tmp_path / "lease2" / RUN / "model_step_3.pt").exists()
+    with pytest.raises(SystemExit, match="unpack: .*exists with other content"):
+        (tmp_path / "lease2" / RUN / "train.log").write_text("changed\n")
+        rep.main(["unpack", "--from", str(tmp_path / "out")])
