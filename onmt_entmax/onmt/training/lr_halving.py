@@ -1,9 +1,12 @@
 """``valid_lr_halving``: halve the learning rate whenever the validation loss rises.
 
 Peters et al. (2019) train with Adam at 1e-3 "halved whenever the loss increases on the validation
-set"; OpenNMT-py 3.5.1 only has step-based decays. The halving count and the last validation loss
-per target token live in the optimizer's state dict (``resume_state``), so ``-train_from`` resumes at
-the halved rate.
+set"; OpenNMT-py 3.5.1 only has step-based decays. ``valid_lr_halving_every: k`` checks only at every
+k-th validation, against the loss k validations before: the paper validates its medium SIGMORPHON
+runs every ten epochs, so a run that validates every epoch (for its best checkpoint and its stop rule)
+halves on the paper's cadence with k = 10. The halving count, the validations so far and the last
+checked loss per target token live in the optimizer's state dict (``resume_state``), so
+``-train_from`` resumes at the halved rate and on the same cadence.
 """
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import logging
 from ..options import _entmax_group
 from ..validation import EntmaxOptionError
 
-STATE_KEYS = ("entmax_lr_halvings", "entmax_last_valid_loss")
+STATE_KEYS = ("entmax_lr_halvings", "entmax_last_valid_loss", "entmax_validations")
 
 
 def _logger() -> logging.Logger:
@@ -26,13 +29,24 @@ def wrap_add_train_general_opts(upstream):
             "--valid_lr_halving", "-valid_lr_halving", action="store_true",
             help="Halve the learning rate whenever the validation loss per target token rises above the "
                  "previous validation's (Peters et al. 2019); kept across -train_from. One GPU only.")
+        _entmax_group(parser).add(
+            "--valid_lr_halving_every", "-valid_lr_halving_every", type=int, default=1,
+            help="With valid_lr_halving: compare only every k-th validation's loss, with the loss k "
+                 "validations before (the paper's medium SIGMORPHON runs validate every 10 epochs).")
 
     return _add_train_general_opts
 
 
 def check_train_opts(opt) -> None:
-    """valid_lr_halving needs validation data, and one process (only rank 0 validates)."""
+    """valid_lr_halving needs validation data, and one process (only rank 0 validates);
+    valid_lr_halving_every is a count of validations, and means nothing without it."""
+    every = getattr(opt, "valid_lr_halving_every", 1)
+    if not isinstance(every, int) or every < 1:
+        raise EntmaxOptionError(f"valid_lr_halving_every: {every!r}; give a whole number of validations >= 1")
     if not getattr(opt, "valid_lr_halving", False):
+        if every != 1:
+            raise EntmaxOptionError("valid_lr_halving_every is set but valid_lr_halving is not: add "
+                                    "valid_lr_halving: true (or remove valid_lr_halving_every)")
         return
     if getattr(opt, "world_size", 1) > 1:
         raise EntmaxOptionError("valid_lr_halving: only rank 0 validates, so the ranks' learning rates would "
@@ -53,6 +67,7 @@ def wrap_from_opt(upstream):
     def from_opt(cls, model, opt, checkpoint=None):
         optim = upstream(cls, model, opt, checkpoint)
         optim._entmax_halving = bool(getattr(opt, "valid_lr_halving", False))
+        optim._entmax_halving_every = int(getattr(opt, "valid_lr_halving_every", 1) or 1)
         return optim
 
     return from_opt
@@ -61,7 +76,8 @@ def wrap_from_opt(upstream):
 def state_of(optim) -> dict:
     """The halving state saved with the optimizer (``resume_state``)."""
     return {"entmax_lr_halvings": getattr(optim, "_entmax_halvings", 0),
-            "entmax_last_valid_loss": getattr(optim, "_entmax_last_valid", None)}
+            "entmax_last_valid_loss": getattr(optim, "_entmax_last_valid", None),
+            "entmax_validations": getattr(optim, "_entmax_validations", 0)}
 
 
 def load_into(optim, state_dict: dict) -> None:
@@ -71,16 +87,21 @@ def load_into(optim, state_dict: dict) -> None:
     optim._learning_rate *= 0.5 ** (halvings - getattr(optim, "_entmax_halvings", 0))
     optim._entmax_halvings = halvings
     optim._entmax_last_valid = state_dict.get("entmax_last_valid_loss")
+    optim._entmax_validations = int(state_dict.get("entmax_validations", 0) or 0)
 
 
 def wrap_validate(upstream):
-    """``Trainer.validate``: compare the validation loss per target token with the previous one."""
+    """``Trainer.validate``: at every ``valid_lr_halving_every``-th validation, compare its loss per target
+    token with the previous check's; halve the learning rate if it rose."""
 
     def validate(self, valid_iter, moving_average=None):
         stats = upstream(self, valid_iter, moving_average)
         optim = self.optim
         if not getattr(optim, "_entmax_halving", False) or not stats.n_words:
             return stats
+        optim._entmax_validations = getattr(optim, "_entmax_validations", 0) + 1
+        if optim._entmax_validations % getattr(optim, "_entmax_halving_every", 1):
+            return stats  # not a checking validation (valid_lr_halving_every)
         loss = stats.loss / stats.n_words
         last = getattr(optim, "_entmax_last_valid", None)
         if last is not None and loss > last:

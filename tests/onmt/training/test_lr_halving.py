@@ -30,6 +30,34 @@ def test_rate_halves_exactly_when_the_validation_loss_rises():
     assert off.optim._learning_rate == 1e-3
 
 
+def test_every_kth_validation_checks_against_the_loss_k_validations_before():
+    """valid_lr_halving_every: 2 (the paper's medium runs: every ten): a rise between two checked
+    validations halves; a rise at a validation in between does not."""
+    losses = iter([2.0, 1.5, 1.6, 1.7, 1.4, 1.8])
+    validate = lr_halving.wrap_validate(lambda self, it, moving_average=None: _stats(next(losses), 1))
+    optim = types.SimpleNamespace(_learning_rate=1e-3, _entmax_halving=True, _entmax_halving_every=2)
+    rates = []
+    for _ in range(6):
+        validate(types.SimpleNamespace(optim=optim), None)
+        rates.append(optim._learning_rate)
+    # checks at validations 2, 4, 6: 1.5 (first), 1.7 > 1.5 halves, 1.8 > 1.7 halves; every validation
+    # would have halved at 3, 4 and 6
+    assert rates == pytest.approx([1e-3, 1e-3, 1e-3, 5e-4, 5e-4, 2.5e-4])
+
+
+def test_a_resumed_run_keeps_the_cadence_of_its_checks():
+    from onmt.utils.optimizers import Optimizer
+
+    first = Optimizer(torch.optim.Adam([torch.nn.Parameter(torch.zeros(2))]), learning_rate=1e-3)
+    first._entmax_validations, first._entmax_last_valid = 3, 1.5  # validated 3 times, checked at 2
+    resumed = Optimizer(torch.optim.Adam([torch.nn.Parameter(torch.zeros(2))]), learning_rate=1e-3)
+    resumed.load_state_dict(first.state_dict())
+    resumed._entmax_halving, resumed._entmax_halving_every = True, 2
+    validate = lr_halving.wrap_validate(lambda self, it, moving_average=None: _stats(1.6, 1))
+    validate(types.SimpleNamespace(optim=resumed), None)  # validation 4: a check, 1.6 > 1.5
+    assert resumed.learning_rate() == pytest.approx(5e-4) and resumed._entmax_validations == 4
+
+
 def test_halvings_survive_the_checkpoint():
     from onmt.utils.optimizers import Optimizer
 
@@ -58,3 +86,8 @@ def test_onmt_train_accepts_it_and_refuses_it_on_several_gpus(toy):
     assert "entmax_lr_halvings" in ckpt["optim"]
     with pytest.raises(ValueError, match="valid_lr_halving"):
         train(config, "-world_size", "2", "-gpu_ranks", "0", "1")
+    with pytest.raises(ValueError, match="valid_lr_halving_every: 0"):
+        train(config, "-valid_lr_halving_every", "0")
+    alone = yaml_config(toy, model, steps=4, name="alone", extra="valid_lr_halving_every: 10\n")
+    with pytest.raises(ValueError, match="valid_lr_halving_every is set but valid_lr_halving is not"):
+        train(alone)
