@@ -107,3 +107,41 @@ def test_pack_and_unpack_commands(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit, match="unpack: .*exists with other content"):
         (tmp_path / "lease2" / RUN / "train.log").write_text("changed\n")
         rep.main(["unpack", "--from", str(tmp_path / "out")])
+
+
+@pytest.mark.skipif(shutil.which("onmt_train") is None, reason="needs onmt_train")
+def test_a_run_cut_by_one_machine_continues_on_the_next(tmp_path, monkeypatch):
+    """The lease workflow end to end: a time limit stops a run on machine A, `pack` takes it off, the
+    machine goes away, `unpack` puts it on machine B, and the same `train` continues it there from the
+    carried checkpoint, early-stopping state included, to its end."""
+    import yaml
+
+    from pipeline_helpers import ROOT
+
+    E = rep.E
+    config = ROOT / "configs/smoke/peters2019-sigmorphon.yaml"
+    cfg = yaml.safe_load(config.read_text())
+    e = E.Experiment("smoke", "carried", cfg, "sigsample", "src", "tgt", "peters2019-table1", "x", "medium", "sigmorphon")
+    monkeypatch.setattr(E.Experiment, "path", property(lambda self: str(config)))
+    often = ["-save_checkpoint_steps", "5", "-valid_steps", "5", "-keep_checkpoint", "-1", "-early_stopping", "50",
+             "-early_stopping_criteria", "accuracy"]
+    machine_a, machine_b = tmp_path / "a", tmp_path / "b"
+    for work in (machine_a, machine_b):
+        work.mkdir()
+        (work / "data").symlink_to(ROOT / "data")
+    monkeypatch.setattr(rep, "WORK", machine_a)
+    rep.build_vocab(cfg, config)
+    run_a = machine_a / "runs/smoke/carried/seed1"
+    assert rep.train_all([(e, 1)], None, ["-train_steps", "1000000", *often], max_minutes=0.3) == [run_a]
+    step = rep.step_of(rep.latest_checkpoint(run_a))
+    carry.pack([run_a], machine_a, tmp_path / "out", part_bytes=400_000, batch_files=4, batch_bytes=1_000_000)
+    shutil.copytree(machine_a / "work", machine_b / "work")  # the vocabulary, as the data step makes it
+    shutil.rmtree(machine_a)
+    monkeypatch.setattr(rep, "WORK", machine_b)
+    carry.unpack([tmp_path / "out"], machine_b)
+    run_b = machine_b / "runs/smoke/carried/seed1"
+    assert rep.train_all([(e, 1)], None, ["-train_steps", str(step + 5), *often]) == []
+    log = (run_b / "train.log").read_text()
+    assert f"-train_from {run_b / f'model_step_{step}.pt'}" in log and (run_b / "train.done").exists()
+    assert re.search(r"early stopping resumed: best acc [\d.]+ at step \d+, patience \d+/50", log)
+    assert rep.latest_checkpoint(run_b).name == f"model_step_{step + 5}.pt"
