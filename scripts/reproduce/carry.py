@@ -30,6 +30,7 @@ from pieces import best_checkpoint, latest_checkpoint, step_of
 MANIFEST = "manifest.json"
 FORMAT = 1
 MIB = 1 << 20
+MANIFEST_ROOM = 64 * 1024  # bytes a batch keeps free for the manifest (first batch)
 
 
 class CarryError(ValueError):
@@ -64,9 +65,9 @@ def weights_only_copy(checkpoint: Path, out: Path) -> Path:
 
 def run_files(run_dir: Path, staging: Path) -> list[tuple[Path, Path]]:
     """(file to send, its path relative to the run folder) for one run, as the module docstring says."""
-    files = [(run_dir / n, Path(n)) for n in ("train.log", "train.done", "scores.json") if (run_dir / n).exists()]
     if not (run_dir / "train.log").exists():
         raise CarryError(f"{run_dir}: no train.log (not a training run folder)")
+    files = [(run_dir / n, Path(n)) for n in ("train.log", "train.done", "scores.json") if (run_dir / n).exists()]
     if (run_dir / "train.done").exists():
         newest = None
     else:
@@ -91,8 +92,11 @@ def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB
          batch_bytes: int = 60 * MIB) -> list[Path]:
     """Write the batches for ``run_dirs`` (folders under ``work``) into ``out/batch-1``, ``batch-2``, ...
     Returns the batch folders."""
-    if batch_files < 2 or part_bytes > batch_bytes or part_bytes < 1:
-        raise CarryError("pack: a batch must hold the manifest and at least one part of at most its size")
+    if batch_files < 2 or part_bytes < 1 or part_bytes > batch_bytes - MANIFEST_ROOM:
+        raise CarryError("pack: a batch must hold the manifest and at least one part (parts of at most the "
+                         f"batch size less {MANIFEST_ROOM // 1024} KiB)")
+    if not run_dirs:
+        raise CarryError("pack: no trained run selected (no train.log under the selected run folders)")
     if out.exists() and any(out.iterdir()):
         raise CarryError(f"{out}: not empty (pack writes new batches only)")
     staging = Path(tempfile.mkdtemp(prefix="carry-"))
@@ -111,7 +115,7 @@ def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB
         used = [0]
         for part in parts:  # the first batch also holds the manifest
             room = batch_files - (1 if len(batches) == 1 else 0)
-            if len(batches[-1]) >= room or (batches[-1] and used[-1] + part[3] > batch_bytes - 64 * 1024):
+            if len(batches[-1]) >= room or (batches[-1] and used[-1] + part[3] > batch_bytes - MANIFEST_ROOM):
                 batches.append([])
                 used.append(0)
             batches[-1].append(part)
