@@ -63,8 +63,9 @@ def weights_only_copy(checkpoint: Path, out: Path) -> Path:
     return out
 
 
-def run_files(run_dir: Path, staging: Path) -> list[tuple[Path, Path]]:
-    """(file to send, its path relative to the run folder) for one run, as the module docstring says."""
+def run_files(run_dir: Path, staging: Path, with_best: bool = False) -> list[tuple[Path, Path]]:
+    """(file to send, its path relative to the run folder) for one run, as the module docstring says;
+    ``with_best``: the best checkpoint (weights only) even when its test score is done (for analyses)."""
     if not (run_dir / "train.log").exists():
         raise CarryError(f"{run_dir}: no train.log (not a training run folder)")
     files = [(run_dir / n, Path(n)) for n in ("train.log", "train.done", "scores.json") if (run_dir / n).exists()]
@@ -78,7 +79,8 @@ def run_files(run_dir: Path, staging: Path) -> list[tuple[Path, Path]]:
         best = step_of(best_checkpoint((run_dir / "train.log").read_text(encoding="utf-8"))[0])
     except ValueError:  # no validation yet
         best = None
-    if best is not None and best != _scored_step(run_dir) and (newest is None or step_of(newest) != best):
+    wanted = with_best or best != _scored_step(run_dir)
+    if best is not None and wanted and (newest is None or step_of(newest) != best):
         source = run_dir / f"model_step_{best}.pt"
         if not source.exists():
             raise CarryError(f"{source}: the best validated checkpoint is not scored in scores.json and not here "
@@ -89,9 +91,9 @@ def run_files(run_dir: Path, staging: Path) -> list[tuple[Path, Path]]:
 
 
 def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB, batch_files: int = 8,
-         batch_bytes: int = 60 * MIB) -> list[Path]:
+         batch_bytes: int = 56 * MIB, with_best: bool = False) -> list[Path]:
     """Write the batches for ``run_dirs`` (folders under ``work``) into ``out/batch-1``, ``batch-2``, ...
-    Returns the batch folders."""
+    (``with_best``: see ``run_files``). Returns the batch folders."""
     if batch_files < 2 or part_bytes < 1 or part_bytes > batch_bytes - MANIFEST_ROOM:
         raise CarryError("pack: a batch must hold the manifest and at least one part (parts of at most the "
                          f"batch size less {MANIFEST_ROOM // 1024} KiB)")
@@ -103,7 +105,7 @@ def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB
     try:
         entries, parts = [], []  # manifest entries; (part name, source, offset, size)
         for run_dir in run_dirs:
-            for source, rel in run_files(run_dir, staging):
+            for source, rel in run_files(run_dir, staging, with_best):
                 size = source.stat().st_size
                 names = []
                 for j, offset in enumerate(range(0, max(size, 1), part_bytes)):

@@ -262,6 +262,10 @@ def analyze(name: str, seeds: list[int], gpus: list[int] | None, only: str | lis
             ckpt, _ = best_checkpoint(log)
             if _scored(out, ckpt, "checkpoint"):
                 continue
+            if not checkpoint_file(run_dir, ckpt).exists():  # a carried run: its scored best stayed behind
+                print(f"skip {run_dir}: its best checkpoint {Path(ckpt).name} is not on this machine (analyze "
+                      "where it was trained, or pack it with --with-best)", file=sys.stderr)
+                continue
             report = run_dir / f"analysis-{name}.jsonl"
             src = test_source(e, "dev")
             if max_lines:
@@ -557,7 +561,11 @@ def main(argv: list[str] | None = None) -> None:
                           help="unpack: the batch folders (or folders holding them), every batch of one pack")
     carrying.add_argument("--part-mib", type=float, default=15, help="pack: largest part of a file (MiB)")
     carrying.add_argument("--batch-files", type=int, default=8, help="pack: files in a batch, the manifest included")
-    carrying.add_argument("--batch-mib", type=float, default=60, help="pack: bytes in a batch (MiB)")
+    carrying.add_argument("--batch-mib", type=float, default=56,
+                          help="pack: bytes in a batch (MiB; 56 leaves a lent machine's 64 room for the repo)")
+    carrying.add_argument("--with-best", action="store_true",
+                          help="pack: also the best checkpoint (weights only) of runs whose test score is done, "
+                               "for analyses on the next machine")
     a = p.parse_args(argv)
     if a.step == "unpack":
         if not a.from_:
@@ -595,7 +603,7 @@ def main(argv: list[str] | None = None) -> None:
                 if (WORK / e.run_dir / f"seed{s}" / "train.log").exists()]
         try:
             folders = carry.pack(runs, WORK, a.to, int(a.part_mib * carry.MIB), a.batch_files,
-                                 int(a.batch_mib * carry.MIB))
+                                 int(a.batch_mib * carry.MIB), with_best=a.with_best)
         except carry.CarryError as err:
             raise SystemExit(f"pack: {err}") from None
         print(f"pack: {len(runs)} run(s) in {len(folders)} batch(es): " + " ".join(map(str, folders)))

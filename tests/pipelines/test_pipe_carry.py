@@ -68,6 +68,8 @@ def test_a_finished_or_scored_run_carries_only_what_it_still_needs(tmp_path):
     assert _carried(folders) == ["scores.json", "train.done", "train.log"]
     scored = _run(tmp_path, scored=2, name="runs/t/scored/seed1")  # best already decoded: newest only
     assert _carried(carry.pack([scored], tmp_path, tmp_path / "b")) == ["model_step_3.pt", "scores.json", "train.log"]
+    assert _carried(carry.pack([scored], tmp_path, tmp_path / "b2", with_best=True)) == \
+        ["model_step_2.pt", "model_step_3.pt", "scores.json", "train.log"]  # for analyses on the next machine
     lost = _run(tmp_path, name="runs/t/lost/seed1")
     (lost / "model_step_2.pt").unlink()  # unscored best gone: refused by name, not silently dropped
     with pytest.raises(carry.CarryError, match="model_step_2.pt"):

@@ -102,6 +102,7 @@ def _analysis(tmp_path, e, name, seed, summary, dev=None):
 def _train_log(run_dir, dev):
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "train.log").write_text(f"[..] Validation accuracy: {dev}\n[..] Saving checkpoint {run_dir}/model_step_5.pt\n")
+    (run_dir / "model_step_5.pt").write_bytes(b"")  # the checkpoint the log names (decoding is faked)
 
 
 def test_table3_reads_sparsity_of_the_de_en_runs_only(tmp_path):
@@ -204,6 +205,16 @@ def test_best_layout_decodes_only_the_best_validated_run_of_each_column(tmp_path
     assert len(decoded) == 1
     assert rep.collect_analysis("peters2019-sec4.1", runs=tmp_path) == {
         ("single sequence", "medium"): [100.0], ("certified", "medium"): [100.0]}
+
+
+def test_an_analysis_of_a_carried_run_without_its_best_checkpoint_is_skipped_by_name(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(rep, "WORK", tmp_path)
+    e = next(x for x in rep.analysis_runs("peters2019-sec4.1") if x.name == "medium/out1.5-attn1")
+    _train_log(tmp_path / e.run_dir / "seed1", 89.5)
+    (tmp_path / e.run_dir / "seed1" / "model_step_5.pt").unlink()  # scored where it trained, not carried
+    monkeypatch.setattr(rep, "translate", lambda *a, **k: pytest.fail("decoded a missing checkpoint"))
+    rep.analyze("peters2019-sec4.1", [1], None, only="medium/out1.5-attn1")
+    assert "model_step_5.pt is not on this machine" in capsys.readouterr().err
 
 
 def test_spread_sample_keeps_every_language(tmp_path):
