@@ -18,6 +18,8 @@ Steps (each skips work already done, so an interrupted reproduction resumes):
             tezekbayev-table3: the tau that generator_tau auto chose, from the training logs
   table     markdown: mean ± std over seeds (ours) beside the paper (peters2019-table1: from its CSV)
   plot      Figure 4: best validation accuracy against alpha (PNG), from the training logs
+  status    where each run stands: validations, best validation accuracy and when, validations since
+            (against early_stopping), learning rate, finished or not, the step its scores are for
   pack      the runs' resumable state (logs, scores, newest checkpoint of an unfinished run, best
             checkpoint not yet scored) in batches small enough to leave a time-limited machine: --to DIR
   unpack    put packed runs back under runs/ (checked against the pack's sha256s): --from DIR ...
@@ -396,6 +398,38 @@ def device_name(gpu: int | None) -> str:
     return torch.cuda.get_device_name(gpu)
 
 
+def run_status(e: E.Experiment, seed: int) -> dict | None:
+    """Where one run stands, from its train.log (None: not started)."""
+    run_dir = WORK / e.run_dir / f"seed{seed}"
+    if not (run_dir / "train.log").exists():
+        return None
+    curve = results_csv.validation_curve((run_dir / "train.log").read_text(encoding="utf-8"))
+    scored = json.loads((run_dir / "scores.json").read_text()).get("step") if (run_dir / "scores.json").exists() else None
+    out = {"run": f"{e.name}/seed{seed}", "validations": len(curve), "finished": (run_dir / "train.done").exists(),
+           "scored_step": scored, "patience": e.config.get("early_stopping", 0)}
+    if curve:
+        best = max(range(len(curve)), key=lambda i: float(curve[i]["valid_acc"]))  # first of equals
+        out.update(best_acc=float(curve[best]["valid_acc"]), best_step=curve[best]["step"],
+                   since_best=len(curve) - 1 - best, lr=curve[-1]["lr"], last_step=curve[-1]["step"])
+    return out
+
+
+def print_status(table: str, seeds: list[int], only) -> str:
+    rows = ["| run | validations | best valid. acc. (step) | validations since | learning rate | finished | "
+            "scores for step |", "|---|---|---|---|---|---|---|"]
+    for e in experiments(table, only):
+        for seed in seeds:
+            r = run_status(e, seed)
+            if r is None:
+                rows.append(f"| {e.name}/seed{seed} | not started | | | | | |")
+                continue
+            best = f"{r['best_acc']:.2f} ({r['best_step']})" if "best_acc" in r else "–"
+            since = f"{r.get('since_best', '–')} / {r['patience']}" if r["patience"] else str(r.get("since_best", "–"))
+            rows.append(f"| {r['run']} | {r['validations']} | {best} | {since} | {r.get('lr', '–')} | "
+                        f"{'yes' if r['finished'] else 'no'} | {r['scored_step'] or '–'} |")
+    return "\n".join(rows)
+
+
 # ------------------------------------------------------------------------------------- record
 RESULTS = ROOT / "docs" / "results"
 CSV_TABLES = {"peters2019-table1"}  # tables printed from their committed CSV (results_csv.py)
@@ -532,7 +566,7 @@ def smoke_data(cwd: Path | None = None, lines: int = 400, merges: int = 300) -> 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("step", choices=["all", "data", "train", "evaluate", "record", "analyze", "table", "plot",
-                                    "pack", "unpack", "smoke-data"])
+                                    "status", "pack", "unpack", "smoke-data"])
     p.add_argument("table", nargs="?", help="one of: " + ", ".join([*E.TABLES, *E.ANALYSES]))
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--gpu", type=int, help="GPU id (default: CPU); the same as --gpus ID")
@@ -596,6 +630,9 @@ def main(argv: list[str] | None = None) -> None:
             print(print_analysis(a.table, a.runs))
         return
     todo = experiments(a.table, a.only)
+    if a.step == "status":
+        print(print_status(a.table, a.seeds, a.only))
+        return
     if a.step == "pack":
         if a.to is None:
             p.error("pack needs --to DIR")

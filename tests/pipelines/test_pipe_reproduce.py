@@ -217,6 +217,16 @@ def test_an_analysis_of_a_carried_run_without_its_best_checkpoint_is_skipped_by_
     assert "model_step_5.pt is not on this machine" in capsys.readouterr().err
 
 
+def test_status_says_where_each_run_stands(tmp_path, monkeypatch):
+    monkeypatch.setattr(rep, "WORK", tmp_path)
+    e = next(x for x in E.all_experiments() if x.table == "peters2019-table1" and x.name == "medium/out1.5-attn1.5")
+    _evaluated_run(tmp_path, e, 1, 80.0, 1490 * 3)  # validations at 79, 80, 81; halved at the second
+    (tmp_path / e.run_dir / "seed1" / "train.done").write_text("")
+    text = rep.print_status("peters2019-table1", [1, 2], "medium/out1.5-attn1.5")
+    assert "| medium/out1.5-attn1.5/seed1 | 3 | 81.00 (4470) | 0 / 10 | 0.0005 | yes |" in text
+    assert "| medium/out1.5-attn1.5/seed2 | not started |" in text
+
+
 def test_spread_sample_keeps_every_language(tmp_path):
     src = tmp_path / "dev.txt"
     src.write_text("".join(f"{lang} V {i}\n" for lang in ("a", "b", "c") for i in range(100)))
