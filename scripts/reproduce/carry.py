@@ -18,14 +18,17 @@ in place; it never writes over a file that differs, and names what is missing or
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
-from pieces import best_checkpoint, latest_checkpoint, step_of
+from pieces import best_checkpoint, latest_checkpoint, scored_step, step_of
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
+from download import file_digests  # noqa: E402 (scripts/data: the archives' checksums)
 
 MANIFEST = "manifest.json"
 FORMAT = 1
@@ -38,18 +41,7 @@ class CarryError(ValueError):
 
 
 def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(MIB), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _scored_step(run_dir: Path) -> int | None:
-    scores = run_dir / "scores.json"
-    if not scores.exists():
-        return None
-    return json.loads(scores.read_text()).get("step")
+    return file_digests(path, ["sha256"])["sha256"]
 
 
 def weights_only_copy(checkpoint: Path, out: Path) -> Path:
@@ -79,7 +71,7 @@ def run_files(run_dir: Path, staging: Path, with_best: bool = False) -> list[tup
         best = step_of(best_checkpoint((run_dir / "train.log").read_text(encoding="utf-8"))[0])
     except ValueError:  # no validation yet
         best = None
-    wanted = with_best or best != _scored_step(run_dir)
+    wanted = with_best or best != scored_step(run_dir)
     if best is not None and wanted and (newest is None or step_of(newest) != best):
         source = run_dir / f"model_step_{best}.pt"
         if not source.exists():

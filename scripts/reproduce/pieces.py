@@ -9,6 +9,7 @@ made by ``CUDA_VISIBLE_DEVICES``: a one-GPU ``onmt_train`` always trains on its 
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -46,6 +47,12 @@ def best_checkpoint(log_text: str) -> tuple[str, float]:
     if best is None:
         raise ValueError("no validated checkpoint in the training log (valid_steps must equal save_checkpoint_steps)")
     return best
+
+
+def scored_step(run_dir: Path) -> int | None:
+    """The checkpoint step the run's ``scores.json`` (written by ``reproduce.py evaluate``) scores, or None."""
+    scores = run_dir / "scores.json"
+    return json.loads(scores.read_text()).get("step") if scores.exists() else None
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import experiments as E  # noqa: E402
 import results_csv  # noqa: E402
 import carry  # noqa: E402
-from pieces import _VALID, best_checkpoint, latest_checkpoint, run_pieces, step_of  # noqa: E402,F401 (re-exported)
+from pieces import _VALID, best_checkpoint, latest_checkpoint, run_pieces, scored_step, step_of  # noqa: E402,F401 (re-exported)
 
 ROOT = Path(__file__).resolve().parents[2]
 try:
@@ -404,9 +404,8 @@ def run_status(e: E.Experiment, seed: int) -> dict | None:
     if not (run_dir / "train.log").exists():
         return None
     curve = results_csv.validation_curve((run_dir / "train.log").read_text(encoding="utf-8"))
-    scored = json.loads((run_dir / "scores.json").read_text()).get("step") if (run_dir / "scores.json").exists() else None
     out = {"run": f"{e.name}/seed{seed}", "validations": len(curve), "finished": (run_dir / "train.done").exists(),
-           "scored_step": scored, "patience": e.config.get("early_stopping", 0)}
+           "scored_step": scored_step(run_dir), "patience": e.config.get("early_stopping", 0)}
     if curve:
         best = max(range(len(curve)), key=lambda i: float(curve[i]["valid_acc"]))  # first of equals
         out.update(best_acc=float(curve[best]["valid_acc"]), best_step=curve[best]["step"],
