@@ -8,6 +8,8 @@ import shutil
 import pytest
 import torch
 
+from onmt_entmax.analysis.checkpoint import load_checkpoint
+
 from pipeline_helpers import load_script
 
 rep = load_script("scripts/reproduce/reproduce.py")
@@ -57,7 +59,7 @@ def test_an_unfinished_run_travels_in_small_batches_and_resumes_and_evaluates_on
     assert rep.latest_checkpoint(moved) == moved / "model_step_3.pt"
     best = rep.checkpoint_file(moved, rep.best_checkpoint((moved / "train.log").read_text())[0])
     assert best == moved / "model_step_2.pt"  # the logged path was the old machine's
-    weights = torch.load(best, weights_only=False)
+    weights = load_checkpoint(best)
     assert "optim" not in weights and torch.equal(weights["model"]["w"], torch.full((3000,), 2.0))
     assert carry.unpack(folders, there) == []  # again: the same files are already there
 

@@ -7,6 +7,7 @@ import torch
 
 from conftest import build_vocab, train, yaml_config
 
+from onmt_entmax.analysis.checkpoint import load_checkpoint
 from onmt_entmax.onmt.training import early_stopping
 
 
@@ -98,7 +99,7 @@ def test_onmt_train_saves_the_state_its_validations_imply_and_a_resumed_run_cont
             left -= 1
         else:
             stalled_left -= 1
-    state = torch.load(toy / "run/model_step_3.pt", weights_only=False)["optim"][early_stopping.STATE_KEY]
+    state = load_checkpoint(toy / "run/model_step_3.pt")["optim"][early_stopping.STATE_KEY]
     assert (state["current_step_best"], state["current_tolerance"], state["stalled_tolerance"]) == \
         (best_step, left, stalled_left)
     assert abs(state["best_scores"]["acc"] - best) < 1e-6
