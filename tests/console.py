@@ -9,8 +9,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run_console(args: list[str], cwd: Path, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run a command in a fresh interpreter with the import hook active even without ``pip install``.
+def console_env(cwd: Path, env: dict | None = None) -> dict:
+    """The environment of ``run_console``: the import hook active even without ``pip install``.
 
     If the package is pip-installed, its ``.pth`` file already does this; otherwise a
     ``sitecustomize.py`` on PYTHONPATH runs the same hook source at start-up, so spawned children
@@ -25,4 +25,9 @@ def run_console(args: list[str], cwd: Path, timeout: int = 300, env: dict | None
     full_env.pop("ONMT_ENTMAX_DISABLE", None)
     full_env["PYTHONPATH"] = os.pathsep.join([str(site), str(REPO), full_env.get("PYTHONPATH", "")])
     full_env.update(env or {})
-    return subprocess.run(args, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+    return full_env
+
+
+def run_console(args: list[str], cwd: Path, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run a command in a fresh interpreter with the import hook active even without ``pip install``."""
+    return subprocess.run(args, cwd=cwd, env=console_env(cwd, env), capture_output=True, text=True, timeout=timeout)

@@ -8,7 +8,7 @@ returns it. docs/eole.md explains each entry.
 from __future__ import annotations
 
 from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
-from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread
+from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread, stop_between_steps, stop_on_signal
 
 from . import attention, building, config, decoding, training
 from .errors import install_one_line_hook
@@ -39,6 +39,12 @@ PATCHES: list[Patch] = [
     Patch("training_host", "the training loop runs backward on the calling thread, not autograd's device "
           "thread (ONMT_ENTMAX_TRAIN_HOST=as-is keeps upstream's)", "eole.trainer:Trainer.train",
           backward_on_calling_thread),
+    Patch("stop_on_signal", "SIGTERM / Ctrl-C while one process trains: finish the step, save its checkpoint, "
+          "exit 128 + the signal (upstream dies and loses the steps since the last save)",
+          "eole.train_single:main", lambda up: stop_on_signal(up, lambda config, *a, **k: config.training.world_size <= 1),
+          aliases=("eole.bin.run.train:single_main",)),
+    Patch("stop_between_steps", "once a stop is asked, the training loop gets no further batch",
+          "eole.trainer:Trainer._accum_batches", lambda up: stop_between_steps(up, "eole")),
     Patch("loss_criterion", "Fenchel-Young criterion of the model's generator (upstream sparsemax crashes)",
           "eole.utils.loss:LossCompute.from_config", training.wrap_from_config),
     Patch("loss_forward", "resolve generator_tau auto on the first batch; attended source tokens",

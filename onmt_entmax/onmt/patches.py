@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
-from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread
+from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread, stop_between_steps, stop_on_signal
 
 from . import checkpoint, file_checks, options, refusals, upstream_noise, validation
 from .model import building, fused_attention, loading, rnn_attention
@@ -87,6 +87,12 @@ PATCHES: list[Patch] = [
     Patch("training_host", "the training loop runs backward on the calling thread, not autograd's device "
           "thread (1.16-1.34x steps/s on host-bound steps; ONMT_ENTMAX_TRAIN_HOST=as-is keeps upstream's)",
           "onmt.trainer:Trainer.train", backward_on_calling_thread),
+    Patch("stop_on_signal", "SIGTERM / Ctrl-C while one process trains: finish the step, save its checkpoint, "
+          "exit 128 + the signal (upstream dies and loses the steps since the last save)",
+          "onmt.train_single:main", lambda up: stop_on_signal(up, lambda opt, *a, **k: opt.world_size <= 1),
+          aliases=("onmt.bin.train:single_main",)),
+    Patch("stop_between_steps", "once a stop is asked, the training loop gets no further batch",
+          "onmt.trainer:Trainer._accum_batches", lambda up: stop_between_steps(up, "onmt")),
     Patch("checkpoint_weights_only", "every checkpoint upstream loads (onmt_translate, -train_from, "
           "onmt_average_models, onmt_release_model) is read weights-only, whatever torch's default",
           apply=checkpoint.install_weights_only_loading),

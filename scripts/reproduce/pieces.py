@@ -9,6 +9,7 @@ made by ``CUDA_VISIBLE_DEVICES``: a one-GPU ``onmt_train`` always trains on its 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -89,16 +90,22 @@ def _start(run_dir: Path, cmd: list[str], cwd: Path, gpu: int | None = None) -> 
     return proc
 
 
-def _stop(proc: subprocess.Popen, grace: float = 60.0) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(grace)
-    except ProcessLookupError:
-        pass
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+def _stop(procs: list[subprocess.Popen], grace: float = 120.0) -> None:
+    """Ask each ``onmt_train`` to stop (one SIGTERM: the plugin's ``stop_on_signal`` finishes the step
+    under way and saves its checkpoint, so no step is lost; a second would stop it at once), then end
+    what is left of its process group (the data-loader workers); a trainer still running ``grace``
+    seconds later is killed with its group."""
+    for proc in procs:  # the trainer only: workers killed first would fail its step
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for proc in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(max(deadline - time.monotonic(), 0.0))
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    proc.log.close()
+        proc.log.close()
 
 
 def least_busy(gpus: list[int], running: list) -> int:
@@ -126,8 +133,7 @@ def run_pieces(runs: list[tuple[Path, list[str]]], cwd: Path, jobs: int = 1,
             else:
                 failed.append(f"{proc.run_dir} (exit {proc.returncode}; see its train.log)")
         if deadline is not None and time.monotonic() >= deadline:
-            for proc in running:
-                _stop(proc)
+            _stop(running)
             unfinished = [p.run_dir for p in running] + [d for d, _ in todo]
             print(f"time limit of {max_minutes:g} min: {len(unfinished)} run(s) stopped or not started; "
                   "the same command resumes them from their newest checkpoints", flush=True)

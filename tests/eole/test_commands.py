@@ -121,3 +121,37 @@ def test_a_bad_option_is_one_line_naming_it_before_anything_runs(workdir):
     assert last.startswith("onmt-entmax: ") and "model.generator_fuction: unknown option; did you mean " \
                                                     "'generator_function'?" in last
     assert "Traceback" not in proc.stderr
+
+
+def test_sigterm_ends_eole_train_after_its_step_with_that_step_saved(workdir, vocab):
+    """stop_on_signal / stop_between_steps in Eole: the step under way finishes, step_N is saved, exit 143."""
+    import re
+    import signal
+    import subprocess
+    import time
+
+    from conftest import eole_command
+    from console import console_env
+
+    directory = workdir / "stopped"
+    directory.mkdir()
+    config = small_config("rnn-entmax15", directory, steps=1_000_000, num_workers=0)
+    cfg = yaml.safe_load(config.read_text().replace(str(directory / "run" / "vocab"), str(vocab / "vocab")))
+    cfg["report_every"] = 1
+    config.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    proc = subprocess.Popen(eole_command() + ["train", "-c", str(config)], cwd=directory, env=console_env(directory),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, start = [], time.monotonic()
+    for line in proc.stdout:
+        lines.append(line)
+        if re.search(r"Step +3[/;]", line):
+            proc.send_signal(signal.SIGTERM)
+            break
+        assert time.monotonic() - start < 240, "".join(lines[-20:])
+    lines += proc.stdout.readlines()
+    assert proc.wait(120) == 128 + signal.SIGTERM, "".join(lines[-20:])
+    log = "".join(lines)
+    step = int(re.search(r"SIGTERM: stopping after step (\d+); its checkpoint is saved next", log).group(1))
+    assert step >= 3 and step == max(int(s) for s in re.findall(r"Step +(\d+)[/;]", log))
+    assert [p.name for p in (directory / "model").glob("step_*")] == [f"step_{step}"]
+    assert (directory / "model" / f"step_{step}" / "optimizer.pt").exists()

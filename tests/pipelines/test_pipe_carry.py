@@ -138,6 +138,8 @@ def test_a_run_cut_by_one_machine_continues_on_the_next(tmp_path, monkeypatch):
     run_a = machine_a / "runs/smoke/carried/seed1"
     assert rep.train_all([(e, 1)], None, ["-train_steps", "1000000", *often], max_minutes=0.3) == [run_a]
     step = rep.step_of(rep.latest_checkpoint(run_a))
+    # the time limit's SIGTERM let the step under way finish and saved there: no trained step lost
+    assert f"SIGTERM: stopping after step {step}; its checkpoint is saved next" in (run_a / "train.log").read_text()
     carry.pack([run_a], machine_a, tmp_path / "out", part_bytes=400_000, batch_files=4, batch_bytes=1_000_000)
     shutil.copytree(machine_a / "work", machine_b / "work")  # the vocabulary, as the data step makes it
     shutil.rmtree(machine_a)
