@@ -51,6 +51,20 @@ def test_a_stop_signal_lets_the_step_finish_saves_there_and_exits_128_plus_the_s
     assert patching.stop_requested() == signal.SIGTERM
 
 
+def test_a_stop_before_the_first_step_exits_without_saving_over_the_newest_checkpoint(caplog):
+    trainer = _Trainer()
+
+    def start_then_train(t, n):  # the signal comes while the toolkit builds the model and the data
+        os.kill(os.getpid(), signal.SIGTERM)
+        return t.train(n)
+
+    with pytest.raises(SystemExit) as stop:
+        patching.stop_on_signal(start_then_train, lambda t, n: True)(trainer, 10)
+    assert stop.value.code == 128 + signal.SIGTERM
+    assert trainer.trained == [] and trainer.saved is None
+    assert "stopping before the first step of this process; nothing to save" in caplog.text
+
+
 def test_without_a_signal_the_loop_runs_to_its_end_and_the_process_exits_normally():
     trainer = _Trainer()
     assert _main(trainer, 5) == 5 and trainer.trained == [0, 1, 2, 3, 4]
