@@ -253,7 +253,8 @@ def stop_between_steps(upstream: Callable, logger: str) -> Callable:
         name = signal.Signals(_stop_request[0]).name
         step = self.optim.training_step - 1  # the optimizer counts the step it will take next
         if not trained:
-            logging.getLogger(logger).warning("%s: stopping before the first step of this process; nothing to save", name)
+            logging.getLogger(logger).warning("%s: stopping before the first step of this process; nothing to save",
+                                              name)
             raise SystemExit(128 + _stop_request[0])
         logging.getLogger(logger).warning("%s: stopping after step %d; its checkpoint is saved next (train_from it "
                                     "resumes the run)", name, step)

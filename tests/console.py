@@ -31,3 +31,24 @@ def console_env(cwd: Path, env: dict | None = None) -> dict:
 def run_console(args: list[str], cwd: Path, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run a command in a fresh interpreter with the import hook active even without ``pip install``."""
     return subprocess.run(args, cwd=cwd, env=console_env(cwd, env), capture_output=True, text=True, timeout=timeout)
+
+
+def stop_at_step(args: list[str], cwd: Path, step: int, signum: int = 15, timeout: float = 240.0) -> tuple[int, str]:
+    """Start a training command as ``run_console`` does, send the trainer ``signum`` (SIGTERM) once its
+    log reports step ``step`` (``report_every: 1``), and return its exit code and whole log."""
+    import re
+    import time
+
+    proc = subprocess.Popen(args, cwd=cwd, env=console_env(cwd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    lines, start = [], time.monotonic()
+    for line in proc.stdout:
+        lines.append(line)
+        if re.search(rf"Step +{step}[/;]", line):
+            proc.send_signal(signum)
+            break
+        if time.monotonic() - start > timeout:
+            proc.kill()
+            raise AssertionError(f"no step {step} after {timeout:g} s:\n" + "".join(lines[-20:]))
+    lines += proc.stdout.readlines()
+    return proc.wait(120), "".join(lines)

@@ -41,7 +41,8 @@ PATCHES: list[Patch] = [
           backward_on_calling_thread),
     Patch("stop_on_signal", "SIGTERM / Ctrl-C while one process trains: finish the step, save its checkpoint, "
           "exit 128 + the signal (upstream dies and loses the steps since the last save)",
-          "eole.train_single:main", lambda up: stop_on_signal(up, lambda config, *a, **k: config.training.world_size <= 1),
+          "eole.train_single:main",
+          lambda up: stop_on_signal(up, lambda config, *a, **k: config.training.world_size <= 1),
           aliases=("eole.bin.run.train:single_main",)),
     Patch("stop_between_steps", "once a stop is asked, the training loop gets no further batch",
           "eole.trainer:Trainer._accum_batches", lambda up: stop_between_steps(up, "eole")),

@@ -3,13 +3,16 @@
 import hook. One vocabulary and three short trainings are shared by the module's tests."""
 import json
 import math
+import re
+import signal
 
 import pytest
 import torch
 import yaml
 from safetensors import safe_open
 
-from conftest import DATA, run_eole, small_config
+from conftest import DATA, eole_command, run_eole, small_config
+from console import stop_at_step
 
 # each trained once for the module: (example config, steps)
 EXAMPLES = {"rnn": ("rnn-entmax15", 40), "learned": ("transformer-learned-alpha", 20),
@@ -125,32 +128,14 @@ def test_a_bad_option_is_one_line_naming_it_before_anything_runs(workdir):
 
 def test_sigterm_ends_eole_train_after_its_step_with_that_step_saved(workdir, vocab):
     """stop_on_signal / stop_between_steps in Eole: the step under way finishes, step_N is saved, exit 143."""
-    import re
-    import signal
-    import subprocess
-    import time
-
-    from conftest import eole_command
-    from console import console_env
-
     directory = workdir / "stopped"
     directory.mkdir()
     config = small_config("rnn-entmax15", directory, steps=1_000_000, num_workers=0)
     cfg = yaml.safe_load(config.read_text().replace(str(directory / "run" / "vocab"), str(vocab / "vocab")))
     cfg["report_every"] = 1
     config.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    proc = subprocess.Popen(eole_command() + ["train", "-c", str(config)], cwd=directory, env=console_env(directory),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines, start = [], time.monotonic()
-    for line in proc.stdout:
-        lines.append(line)
-        if re.search(r"Step +3[/;]", line):
-            proc.send_signal(signal.SIGTERM)
-            break
-        assert time.monotonic() - start < 240, "".join(lines[-20:])
-    lines += proc.stdout.readlines()
-    assert proc.wait(120) == 128 + signal.SIGTERM, "".join(lines[-20:])
-    log = "".join(lines)
+    code, log = stop_at_step(eole_command() + ["train", "-c", str(config)], directory, 3)
+    assert code == 128 + signal.SIGTERM, log[-3000:]
     step = int(re.search(r"SIGTERM: stopping after step (\d+); its checkpoint is saved next", log).group(1))
     assert step >= 3 and step == max(int(s) for s in re.findall(r"Step +(\d+)[/;]", log))
     assert [p.name for p in (directory / "model").glob("step_*")] == [f"step_{step}"]

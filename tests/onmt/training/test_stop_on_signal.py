@@ -3,12 +3,10 @@ pre-emption) ends a run after the step under way with a checkpoint of that step,
 continues from it; upstream dies and loses every step since its last save."""
 import re
 import signal
-import subprocess
 import sys
-import time
 
 from conftest import build_vocab, train, yaml_config
-from console import console_env
+from console import stop_at_step
 
 from onmt_entmax.analysis.checkpoint import load_checkpoint
 
@@ -28,18 +26,8 @@ def test_sigterm_saves_the_step_under_way_exits_143_and_train_from_continues_it(
     config = _config(toy, 1_000_000)
     build_vocab(config)
     cmd = [sys.executable, "-c", "from onmt.bin.train import main; main()", "-config", str(config)]
-    proc = subprocess.Popen(cmd, cwd=toy, env=console_env(toy), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    lines, start = [], time.monotonic()
-    for line in proc.stdout:  # the trainer alone gets the signal, as reproduce.py's time limit sends it
-        lines.append(line)
-        if re.search(r"Step +3/", line):
-            proc.send_signal(signal.SIGTERM)
-            break
-        assert time.monotonic() - start < 240, "".join(lines[-20:])
-    lines += proc.stdout.readlines()
-    assert proc.wait(120) == 128 + signal.SIGTERM, "".join(lines[-20:])
-    log = "".join(lines)
+    code, log = stop_at_step(cmd, toy, 3)  # the trainer alone gets the signal, as reproduce.py's time limit sends it
+    assert code == 128 + signal.SIGTERM, log[-3000:]
     step = int(re.search(r"SIGTERM: stopping after step (\d+); its checkpoint is saved next", log).group(1))
     last_reported = max(int(s) for s in re.findall(r"Step +(\d+)/", log))
     assert step >= 3 and step == last_reported  # every step it trained is in the checkpoint
