@@ -13,8 +13,11 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import logging
 import os
+import signal
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
 
@@ -178,8 +181,9 @@ def backward_on_calling_thread(upstream: Callable) -> Callable:
 # with 128 + the signal's number, so a runner tells it from a finished run. A second signal stops at
 # once. Only where one process trains (world_size 1): ranks stopping at different steps would wait
 # for each other forever.
-STOP_SIGNALS = ("SIGTERM", "SIGINT")
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 _stop_request: list[int] = []  # the signal number received, once one was
+_previous_handlers: dict = {}  # signal number -> the handler ours replaced
 
 
 def stop_requested() -> Optional[int]:
@@ -188,8 +192,6 @@ def stop_requested() -> Optional[int]:
 
 
 def _on_stop_signal(signum, frame) -> None:
-    import signal
-
     if _stop_request:  # the second one: stop at once, as the handler before ours would
         signal.signal(signum, _previous_handlers.get(signum, signal.SIG_DFL))
         os.kill(os.getpid(), signum)
@@ -197,23 +199,17 @@ def _on_stop_signal(signum, frame) -> None:
     _stop_request.append(signum)
 
 
-_previous_handlers: dict = {}
-
-
 def stop_on_signal(upstream: Callable, single_process: Callable[..., bool]) -> Callable:
     """Wrapper of a toolkit's per-process training entry (``train_single.main``): while it runs,
     SIGTERM and SIGINT ask the loop to stop after its step (``stop_between_steps``); when it has, exit
     with 128 + the signal's number. ``single_process(*args)`` says whether this process trains alone."""
-    import signal
-    import threading
 
     @functools.wraps(upstream)
     def main(*args, **kwargs):
         if not single_process(*args, **kwargs) or threading.current_thread() is not threading.main_thread():
             return upstream(*args, **kwargs)
         _stop_request.clear()
-        for name in STOP_SIGNALS:
-            signum = getattr(signal, name)
+        for signum in STOP_SIGNALS:
             _previous_handlers[signum] = signal.signal(signum, _on_stop_signal)
         try:
             result = upstream(*args, **kwargs)
@@ -247,16 +243,13 @@ def stop_between_steps(upstream: Callable, logger: str) -> Callable:
                 break
             trained = True
             yield item
-        import logging
-        import signal
-
         name = signal.Signals(_stop_request[0]).name
         step = self.optim.training_step - 1  # the optimizer counts the step it will take next
         if not trained:
             logging.getLogger(logger).warning("%s: stopping before the first step of this process; nothing to save",
                                               name)
             raise SystemExit(128 + _stop_request[0])
-        logging.getLogger(logger).warning("%s: stopping after step %d; its checkpoint is saved next (train_from it "
-                                    "resumes the run)", name, step)
+        logging.getLogger(logger).warning("%s: stopping after step %d; its checkpoint is saved next "
+                                          "(train_from it resumes the run)", name, step)
 
     return _accum_batches
