@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,12 +36,10 @@ def run_console(args: list[str], cwd: Path, timeout: int = 300, env: dict | None
     return subprocess.run(args, cwd=cwd, env=console_env(cwd, env), capture_output=True, text=True, timeout=timeout)
 
 
-def stop_at_step(args: list[str], cwd: Path, step: int, signum: int = 15, timeout: float = 240.0) -> tuple[int, str]:
-    """Start a training command as ``run_console`` does, send the trainer ``signum`` (SIGTERM) once its
+def stop_at_step(args: list[str], cwd: Path, step: int, signum: int = signal.SIGTERM,
+                 timeout: float = 240.0) -> tuple[int, str]:
+    """Start a training command as ``run_console`` does, send the trainer ``signum`` once its
     log reports step ``step`` (``report_every: 1``), and return its exit code and whole log."""
-    import re
-    import time
-
     proc = subprocess.Popen(args, cwd=cwd, env=console_env(cwd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     lines, start = [], time.monotonic()
