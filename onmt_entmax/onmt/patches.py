@@ -71,7 +71,7 @@ PATCHES: list[Patch] = [
           "onmt.model_builder:load_test_model", loading.wrap_load_test_model),
     Patch("valid_lr_halving_option", "the valid_lr_halving option (Peters et al.'s learning-rate schedule)",
           "onmt.opts:_add_train_general_opts", lr_halving.wrap_add_train_general_opts),
-    Patch("valid_lr_halving_flag", "the optimizer remembers whether to halve",
+    Patch("valid_lr_halving_flag", "the optimizer remembers whether to halve, and has no step decay then",
           "onmt.utils.optimizers:Optimizer.from_opt", lr_halving.wrap_from_opt),
     Patch("resume_state_save", "the learning-rate halvings, the last validation loss and the early-stopping "
           "counts go into the checkpoint (with the optimizer's state)",

@@ -91,3 +91,40 @@ def test_onmt_train_accepts_it_and_refuses_it_on_several_gpus(toy):
     alone = yaml_config(toy, model, steps=4, name="alone", extra="valid_lr_halving_every: 10\n")
     with pytest.raises(ValueError, match="valid_lr_halving_every is set but valid_lr_halving is not"):
         train(alone)
+
+
+def _train_opt(*args: str):
+    """onmt_train's options with upstream's defaults (step decay from 50,000, every 10,000 steps)."""
+    from onmt.bin.train import _get_parser
+
+    data = "{'valid': {'path_src': 's', 'path_tgt': 't'}}"
+    return _get_parser().parse_known_args(["-data", data, "-src_vocab", "v", *args])[0]
+
+
+def test_the_halving_replaces_upstreams_step_decay_also_on_train_from():
+    """With the defaults, upstream halves at step 50,000 and every 10,000 steps after: that is not the
+    paper's schedule, and on -train_from upstream rebuilds it from the checkpoint's options."""
+    from onmt.utils.optimizers import Optimizer
+
+    model = torch.nn.Linear(2, 2)
+    stock = Optimizer.from_opt(model, _train_opt())
+    stock._decay_step = 60001
+    assert stock.learning_rate() == pytest.approx(0.25 * stock._learning_rate)  # what would happen
+    halving = Optimizer.from_opt(model, _train_opt("-valid_lr_halving"))
+    halving._decay_step = 60001
+    assert halving.learning_rate() == pytest.approx(halving._learning_rate)
+    saved = {"opt": _train_opt(), "optim": dict(stock.state_dict())}  # a checkpoint trained with the decay
+    resumed = Optimizer.from_opt(model, _train_opt("-valid_lr_halving", "-train_from", "x.pt"), saved)
+    assert resumed._decay_step == 60001 and resumed.learning_rate() == pytest.approx(resumed._learning_rate)
+
+
+def test_a_second_schedule_beside_the_halving_is_refused_by_name():
+    from onmt_entmax.onmt.validation import EntmaxOptionError
+
+    defaults = _train_opt()
+    assert {k: getattr(defaults, k) for k in lr_halving.STEP_DECAY_DEFAULTS} == lr_halving.STEP_DECAY_DEFAULTS
+    with pytest.raises(EntmaxOptionError, match="decay_method noam"):
+        lr_halving.check_train_opts(_train_opt("-valid_lr_halving", "-decay_method", "noam"))
+    with pytest.raises(EntmaxOptionError, match="start_decay_steps 1000 is set"):
+        lr_halving.check_train_opts(_train_opt("-valid_lr_halving", "-start_decay_steps", "1000"))
+    lr_halving.check_train_opts(_train_opt("-valid_lr_halving"))
