@@ -28,6 +28,7 @@ class Experiment:
     column: str
     task: str  # "sigmorphon" or "mt"
     notes: list[str] = field(default_factory=list)  # the "not in the paper" choices, written as comments
+    decode: tuple[str, ...] = ()  # onmt_translate options beside beam 5 (evaluate, analyze)
 
     @property
     def path(self) -> str:
@@ -66,6 +67,12 @@ def rnn(dim: int) -> dict:
 
 # "halved whenever the loss increases on the validation set": the plugin's valid_lr_halving option
 # (OpenNMT-py 3.5.1 itself only halves on a step schedule).
+
+# Decoding as in the paper's fork (OpenNMT-py 0.6's translate defaults): no length penalty, and no cap
+# on the output length relative to the source. OpenNMT-py 3.5.1 defaults to length_penalty avg and to
+# max_length_ratio 1.25: at most 1.25 x the batch's padded source length + 5 tokens, which cuts long
+# forms from short lemmas (Haida, Quechua) and makes a sentence's output depend on its batch.
+PAPER_DECODE = ("-max_length_ratio", "0", "-length_penalty", "none")
 
 
 # SIGMORPHON 2018 task 1 sizes, measured on ../shared/data/sigmorphon2018-task1.tar.gz
@@ -114,7 +121,8 @@ def sigmorphon(setting: str, out_alpha: float, attn_alpha: float) -> Experiment:
                              "validation every epoch" + (f" (the paper: every {s['halve_every']}; the learning rate "
                                                          "is checked for a halving on the paper's validations)"
                                                          if s["halve_every"] > 1 else "")
-                             + f", in batches of {SIGMORPHON_VALID_BATCH} (forward only: same numbers, faster)"])
+                             + f", in batches of {SIGMORPHON_VALID_BATCH} (forward only: same numbers, faster)"],
+                      decode=PAPER_DECODE)
 
 
 # §4.2: KFTT, WMT'16 RO-EN, IWSLT'17 DE-EN, both directions; 500 dims; 100k steps (RO-EN 120k);
@@ -156,7 +164,7 @@ def peters_mt(pair: str, out_alpha: float, attn_alpha: float, family: str = "pet
         "report_every": 500, "seed": 1,
     }
     return Experiment(family, name, cfg, corpus, src, tgt, table, row or fn, pair, "mt",
-                      notes=["filtertoolong 50/50: not in the paper (OpenNMT-py 0.x default)"])
+                      notes=["filtertoolong 50/50: not in the paper (OpenNMT-py 0.x default)"], decode=PAPER_DECODE)
 
 
 # Multi30k DE<->EN: Peters et al.'s RNN recipe on a real corpus small enough to train anywhere (ours,

@@ -51,9 +51,13 @@ def best_checkpoint(log_text: str) -> tuple[str, float]:
 
 
 def scored_step(run_dir: Path) -> int | None:
-    """The checkpoint step the run's ``scores.json`` (written by ``reproduce.py evaluate``) scores, or None."""
+    """The checkpoint step the run's ``scores.json`` (written by ``reproduce.py evaluate``) scores, or None:
+    none yet, or scores from before ``evaluate`` recorded its decoding options ("decode"), which it redoes."""
     scores = run_dir / "scores.json"
-    return json.loads(scores.read_text()).get("step") if scores.exists() else None
+    if not scores.exists():
+        return None
+    done = json.loads(scores.read_text())
+    return done.get("step") if "decode" in done else None
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:

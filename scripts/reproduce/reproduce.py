@@ -167,7 +167,8 @@ def train(e: E.Experiment, seed: int, gpu: int | None, extra: list[str] = ()) ->
 
 
 def translate(models: list[str], src: Path, out: Path, gpu: int | None, extra: list[str] = (), cwd: Path | None = None) -> None:
-    """Beam 5 (Peters et al. §4); several models: an ensemble averaging probabilities (-avg_raw_probs)."""
+    """Beam 5 (Peters et al. §4); several models: an ensemble averaging probabilities (-avg_raw_probs);
+    ``extra``: the experiment's decoding options (``Experiment.decode``) and any others."""
     gpu_args = ["-gpu", "0"] if gpu is not None else []  # (the GPU itself: CUDA_VISIBLE_DEVICES)
     ens = ["-avg_raw_probs"] if len(models) > 1 else []
     run(["onmt_translate", "-model", *models, "-src", src, "-output", out, "-beam_size", "5",
@@ -262,7 +263,7 @@ def analyze(name: str, seeds: list[int], gpus: list[int] | None, only: str | lis
                 out.write_text(json.dumps({"tau": float(taus[-1])} if taus else {}) + "\n")
                 continue
             ckpt, _ = best_checkpoint(log)
-            if _scored(out, ckpt, "checkpoint"):
+            if _scored(out, ckpt, "checkpoint", e.decode):
                 continue
             if not checkpoint_file(run_dir, ckpt).exists():  # a carried run: its scored best stayed behind
                 print(f"skip {run_dir}: its best checkpoint {Path(ckpt).name} is not on this machine (analyze "
@@ -273,8 +274,9 @@ def analyze(name: str, seeds: list[int], gpus: list[int] | None, only: str | lis
             if max_lines:
                 src = spread_sample(src, max_lines, run_dir / f"dev.sample{max_lines}.txt")
             translate([checkpoint_file(run_dir, ckpt)], src, run_dir / f"pred.dev.{name}.txt", gpu,
-                      [*analysis_flags(a, e), "-entmax_report", report])
-            out.write_text(json.dumps({**summarize(read_jsonl(str(report))), "checkpoint": ckpt}, indent=1) + "\n")
+                      [*e.decode, *analysis_flags(a, e), "-entmax_report", report])
+            out.write_text(json.dumps({**summarize(read_jsonl(str(report))), "checkpoint": ckpt,
+                                       "decode": list(e.decode)}, indent=1) + "\n")
 
     todo = [e for e in analysis_runs(name) if selected(e.name, only)]
     if a.layout == "best":  # only the column's best validated configuration is reported: decode only it
@@ -353,10 +355,14 @@ def checkpoint_file(run_dir: Path, logged: str) -> Path:
     return path if path.exists() else run_dir / path.name
 
 
-def _scored(path: Path, checkpoint, key: str) -> bool:
-    """Whether ``path`` holds the scores of this checkpoint (or list): a run resumed after it was
-    evaluated has a newer best checkpoint, and is decoded again."""
-    return path.exists() and json.loads(path.read_text()).get(key) == checkpoint
+def _scored(path: Path, checkpoint, key: str, decode: tuple[str, ...]) -> bool:
+    """Whether ``path`` holds the scores of this checkpoint (or list) decoded with these options: a run
+    resumed after it was evaluated has a newer best checkpoint, and is decoded again, as is one scored
+    with other decoding options (scores written before they were recorded have none)."""
+    if not path.exists():
+        return False
+    done = json.loads(path.read_text())
+    return done.get(key) == checkpoint and done.get("decode") == list(decode)
 
 
 def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
@@ -369,23 +375,24 @@ def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
         ckpt, dev_acc = best_checkpoint((run_dir / "train.log").read_text(encoding="utf-8"))
         best.append(ckpt)
         best_files.append(checkpoint_file(run_dir, ckpt))
-        if _scored(run_dir / "scores.json", ckpt, "checkpoint"):
+        if _scored(run_dir / "scores.json", ckpt, "checkpoint", e.decode):
             continue
         t0 = time.perf_counter()
-        translate([best_files[-1]], test_source(e), run_dir / "pred.test.txt", gpu)
+        translate([best_files[-1]], test_source(e), run_dir / "pred.test.txt", gpu, e.decode)
         seconds = time.perf_counter() - t0
-        result = {"checkpoint": ckpt, "step": step_of(ckpt), "dev_accuracy": dev_acc,
+        result = {"checkpoint": ckpt, "step": step_of(ckpt), "dev_accuracy": dev_acc, "decode": list(e.decode),
                   "finished": (run_dir / "train.done").exists(), "translate_seconds": round(seconds, 1),
                   "gpu": device_name(gpu), **score(e, run_dir / "pred.test.txt")}
         (run_dir / "scores.json").write_text(json.dumps(result, indent=1) + "\n")
     ens = WORK / e.run_dir / "ensemble"
-    if E.TABLES[e.table].ensemble and len(best) > 1 and not _scored(ens / "scores.json", best, "checkpoints"):
+    if E.TABLES[e.table].ensemble and len(best) > 1 and not _scored(ens / "scores.json", best, "checkpoints",
+                                                                    e.decode):
         if not all(f.exists() for f in best_files):  # (runs carried without their scored best checkpoints)
             print(f"skip {ens}: not every seed's best checkpoint is on this machine", file=sys.stderr)
             return
         ens.mkdir(parents=True, exist_ok=True)
-        translate(best_files, test_source(e), ens / "pred.test.txt", gpu)
-        result = {"checkpoints": best, **score(e, ens / "pred.test.txt")}
+        translate(best_files, test_source(e), ens / "pred.test.txt", gpu, e.decode)
+        result = {"checkpoints": best, "decode": list(e.decode), **score(e, ens / "pred.test.txt")}
         (ens / "scores.json").write_text(json.dumps(result, indent=1) + "\n")
 
 

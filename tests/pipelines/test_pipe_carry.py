@@ -33,7 +33,7 @@ def _run(work, valid=((1, 50.0), (2, 60.0), (3, 55.0)), done=False, scored=None,
     if done:
         (d / "train.done").write_text("")
     if scored is not None:
-        (d / "scores.json").write_text(json.dumps({"step": scored, "accuracy": 1.0}))
+        (d / "scores.json").write_text(json.dumps({"step": scored, "accuracy": 1.0, "decode": []}))
     return d
 
 
@@ -72,6 +72,10 @@ def test_a_finished_or_scored_run_carries_only_what_it_still_needs(tmp_path):
     assert _carried(carry.pack([scored], tmp_path, tmp_path / "b")) == ["model_step_3.pt", "scores.json", "train.log"]
     assert _carried(carry.pack([scored], tmp_path, tmp_path / "b2", with_best=True)) == \
         ["model_step_2.pt", "model_step_3.pt", "scores.json", "train.log"]  # for analyses on the next machine
+    before = _run(tmp_path, scored=2, name="runs/t/before/seed1")  # scored before evaluate recorded its
+    (before / "scores.json").write_text(json.dumps({"step": 2, "accuracy": 1.0}))  # decoding: done again
+    assert _carried(carry.pack([before], tmp_path, tmp_path / "d")) == \
+        ["model_step_2.pt", "model_step_3.pt", "scores.json", "train.log"]
     lost = _run(tmp_path, name="runs/t/lost/seed1")
     (lost / "model_step_2.pt").unlink()  # unscored best gone: refused by name, not silently dropped
     with pytest.raises(carry.CarryError, match="model_step_2.pt"):

@@ -285,6 +285,26 @@ def test_evaluation_is_redone_when_a_resumed_run_has_a_newer_best_checkpoint(tmp
     assert json.loads((run_dir / "scores.json").read_text())["step"] == 10
 
 
+def test_the_papers_runs_decode_as_its_fork_and_older_scores_are_redone(tmp_path, monkeypatch):
+    """Peters et al.'s runs decode with the options of their fork's translate (no length-ratio cap, no
+    length penalty): scores.json says so, and one scored before it did is decoded again."""
+    monkeypatch.setattr(rep, "WORK", tmp_path)
+    e = next(x for x in E.all_experiments() if x.table == "peters2019-table1" and x.name == "medium/out1.5-attn1.5")
+    run_dir = tmp_path / e.run_dir / "seed1"
+    calls = []
+    monkeypatch.setattr(rep, "translate", lambda models, src, out, gpu, extra=(), cwd=None: calls.append(list(extra)))
+    monkeypatch.setattr(rep, "score", lambda e, pred: {"accuracy": 80.0})
+    _train_log(run_dir, 50.0)
+    (run_dir / "scores.json").write_text(json.dumps({"checkpoint": str(run_dir / "model_step_5.pt"), "step": 5}))
+    rep.evaluate(e, [1], None)
+    rep.evaluate(e, [1], None)
+    assert calls == [["-max_length_ratio", "0", "-length_penalty", "none"]]
+    assert json.loads((run_dir / "scores.json").read_text())["decode"] == calls[0]
+    assert rep.scored_step(run_dir) == 5
+    assert all(x.decode == E.PAPER_DECODE for x in E.all_experiments() if x.family.startswith("peters2019"))
+    assert all(x.decode == () for x in E.all_experiments() if x.family == "multi30k-transformer")
+
+
 def test_training_runs_are_spread_over_the_gpus(tmp_path):
     """--gpus 0 1: each run starts on the least busy GPU, chosen by CUDA_VISIBLE_DEVICES (a one-GPU
     onmt_train always trains on its device 0, so the command itself says -gpu_ranks 0)."""
