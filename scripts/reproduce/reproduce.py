@@ -377,6 +377,9 @@ def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
         best_files.append(checkpoint_file(run_dir, ckpt))
         if _scored(run_dir / "scores.json", ckpt, "checkpoint", e.decode):
             continue
+        if not best_files[-1].exists():  # a carried run whose best checkpoint stayed behind (carry.py)
+            print(f"skip {run_dir}: its best checkpoint {Path(ckpt).name} is not on this machine", file=sys.stderr)
+            continue
         t0 = time.perf_counter()
         translate([best_files[-1]], test_source(e), run_dir / "pred.test.txt", gpu, e.decode)
         seconds = time.perf_counter() - t0

@@ -76,6 +76,8 @@ def test_a_finished_or_scored_run_carries_only_what_it_still_needs(tmp_path):
     (before / "scores.json").write_text(json.dumps({"step": 2, "accuracy": 1.0}))  # decoding: done again
     assert _carried(carry.pack([before], tmp_path, tmp_path / "d")) == \
         ["model_step_2.pt", "model_step_3.pt", "scores.json", "train.log"]
+    (before / "model_step_2.pt").unlink()  # ... unless its checkpoint is gone: the older scores travel
+    assert _carried(carry.pack([before], tmp_path, tmp_path / "e")) == ["model_step_3.pt", "scores.json", "train.log"]
     lost = _run(tmp_path, name="runs/t/lost/seed1")
     (lost / "model_step_2.pt").unlink()  # unscored best gone: refused by name, not silently dropped
     with pytest.raises(carry.CarryError, match="model_step_2.pt"):

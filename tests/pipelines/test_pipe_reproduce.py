@@ -280,6 +280,7 @@ def test_evaluation_is_redone_when_a_resumed_run_has_a_newer_best_checkpoint(tmp
     rep.evaluate(e, [1], None)  # nothing new: not decoded again
     with open(run_dir / "train.log", "a") as log:  # a later piece validated a better checkpoint
         log.write(f"[..] Validation accuracy: 60.0\n[..] Saving checkpoint {run_dir}/model_step_10.pt\n")
+    (run_dir / "model_step_10.pt").write_bytes(b"")
     rep.evaluate(e, [1], None)
     assert [Path(d).name for d in decoded] == ["model_step_5.pt", "model_step_10.pt"]
     assert json.loads((run_dir / "scores.json").read_text())["step"] == 10
@@ -303,6 +304,21 @@ def test_the_papers_runs_decode_as_its_fork_and_older_scores_are_redone(tmp_path
     assert rep.scored_step(run_dir) == 5
     assert all(x.decode == E.PAPER_DECODE for x in E.all_experiments() if x.family.startswith("peters2019"))
     assert all(x.decode == () for x in E.all_experiments() if x.family == "multi30k-transformer")
+
+
+def test_a_run_carried_without_its_best_checkpoint_keeps_its_scores_and_is_skipped_by_name(tmp_path, monkeypatch,
+                                                                                        capsys):
+    monkeypatch.setattr(rep, "WORK", tmp_path)
+    e = next(x for x in E.all_experiments() if x.table == "peters2019-table1" and x.name == "medium/out1-attn1")
+    run_dir = tmp_path / e.run_dir / "seed1"
+    monkeypatch.setattr(rep, "translate", lambda *a, **k: pytest.fail("nothing to decode"))
+    _train_log(run_dir, 50.0)
+    (run_dir / "model_step_5.pt").unlink()
+    old = json.dumps({"checkpoint": str(run_dir / "model_step_5.pt"), "step": 5, "accuracy": 70.0})
+    (run_dir / "scores.json").write_text(old)
+    rep.evaluate(e, [1], None)
+    assert (run_dir / "scores.json").read_text() == old and "model_step_5.pt is not on this machine" in \
+        capsys.readouterr().err
 
 
 def test_training_runs_are_spread_over_the_gpus(tmp_path):
