@@ -408,9 +408,9 @@ def device_name(gpu: int | None) -> str:
     return torch.cuda.get_device_name(gpu)
 
 
-def run_status(e: E.Experiment, seed: int) -> dict | None:
-    """Where one run stands, from its train.log (None: not started)."""
-    run_dir = WORK / e.run_dir / f"seed{seed}"
+def run_status(e: E.Experiment, seed: int, runs: Path | None = None) -> dict | None:
+    """Where one run stands, from its train.log under ``runs`` (default: here; None: not started)."""
+    run_dir = (runs or WORK) / e.run_dir / f"seed{seed}"
     if not (run_dir / "train.log").exists():
         return None
     curve = results_csv.validation_curve((run_dir / "train.log").read_text(encoding="utf-8"))
@@ -423,12 +423,12 @@ def run_status(e: E.Experiment, seed: int) -> dict | None:
     return out
 
 
-def print_status(table: str, seeds: list[int], only) -> str:
+def print_status(table: str, seeds: list[int], only, runs: Path | None = None) -> str:
     rows = ["| run | validations | best valid. acc. (step) | validations since | learning rate | finished | "
             "scores for step |", "|---|---|---|---|---|---|---|"]
     for e in experiments(table, only):
         for seed in seeds:
-            r = run_status(e, seed)
+            r = run_status(e, seed, runs)
             if r is None:
                 rows.append(f"| {e.name}/seed{seed} | not started | | | | | |")
                 continue
@@ -589,7 +589,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--train-args", default="", help="extra onmt_train options, e.g. '-world_size 2 -gpu_ranks 0 1'")
     p.add_argument("--out", type=Path, default=ROOT / "runs/figure4.png", help="plot output")
     p.add_argument("--runs", type=Path, default=None,
-                   help="table: read the runs/ tree under this folder (e.g. docs/results/2026-11-26-h200)")
+                   help="table, status: read the runs/ tree under this folder (e.g. docs/results/2026-11-26-h200)")
     p.add_argument("--jobs", type=int, default=1,
                    help="training / decoding processes at a time on the same device (small models: several a GPU)")
     p.add_argument("--max-minutes", type=float, default=None,
@@ -640,7 +640,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     todo = experiments(a.table, a.only)
     if a.step == "status":
-        print(print_status(a.table, a.seeds, a.only))
+        print(print_status(a.table, a.seeds, a.only, a.runs))
         return
     if a.step == "pack":
         if a.to is None:

@@ -225,6 +225,9 @@ def test_status_says_where_each_run_stands(tmp_path, monkeypatch):
     text = rep.print_status("peters2019-table1", [1, 2], "medium/out1.5-attn1.5")
     assert "| medium/out1.5-attn1.5/seed1 | 3 | 81.00 (4470) | 0 / 10 | 0.0005 | yes |" in text
     assert "| medium/out1.5-attn1.5/seed2 | not started |" in text
+    monkeypatch.setattr(rep, "WORK", tmp_path / "elsewhere")  # --runs: a carried copy, e.g. a lease's master
+    assert "| medium/out1.5-attn1.5/seed1 | 3 | 81.00 (4470) |" in \
+        rep.print_status("peters2019-table1", [1], "medium/out1.5-attn1.5", runs=tmp_path)
 
 
 def test_spread_sample_keeps_every_language(tmp_path):
