@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 from pieces import best_checkpoint, latest_checkpoint, scored_step, step_of
+from results_csv import scores_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
 from download import file_digests  # noqa: E402 (scripts/data: the archives' checksums)
@@ -55,15 +56,6 @@ def weights_only_copy(checkpoint: Path, out: Path) -> Path:
     return out
 
 
-def _scored_before_decode_was_recorded(run_dir: Path, step: int) -> bool:
-    """Whether scores.json scores checkpoint ``step`` but predates the decoding options it now records."""
-    scores = run_dir / "scores.json"
-    if not scores.exists():
-        return False
-    done = json.loads(scores.read_text())
-    return done.get("step") == step and "decode" not in done
-
-
 def run_files(run_dir: Path, staging: Path, with_best: bool = False) -> list[tuple[Path, Path]]:
     """(file to send, its path relative to the run folder) for one run, as the module docstring says;
     ``with_best``: the best checkpoint (weights only) even when its test score is done (for analyses)."""
@@ -83,7 +75,8 @@ def run_files(run_dir: Path, staging: Path, with_best: bool = False) -> list[tup
     wanted = with_best or best != scored_step(run_dir)
     if best is not None and wanted and (newest is None or step_of(newest) != best):
         source = run_dir / f"model_step_{best}.pt"
-        if not source.exists() and not with_best and _scored_before_decode_was_recorded(run_dir, best):
+        older = scores_of(run_dir) or {}  # scores of this checkpoint from before evaluate recorded "decode"
+        if not source.exists() and not with_best and older.get("step") == best and "decode" not in older:
             print(f"{source}: not here, and scored only with older decoding options: carried with those "
                   "scores (it cannot be decoded again)", file=sys.stderr)
             return files

@@ -10,7 +10,6 @@ made by ``CUDA_VISIBLE_DEVICES``: a one-GPU ``onmt_train`` always trains on its 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import signal
@@ -19,6 +18,8 @@ import sys
 import time
 import zipfile
 from pathlib import Path
+
+from results_csv import scores_of
 
 
 _VALID = re.compile(r"Validation accuracy: ([0-9.eE+-]+|nan)")
@@ -53,11 +54,8 @@ def best_checkpoint(log_text: str) -> tuple[str, float]:
 def scored_step(run_dir: Path) -> int | None:
     """The checkpoint step the run's ``scores.json`` (written by ``reproduce.py evaluate``) scores, or None:
     none yet, or scores from before ``evaluate`` recorded its decoding options ("decode"), which it redoes."""
-    scores = run_dir / "scores.json"
-    if not scores.exists():
-        return None
-    done = json.loads(scores.read_text())
-    return done.get("step") if "decode" in done else None
+    done = scores_of(run_dir)
+    return done.get("step") if done and "decode" in done else None
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:

@@ -9,9 +9,9 @@ halves on the paper's cadence with k = 10.
 The halving is the whole schedule, as ``-decay_method smart`` was in the paper's fork of OpenNMT-py:
 upstream's default step decay (rate x 0.5 every ``decay_steps`` = 10,000 steps from
 ``start_decay_steps`` = 50,000, on whenever ``decay_method`` is none) is switched off, also on
-``-train_from``, where upstream rebuilds the schedule from the checkpoint's options. The halving count, the validations so far and the last
-checked loss per target token live in the optimizer's state dict (``resume_state``), so
-``-train_from`` resumes at the halved rate and on the same cadence.
+``-train_from``, where upstream rebuilds the schedule from the checkpoint's options. The halving count,
+the validations so far and the last checked loss per target token live in the optimizer's state dict
+(``resume_state``), so ``-train_from`` resumes at the halved rate and on the same cadence.
 """
 from __future__ import annotations
 
