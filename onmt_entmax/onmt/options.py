@@ -133,6 +133,18 @@ def wrap_model_opts(upstream):
     return model_opts
 
 
+def wrap_train_opts(upstream, *adders):
+    """``onmt.opts._add_train_general_opts``: the training options of the plugin's modules (``adders``:
+    functions that add options to a group) join the Entmax group."""
+
+    def _add_train_general_opts(parser):
+        upstream(parser)
+        for add in adders:
+            add(_entmax_group(parser))
+
+    return _add_train_general_opts
+
+
 def wrap_translate_opts(upstream):
     def translate_opts(parser, *args, **kwargs):
         upstream(parser, *args, **kwargs)

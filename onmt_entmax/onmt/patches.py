@@ -14,7 +14,7 @@ from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread, st
 
 from . import checkpoint, file_checks, options, refusals, upstream_noise, validation
 from .model import building, fused_attention, loading, rnn_attention
-from .training import early_stopping, loss, lr_halving, reporting, resume_state
+from .training import data_order, early_stopping, loss, lr_halving, reporting, resume_state
 
 PATCHES: list[Patch] = [
     Patch("upstream_noise", "upstream's deprecation warnings (at their source) and repeated corpus lines filtered",
@@ -69,8 +69,9 @@ PATCHES: list[Patch] = [
           "onmt.utils.parse:ArgumentParser.validate_translate_opts", file_checks.wrap_validate_translate_opts),
     Patch("load_test_model", "translate-time overrides; refuse an alpha_relu model without tau",
           "onmt.model_builder:load_test_model", loading.wrap_load_test_model),
-    Patch("valid_lr_halving_option", "the valid_lr_halving option (Peters et al.'s learning-rate schedule)",
-          "onmt.opts:_add_train_general_opts", lr_halving.wrap_add_train_general_opts),
+    Patch("train_options", "the training options valid_lr_halving (Peters et al.'s learning-rate schedule) and "
+          "shuffle_each_pass (their data order), in the Entmax group", "onmt.opts:_add_train_general_opts",
+          lambda up: options.wrap_train_opts(up, lr_halving.add_options, data_order.add_options)),
     Patch("valid_lr_halving_flag", "the optimizer remembers whether to halve, and has no step decay then",
           "onmt.utils.optimizers:Optimizer.from_opt", lr_halving.wrap_from_opt),
     Patch("resume_state_save", "the learning-rate halvings, the last validation loss and the early-stopping "
@@ -84,6 +85,10 @@ PATCHES: list[Patch] = [
           aliases=("onmt.train_single:build_trainer",)),
     Patch("valid_lr_halving", "halve the learning rate when the validation loss rises",
           "onmt.trainer:Trainer.validate", lr_halving.wrap_validate),
+    Patch("shuffle_each_pass_seed", "a training data iterator built with shuffle_each_pass carries the run's seed",
+          "onmt.inputters.dynamic_iterator:DynamicDatasetIter.from_opt", data_order.wrap_from_opt),
+    Patch("shuffle_each_pass", "with it, every pass over a training corpus is read in a new random order",
+          "onmt.inputters.dynamic_iterator:DynamicDatasetIter._init_datasets", data_order.wrap_init_datasets),
     Patch("training_host", "the training loop runs backward on the calling thread, not autograd's device "
           "thread (1.16-1.34x steps/s on host-bound steps; ONMT_ENTMAX_TRAIN_HOST=as-is keeps upstream's)",
           "onmt.trainer:Trainer.train", backward_on_calling_thread),

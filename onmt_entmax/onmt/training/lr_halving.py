@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import logging
 
-from ..options import _entmax_group
 from ..validation import EntmaxOptionError
 
 STATE_KEYS = ("entmax_lr_halvings", "entmax_last_valid_loss", "entmax_validations")
@@ -31,20 +30,15 @@ def _logger() -> logging.Logger:
     return logging.getLogger("onmt")
 
 
-def wrap_add_train_general_opts(upstream):
-    def _add_train_general_opts(parser):
-        upstream(parser)
-        _entmax_group(parser).add(
-            "--valid_lr_halving", "-valid_lr_halving", action="store_true",
-            help="Halve the learning rate whenever the validation loss per target token rises above the "
-                 "previous validation's (Peters et al. 2019); kept across -train_from. One GPU only. It "
-                 "replaces the step decay (start_decay_steps, decay_steps, learning_rate_decay).")
-        _entmax_group(parser).add(
-            "--valid_lr_halving_every", "-valid_lr_halving_every", type=int, default=1,
-            help="With valid_lr_halving: compare only every k-th validation's loss, with the loss k "
-                 "validations before (the paper's medium SIGMORPHON runs validate every 10 epochs).")
-
-    return _add_train_general_opts
+def add_options(group) -> None:
+    """valid_lr_halving and valid_lr_halving_every, into the plugin's option group."""
+    group.add("--valid_lr_halving", "-valid_lr_halving", action="store_true",
+              help="Halve the learning rate whenever the validation loss per target token rises above the "
+                   "previous validation's (Peters et al. 2019); kept across -train_from. One GPU only. It "
+                   "replaces the step decay (start_decay_steps, decay_steps, learning_rate_decay).")
+    group.add("--valid_lr_halving_every", "-valid_lr_halving_every", type=int, default=1,
+              help="With valid_lr_halving: compare only every k-th validation's loss, with the loss k "
+                   "validations before (the paper's medium SIGMORPHON runs validate every 10 epochs).")
 
 
 def check_train_opts(opt) -> None:

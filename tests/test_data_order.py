@@ -1,0 +1,41 @@
+"""onmt_entmax.data_order: every pass over a corpus in a new, reproducible random order."""
+import itertools
+
+from onmt_entmax.data_order import ReshuffledPasses, permuted
+
+
+class Corpus:
+    """A re-readable corpus that counts how often it was read."""
+
+    def __init__(self, n):
+        self.n, self.reads = n, 0
+
+    def __iter__(self):
+        self.reads += 1
+        return iter(range(self.n))
+
+
+def test_each_pass_holds_every_example_once_in_a_new_order():
+    passes = ReshuffledPasses(Corpus(500), seed="1")
+    orders = [list(passes) for _ in range(3)]
+    assert all(sorted(order) == list(range(500)) for order in orders)
+    assert orders[0] != list(range(500))
+    assert len({tuple(order) for order in orders}) == 3
+
+
+def test_the_same_seed_reads_the_same_orders_and_another_seed_others():
+    first, again, other = (ReshuffledPasses(Corpus(200), seed=s) for s in ("7/run", "7/run", "8/run"))
+    a, b, c = ([list(p) for _ in range(2)] for p in (first, again, other))
+    assert a == b
+    assert a[0] != c[0] and a[1] != c[1]
+    assert permuted(list(range(200)), "7/run/0") == a[0]  # pass k is the permutation of "<seed>/k"
+
+
+def test_a_pass_is_read_when_its_first_example_is_asked_for():
+    """Upstream's mixer calls iter() on a corpus long before it reads it (at start-up, at the end of
+    the previous pass): the corpus must not be read then."""
+    corpus = Corpus(10)
+    passes = ReshuffledPasses(corpus, seed="1")
+    it = iter(passes)
+    assert corpus.reads == 0
+    assert len(list(itertools.islice(it, 3))) == 3 and corpus.reads == 1
