@@ -74,6 +74,13 @@ def rnn(dim: int) -> dict:
 # forms from short lemmas (Haida, Quechua) and makes a sentence's output depend on its batch.
 PAPER_DECODE = ("-max_length_ratio", "0", "-length_penalty", "none")
 
+# Training data order as in the paper's fork: its torchtext iterator permuted the training set every
+# epoch, cut it into pools of 100 batches, sorted each pool by length and shuffled the pool's batches.
+# OpenNMT-py 3.5.1 reads the file in the same order every pass (so a length-sorted bucket gives much
+# the same batches again: scripts/reproduce/batch_overlap.py); the plugin's shuffle_each_pass permutes
+# every pass, and a bucket of 100 batches is the pool.
+FORK_DATA_ORDER = {"shuffle_each_pass": True, "bucket_size": 100 * 64}
+
 
 # SIGMORPHON 2018 task 1 sizes, measured on ../shared/data/sigmorphon2018-task1.tar.gz
 # (scripts/data/prepare_sigmorphon2018.py; `wc -l src-train.txt`): medium 95,323 pairs, 102 languages;
@@ -111,7 +118,7 @@ def sigmorphon(setting: str, out_alpha: float, attn_alpha: float) -> Experiment:
         "save_checkpoint_steps": s["epoch"], "keep_checkpoint": -1,
         "valid_lr_halving": True, "valid_lr_halving_every": s["halve_every"],
         "early_stopping": s["patience"], "early_stopping_criteria": ["accuracy"],
-        "report_every": 500, "seed": 1,
+        **FORK_DATA_ORDER, "report_every": 500, "seed": 1,
     }
     return Experiment("peters2019-sigmorphon", f"{setting}/{name}", cfg, f"sigmorphon2018-{setting}",
                       "src", "tgt", "peters2019-table1", name, setting, "sigmorphon",
@@ -161,7 +168,7 @@ def peters_mt(pair: str, out_alpha: float, attn_alpha: float, family: str = "pet
         **fn_options("generator", out_alpha), **fn_options("global_attention", attn_alpha),
         "train_steps": steps, "valid_steps": valid, "save_checkpoint_steps": valid, "keep_checkpoint": -1,
         "valid_lr_halving": True,
-        "report_every": 500, "seed": 1,
+        **FORK_DATA_ORDER, "report_every": 500, "seed": 1,
     }
     return Experiment(family, name, cfg, corpus, src, tgt, table, row or fn, pair, "mt",
                       notes=["filtertoolong 50/50: not in the paper (OpenNMT-py 0.x default)"], decode=PAPER_DECODE)
