@@ -11,10 +11,18 @@ orders again. A pass is held in memory while it is yielded (meant for corpora th
 """
 from __future__ import annotations
 
+import logging
+import os
 import random
-from typing import Generic, Iterable, Iterator, TypeVar
+from typing import Callable, Generic, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
+
+# the option's help, the same in both toolkits
+HELP = ("Read each training corpus in a new random order on every pass (epoch), as the torchtext iterator "
+        "of OpenNMT-py <= 0.9 did; the toolkit reads the files in the same order every pass, so a "
+        "length-sorted bucket yields much the same batches each time. Seeded by seed and the name of the "
+        "train_from checkpoint; a pass is held in memory while it is read.")
 
 
 def permuted(examples: list[T], seed: str) -> list[T]:
@@ -38,3 +46,40 @@ class ReshuffledPasses(Generic[T]):
 
     def _pass(self, k: int) -> Iterator[T]:
         yield from permuted(list(self.corpus), f"{self.seed}/{k}")
+
+
+def run_seed(seed: int | None, train_from: str | None = None) -> str:
+    """The seed of a run's passes: the toolkit's ``seed`` and the name of the checkpoint it resumes from
+    (a resumed run reads new orders, not its first passes again). A seed below 1 leaves the toolkits
+    unseeded, and the orders are drawn afresh too."""
+    if seed is None or seed <= 0:
+        seed = f"unseeded-{random.SystemRandom().getrandbits(64)}"
+    return f"{seed}/{os.path.basename(train_from or '')}"
+
+
+def reshuffle_mixer(mixer, seed: str) -> list[str]:
+    """Read every corpus of an OpenNMT-py / Eole ``WeightedMixer`` (``iterables`` and ``_iterators`` by
+    corpus name) through ``ReshuffledPasses`` seeded ``f"{seed}/{name}"``. The mixer's current
+    iterators are replaced, so call it before the mixer is read. Returns the corpus names."""
+    for name, corpus in list(mixer.iterables.items()):
+        if not isinstance(corpus, ReshuffledPasses):
+            mixer.iterables[name] = ReshuffledPasses(corpus, f"{seed}/{name}")
+            mixer._iterators[name] = iter(mixer.iterables[name])
+    return list(mixer.iterables)
+
+
+def wrap_init_datasets(upstream: Callable, logger: str) -> Callable:
+    """``DynamicDatasetIter._init_datasets`` of OpenNMT-py 3.5.1 or Eole: once upstream has built the
+    mixer (nothing read yet), an iterator that carries ``_entmax_pass_seed`` (set by the adapter from
+    the run's options) reads its training corpora through ``ReshuffledPasses``, seeded per data-loader
+    worker (each reads its own share of the lines)."""
+
+    def _init_datasets(self, worker_id):
+        upstream(self, worker_id)
+        seed = getattr(self, "_entmax_pass_seed", None)
+        if seed is not None and hasattr(self.mixer, "_iterators"):  # training: the weighted mixer
+            names = reshuffle_mixer(self.mixer, f"{seed}/{self.offset}/{worker_id}")
+            logging.getLogger(logger).info("shuffle_each_pass: %s read in a new random order on every pass",
+                                           ", ".join(names))
+
+    return _init_datasets

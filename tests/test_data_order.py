@@ -1,7 +1,7 @@
 """onmt_entmax.data_order: every pass over a corpus in a new, reproducible random order."""
 import itertools
 
-from onmt_entmax.data_order import ReshuffledPasses, permuted
+from onmt_entmax.data_order import ReshuffledPasses, permuted, run_seed
 
 
 class Corpus:
@@ -39,3 +39,9 @@ def test_a_pass_is_read_when_its_first_example_is_asked_for():
     it = iter(passes)
     assert corpus.reads == 0
     assert len(list(itertools.islice(it, 3))) == 3 and corpus.reads == 1
+
+
+def test_a_resumed_run_draws_other_orders_and_an_unseeded_one_fresh_ones():
+    assert run_seed(3, "runs/x/model_step_1490.pt") == run_seed(3, "elsewhere/model_step_1490.pt")
+    assert run_seed(3, "model_step_1490.pt") != run_seed(3, "model_step_2980.pt") != run_seed(3)
+    assert run_seed(-1) != run_seed(-1)  # upstream's "no seed": nothing to repeat

@@ -5,7 +5,7 @@ Eole's configs forbid unknown keys (``extra="forbid"``) and type ``generator_fun
 options (``onmt_entmax.options.model``) as fields of every model config (``model:`` section; the
 model-level ``global_attention_function`` reaches the RNN decoder as Eole's other model-level fields
 do), widens the two stock ``Literal``s to the registry's names, adds the decoding options to
-``PredictConfig``, and rebuilds the pydantic schemas that embed them. Unknown or misspelled keys are
+``PredictConfig`` and the training option ``shuffle_each_pass`` to ``TrainingConfig``, and rebuilds the pydantic schemas that embed them. Unknown or misspelled keys are
 still refused; the field types refuse bad values (a name not in the registry, alpha < 1, a tau that is
 neither a number nor auto/formula). Cross-option checks (``validate_entmax_opts``) run when a run's
 config is built (``wrap_build_config``) and again when a model is built. A config error is one line:
@@ -19,6 +19,7 @@ from typing import Annotated, Callable, Literal, Optional, Union
 
 from pydantic import Field, ValidationError, create_model
 
+from onmt_entmax import data_order
 from onmt_entmax.options.decoding import DECODING_OPTIONS, DecodingConfig
 from onmt_entmax.options.model import (ATTENTION_KINDS, EntmaxOptionError, generator_transformation,
                                        model_option_help, model_option_names, validate_entmax_opts)
@@ -65,6 +66,13 @@ def decoding_fields() -> dict:
     return dict(create_model("EntmaxDecodingOptions", **spec).__pydantic_fields__)
 
 
+def training_fields() -> dict:
+    """pydantic ``FieldInfo`` of our training options (``training:`` section)."""
+    made = create_model("EntmaxTrainingOptions",
+                        shuffle_each_pass=(bool, Field(default=False, description=data_order.HELP)))
+    return dict(made.__pydantic_fields__)
+
+
 def _family(cls: type) -> list:
     """``cls`` and all its subclasses, parents first."""
     out = [cls]
@@ -75,11 +83,14 @@ def _family(cls: type) -> list:
 
 def extend_configs() -> None:
     """Add our fields to Eole's config classes and rebuild every schema that embeds them (idempotent)."""
-    from eole.config import models, run
+    from eole.config import models, run, training
 
     model = model_fields()
     if "generator_alpha" in models.BaseModelConfig.__pydantic_fields__:
         return
+    trainings = _family(training.TrainingConfig)
+    for cls in trainings:
+        cls.__pydantic_fields__.update(training_fields())
     decoders = _family(models.DecoderConfig)
     for cls in decoders:  # the RNN decoder builds its GlobalAttention from its own copy
         cls.__pydantic_fields__["global_attention_function"] = model["global_attention_function"]
@@ -87,7 +98,7 @@ def extend_configs() -> None:
     for cls in model_configs:
         cls.__pydantic_fields__.update(model)
     run.PredictConfig.__pydantic_fields__.update(decoding_fields())
-    for cls in decoders + model_configs + [run.TrainConfig, run.PredictConfig]:
+    for cls in trainings + decoders + model_configs + [run.TrainConfig, run.PredictConfig]:
         cls.model_rebuild(force=True)
     models.build_model_config.__self__.rebuild(force=True)  # the TypeAdapter of the ModelConfig union
 

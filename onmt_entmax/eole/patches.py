@@ -7,6 +7,7 @@ returns it. docs/eole.md explains each entry.
 """
 from __future__ import annotations
 
+from onmt_entmax.data_order import wrap_init_datasets
 from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
 from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread, stop_between_steps, stop_on_signal
 
@@ -16,7 +17,8 @@ from .errors import install_one_line_hook
 MHA = "eole.modules.multi_headed_attn"
 
 PATCHES: list[Patch] = [
-    Patch("config_fields", "our model options in every model config, decoding options in PredictConfig",
+    Patch("config_fields", "our model options in every model config, decoding options in PredictConfig, "
+          "shuffle_each_pass in TrainingConfig",
           apply=config.extend_configs),
     Patch("config_checks", "cross-option checks on a run's config; config errors as one line naming the option",
           "eole.bin.run:RunBin.build_config", config.wrap_build_config, deferred=True),
@@ -48,6 +50,11 @@ PATCHES: list[Patch] = [
           "eole.trainer:Trainer._accum_batches", lambda up: stop_between_steps(up, "eole")),
     Patch("loss_criterion", "Fenchel-Young criterion of the model's generator (upstream sparsemax crashes)",
           "eole.utils.loss:LossCompute.from_config", training.wrap_from_config),
+    Patch("shuffle_each_pass_seed", "a training data iterator of a run with shuffle_each_pass carries the run's seed",
+          "eole.inputters.dynamic_iterator:DynamicDatasetIter.from_config", training.wrap_dataset_from_config),
+    Patch("shuffle_each_pass", "with it, every pass over a training corpus is read in a new random order",
+          "eole.inputters.dynamic_iterator:DynamicDatasetIter._init_datasets",
+          lambda up: wrap_init_datasets(up, "eole")),
     Patch("loss_forward", "resolve generator_tau auto on the first batch; attended source tokens",
           "eole.utils.loss:LossCompute.forward", training.wrap_forward),
     Patch("loss_stats", "name the loss; nonzero output probabilities per token",

@@ -9,6 +9,8 @@ first batch (before any update: the untrained model's mean 1.5-entmax threshold)
 source tokens; ``_stats`` names the loss and counts nonzero output probabilities. Eole's statistics
 print ``ppl`` and ``xent`` for every loss: for a FY loss the lines say e.g. ``entmax15 FY loss: 0.41``
 instead, with ``out nnz`` / ``attn nnz`` and one line of learned alphas per attention layer.
+``training.shuffle_each_pass`` reads every pass over a training corpus in a new random order
+(``onmt_entmax.data_order``; Eole, like OpenNMT-py 3.5.1, reads the files in the same order every pass).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import torch
 
 from onmt_entmax.analysis.training_report import (add_count, attention_counts, is_sparse_loss, merge_after, metrics,
                                                   output_nonzeros, report_output, settle)
+from onmt_entmax.data_order import run_seed
 from onmt_entmax.modules import EntmaxGenerator
 from onmt_entmax.modules.loss import criterion_for, label_smoothing_warning
 from onmt_entmax.modules.models import learned_alphas
@@ -128,3 +131,19 @@ def wrap_report_step(upstream: Callable) -> Callable:
         return result
 
     return _report_step
+
+
+def wrap_dataset_from_config(upstream: Callable) -> Callable:
+    """``DynamicDatasetIter.from_config``: a training iterator of a run with ``training.shuffle_each_pass``
+    carries the run's seed (``seed`` and the ``train_from`` checkpoint; pickled with the iterator into
+    data-loader workers), which ``data_order.wrap_init_datasets`` reads."""
+
+    def from_config(cls, corpora, transforms, vocabs, config, task, device, stride=1, offset=0, model_type=None):
+        it = upstream(cls, corpora, transforms, vocabs, config, task, device, stride=stride, offset=offset,
+                      model_type=model_type)
+        running = getattr(config, "training", None)
+        if getattr(running, "shuffle_each_pass", False) and task == "train":
+            it._entmax_pass_seed = run_seed(getattr(config, "seed", -1), getattr(running, "train_from", None))
+        return it
+
+    return from_config

@@ -9,6 +9,7 @@ returns it. docs/integration.md explains each entry. Other parts of the plugin a
 from __future__ import annotations
 
 import importlib
+from onmt_entmax.data_order import wrap_init_datasets
 from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
 from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread, stop_between_steps, stop_on_signal
 
@@ -88,7 +89,8 @@ PATCHES: list[Patch] = [
     Patch("shuffle_each_pass_seed", "a training data iterator built with shuffle_each_pass carries the run's seed",
           "onmt.inputters.dynamic_iterator:DynamicDatasetIter.from_opt", data_order.wrap_from_opt),
     Patch("shuffle_each_pass", "with it, every pass over a training corpus is read in a new random order",
-          "onmt.inputters.dynamic_iterator:DynamicDatasetIter._init_datasets", data_order.wrap_init_datasets),
+          "onmt.inputters.dynamic_iterator:DynamicDatasetIter._init_datasets",
+          lambda up: wrap_init_datasets(up, "onmt")),
     Patch("training_host", "the training loop runs backward on the calling thread, not autograd's device "
           "thread (1.16-1.34x steps/s on host-bound steps; ONMT_ENTMAX_TRAIN_HOST=as-is keeps upstream's)",
           "onmt.trainer:Trainer.train", backward_on_calling_thread),
