@@ -5,9 +5,10 @@ Eole's configs forbid unknown keys (``extra="forbid"``) and type ``generator_fun
 options (``onmt_entmax.options.model``) as fields of every model config (``model:`` section; the
 model-level ``global_attention_function`` reaches the RNN decoder as Eole's other model-level fields
 do), widens the two stock ``Literal``s to the registry's names, adds the decoding options to
-``PredictConfig`` and the training option ``shuffle_each_pass`` to ``TrainingConfig``, and rebuilds the pydantic schemas that embed them. Unknown or misspelled keys are
-still refused; the field types refuse bad values (a name not in the registry, alpha < 1, a tau that is
-neither a number nor auto/formula). Cross-option checks (``validate_entmax_opts``) run when a run's
+``PredictConfig`` and the training option ``shuffle_each_pass`` to ``TrainingConfig``, and rebuilds
+the pydantic schemas that embed them. Unknown or misspelled keys are still refused; the field types
+refuse bad values (a name not in the registry, alpha < 1, a tau that is neither a number nor
+auto/formula). Cross-option checks (``validate_entmax_opts``) run when a run's
 config is built (``wrap_build_config``) and again when a model is built. A config error is one line:
 the option's path, what is wrong and, for an unknown key, the closest known one.
 """
