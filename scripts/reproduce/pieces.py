@@ -75,6 +75,19 @@ def resume_command(run_dir: Path, cmd: list[str]) -> list[str]:
     return [str(c) for c in cmd] + (["-train_from", str(ckpt)] if ckpt is not None else [])
 
 
+def device_name(gpu: int | None) -> str:
+    """What a piece trains on: GPU ``gpu``'s name as nvidia-smi gives it (no CUDA context opened here),
+    or "cpu"."""
+    if gpu is None:
+        return "cpu"
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", str(gpu)],
+                             capture_output=True, text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    return out or f"GPU {gpu}"
+
+
 def _start(run_dir: Path, cmd: list[str], cwd: Path, gpu: int | None = None) -> subprocess.Popen:
     run_dir.mkdir(parents=True, exist_ok=True)
     cmd = resume_command(run_dir, cmd)
@@ -83,7 +96,9 @@ def _start(run_dir: Path, cmd: list[str], cwd: Path, gpu: int | None = None) -> 
     # init_logger() in the main process and drops the file handler after the model summary.
     log = open(run_dir / "train.log", "a", encoding="utf-8")
     on = "" if gpu is None else f"CUDA_VISIBLE_DEVICES={gpu} "
-    log.write(f"[reproduce] {time.strftime('%Y-%m-%d %H:%M:%S')} piece: {on}{' '.join(cmd)}\n")
+    # the device is named in the log: a run resumed lease after lease may train on several kinds
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    log.write(f"[reproduce] {stamp} piece on {device_name(gpu)}: {on}{' '.join(cmd)}\n")
     log.flush()
     print("+", on + " ".join(cmd), ">>", run_dir / "train.log", flush=True)
     # own process group, so that a time limit stops the data-loader workers too

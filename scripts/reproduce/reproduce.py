@@ -485,7 +485,8 @@ def record(table: str, seeds: list[int], only: str | list[str] | None = None, co
             steps = results_csv.last_saved_step(log)
             if scores is None or steps is None:
                 continue
-            new.append(results_csv.run_row(e.column, e.row, seed, scores, steps, epoch, commit))
+            new.append(results_csv.run_row(e.column, e.row, seed, scores, steps, epoch, commit,
+                                           devices=results_csv.training_devices(log)))
             curves += results_csv.curve_rows(e.column, e.row, seed, log, epoch, commit)
             languages += results_csv.language_rows(e.column, e.row, seed, scores, commit)
     results_csv.write_rows(out, results_csv.sorted_rows(results_csv.merge(results_csv.read_rows(out), new)))

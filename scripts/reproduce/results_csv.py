@@ -8,7 +8,8 @@ printed on any machine, after the GPU machine that trained the runs is gone.
 Columns (peters2019-table1): setting, output_alpha, attention_alpha, seed; epochs and steps = how
 long the run trained (its last checkpoint); valid_acc = the best validation token accuracy, whose
 checkpoint was decoded; test_acc / test_lev = exact match (%) and Levenshtein distance on the test
-set, averaged over languages (the paper's metric); gpu, commit, date (UTC) of the run.
+set, averaged over languages (the paper's metric); gpu = what trained it (the devices its pieces name
+in train.log, joined by " + "; the decoding device where no piece names one), commit, date (UTC).
 
 Beside it, docs/results/<table>-validation.csv keeps every validation of every recorded run (the
 learning curves: how far from converged a run stopped), from the training logs, and
@@ -36,6 +37,7 @@ _VALID_ACC = re.compile(r"Validation accuracy: ([0-9.eE+-]+|nan)")
 _HALVED = re.compile(r"learning rate halved to ([0-9.eE+-]+)")
 _LR = re.compile(r"; lr: ([0-9.eE+-]+);")
 _SAVED = re.compile(r"Saving checkpoint \S+_step_(\d+)\.pt")
+_PIECE = re.compile(r"^\[reproduce\] \S+ \S+ piece( on ([^:]+))?:", re.M)
 
 
 def alphas(name: str) -> tuple[str, str]:
@@ -131,14 +133,26 @@ def language_rows(setting: str, name: str, seed: int, scores: dict, commit: str)
             for lang, v in sorted(per.items()) if lang != "average"]
 
 
+def training_devices(log_text: str) -> str | None:
+    """The devices a run's pieces trained on (``[reproduce] … piece on NAME:`` lines of its train.log),
+    in order of first use and joined by " + "; pieces of logs that did not name them yet are said to be
+    unnamed. None: no piece names a device."""
+    named = [m.group(2) for m in _PIECE.finditer(log_text) if m.group(2)]
+    if not named:
+        return None
+    unnamed = sum(1 for m in _PIECE.finditer(log_text) if not m.group(2))
+    return " + ".join(dict.fromkeys(named)) + (f" ({unnamed} earlier pieces unnamed)" if unnamed else "")
+
+
 def run_row(setting: str, name: str, seed: int, scores: dict, steps: int, steps_per_epoch: int,
-            commit: str, date: str | None = None) -> dict:
-    """One CSV row of an evaluated run (``scores``: its scores.json)."""
+            commit: str, date: str | None = None, devices: str | None = None) -> dict:
+    """One CSV row of an evaluated run (``scores``: its scores.json; ``devices``: ``training_devices``
+    of its log, else the device that decoded it)."""
     out_a, attn_a = alphas(name)
     return {"setting": setting, "output_alpha": out_a, "attention_alpha": attn_a, "seed": str(seed),
             "epochs": f"{steps / steps_per_epoch:.1f}", "steps": str(steps),
             "valid_acc": f"{scores['dev_accuracy']:.2f}", "test_acc": f"{scores['accuracy']:.2f}",
-            "test_lev": f"{scores['levenshtein']:.3f}", "gpu": scores.get("gpu", "unknown"), "commit": commit,
+            "test_lev": f"{scores['levenshtein']:.3f}", "gpu": devices or scores.get("gpu", "unknown"), "commit": commit,
             "date": date or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
 
 

@@ -9,6 +9,7 @@ from pipeline_helpers import load_script
 
 rep = load_script("scripts/reproduce/reproduce.py")
 E = rep.E
+results_csv, pieces_mod = rep.results_csv, rep.sys.modules["pieces"]
 
 LOG = """[2026-01-01 10:00:00,000 INFO] Step 500/1500; acc: 50.1; ...
 [2026-01-01 10:00:01,000 INFO] Validation accuracy: 61.5
@@ -399,6 +400,26 @@ def test_record_keeps_one_csv_row_per_run_and_the_table_is_printed_from_it(tmp_p
     row = next(line for line in rep.print_table("peters2019-table1").splitlines() if line.startswith("| out1.5-attn1.5 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[5:7] == ["85.50 ± 0.71 (n=2)", "84.93"]  # medium-avg: ours (seeds 1 and 2) beside the paper's
+
+
+def test_a_row_names_the_gpus_that_trained_the_run_not_the_device_that_decoded_it(tmp_path):
+    """Runs resumed lease after lease may train on several kinds of GPU and be decoded on a CPU."""
+    e = next(x for x in E.all_experiments() if x.name == "medium/out1-attn1")
+    _evaluated_run(tmp_path, e, 1, 80.0, 2980)
+    d = tmp_path / e.run_dir / "seed1"
+    (d / "scores.json").write_text((d / "scores.json").read_text().replace("NVIDIA H100 80GB HBM3", "cpu"))
+    pieces = ["[reproduce] 2026-11-27 10:00:00 piece: onmt_train -config c",  # a log from before the names
+              "[reproduce] 2026-11-28 10:00:00 piece on NVIDIA H100 80GB HBM3: CUDA_VISIBLE_DEVICES=2 onmt_train",
+              "[reproduce] 2026-11-28 11:00:00 piece on NVIDIA H200: CUDA_VISIBLE_DEVICES=0 onmt_train",
+              "[reproduce] 2026-11-28 12:00:00 piece on NVIDIA H100 80GB HBM3: CUDA_VISIBLE_DEVICES=0 onmt_train"]
+    log = d / "train.log"
+    log.write_text("\n".join(pieces) + "\n" + log.read_text())
+    (row,) = rep.record("peters2019-table1", [1], "medium/out1-attn1", commit="abc1234", runs=tmp_path,
+                        out=tmp_path / "t.csv")
+    assert row["gpu"] == "NVIDIA H100 80GB HBM3 + NVIDIA H200 (1 earlier pieces unnamed)"
+    log.write_text("\n".join(pieces[:1]) + "\n")
+    assert results_csv.training_devices(log.read_text()) is None  # then the row names the decoding device
+    assert rep.device_name(None) == "cpu" and pieces_mod.device_name(None) == "cpu"
 
 
 def test_record_refuses_tables_without_a_results_file_and_runs_without_a_commit(tmp_path, monkeypatch):
