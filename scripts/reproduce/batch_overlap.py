@@ -31,7 +31,7 @@ def read_order(n: int, seed: str | None = None):
 def buckets(src: list[str], tgt: list[str], count: int, bucket_size: int = 262144,
             batch_size: int = 64, seed: str | None = None) -> list[list[frozenset[int]]]:
     """The batches (sets of line numbers) of the first ``count`` buckets (``seed``: ``read_order``)."""
-    n, out, order = len(src), [], read_order(len(src), seed)
+    out, order = [], read_order(len(src), seed)
 
     def key(i: int) -> tuple[int, int]:
         return len(src[i].split()), len(tgt[i].split()) + 2

@@ -76,8 +76,8 @@ def resume_command(run_dir: Path, cmd: list[str]) -> list[str]:
 
 
 def device_name(gpu: int | None) -> str:
-    """What a piece trains on: GPU ``gpu``'s name as nvidia-smi gives it (no CUDA context opened here),
-    or "cpu"."""
+    """What a piece trains on and ``evaluate`` decodes on: GPU ``gpu``'s name as nvidia-smi gives it (no
+    CUDA context opened in this process), or "cpu"."""
     if gpu is None:
         return "cpu"
     try:

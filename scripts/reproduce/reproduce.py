@@ -45,7 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import experiments as E  # noqa: E402
 import results_csv  # noqa: E402
 import carry  # noqa: E402
-from pieces import _VALID, best_checkpoint, latest_checkpoint, run_pieces, scored_step, step_of  # noqa: E402,F401 (re-exported)
+from pieces import (_VALID, best_checkpoint, device_name, latest_checkpoint, run_pieces,  # noqa: E402,F401
+                    scored_step, step_of)  # (re-exported)
 
 ROOT = Path(__file__).resolve().parents[2]
 try:
@@ -397,15 +398,6 @@ def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
         translate(best_files, test_source(e), ens / "pred.test.txt", gpu, e.decode)
         result = {"checkpoints": best, "decode": list(e.decode), **score(e, ens / "pred.test.txt")}
         (ens / "scores.json").write_text(json.dumps(result, indent=1) + "\n")
-
-
-def device_name(gpu: int | None) -> str:
-    """What decoded (and, in these scripts, trained): the GPU's name, or "cpu"."""
-    if gpu is None:
-        return "cpu"
-    import torch
-
-    return torch.cuda.get_device_name(gpu)
 
 
 def run_status(e: E.Experiment, seed: int, runs: Path | None = None) -> dict | None:

@@ -137,10 +137,11 @@ def training_devices(log_text: str) -> str | None:
     """The devices a run's pieces trained on (``[reproduce] … piece on NAME:`` lines of its train.log),
     in order of first use and joined by " + "; pieces of logs that did not name them yet are said to be
     unnamed. None: no piece names a device."""
-    named = [m.group(2) for m in _PIECE.finditer(log_text) if m.group(2)]
+    pieces = [m.group(2) for m in _PIECE.finditer(log_text)]
+    named = [p for p in pieces if p]
     if not named:
         return None
-    unnamed = sum(1 for m in _PIECE.finditer(log_text) if not m.group(2))
+    unnamed = len(pieces) - len(named)
     return " + ".join(dict.fromkeys(named)) + (f" ({unnamed} earlier pieces unnamed)" if unnamed else "")
 
 

@@ -2,9 +2,10 @@
 import itertools
 
 import pytest
-import torch
 
 from conftest import build_vocab, train, yaml_config
+
+from onmt_entmax.analysis.checkpoint import load_checkpoint
 
 MODEL = dict(encoder_type="brnn", decoder_type="rnn", layers=1, hidden_size=16, word_vec_size=8)
 N_TRAIN = 200
@@ -83,4 +84,4 @@ def test_onmt_train_takes_it_from_the_yaml(toy):
     path = yaml_config(toy, MODEL, steps=2, name="shuffled", extra="shuffle_each_pass: true\n")
     build_vocab(path)
     train(path)
-    assert torch.load(toy / "run/shuffled_step_2.pt", weights_only=False)["opt"].shuffle_each_pass is True
+    assert load_checkpoint(toy / "run/shuffled_step_2.pt")["opt"].shuffle_each_pass is True
