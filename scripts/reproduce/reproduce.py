@@ -69,18 +69,22 @@ def gpu_env(gpu: int | None) -> dict | None:
 
 def run(cmd: list[str], cwd: Path | None = None, log: Path | None = None, gpu: int | None = None) -> None:
     """Run a command in ``cwd`` (default WORK), on GPU ``gpu`` if given; with ``log``, stdout and
-    stderr go to that file."""
+    stderr go to that file. A failed command stops the script with a message that names it, its exit
+    status and its log (whose last lines it quotes), not with a Python traceback."""
     cwd, env = cwd or WORK, gpu_env(gpu)
     on = "" if gpu is None else f"CUDA_VISIBLE_DEVICES={gpu} "
     print("+", on + " ".join(map(str, cmd)), *([">", log] if log else []), flush=True)
     if log is None:
-        subprocess.run([str(c) for c in cmd], cwd=cwd, check=True, env=env)
+        rc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env).returncode
+        if rc != 0:
+            raise SystemExit(f"reproduce.py: {Path(str(cmd[0])).name} failed (exit status {rc}); its output is above")
         return
     with open(log, "w", encoding="utf-8") as out:
         proc = subprocess.run([str(c) for c in cmd], cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env)
     if proc.returncode != 0:
-        tail = "".join(Path(log).read_text(encoding="utf-8", errors="replace").splitlines(True)[-30:])
-        raise subprocess.CalledProcessError(proc.returncode, cmd, output=tail)
+        tail = "".join(Path(log).read_text(encoding="utf-8", errors="replace").splitlines(True)[-15:])
+        raise SystemExit(f"reproduce.py: {Path(str(cmd[0])).name} failed (exit status {proc.returncode}); "
+                         f"the last lines of {log}:\n{tail.rstrip()}")
 
 
 def selected(name: str, only: str | list[str] | None) -> bool:

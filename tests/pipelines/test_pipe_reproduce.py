@@ -434,3 +434,15 @@ def test_only_takes_several_globs():
     names = [e.name for e in rep.experiments("peters2019-table1", ["medium/out1-attn1", "medium/out1.5-attn1.5"])]
     assert names == ["medium/out1-attn1", "medium/out1.5-attn1.5"]
     assert len(rep.experiments("peters2019-table1", "medium/*")) == 9
+
+
+def test_a_failed_command_stops_with_its_name_status_and_log_tail_not_a_traceback(tmp_path):
+    log = tmp_path / "pred.test.log"
+    fail = [rep.sys.executable, "-c", "import sys; print('No module named onmt_entmax'); sys.exit(3)"]
+    with pytest.raises(SystemExit) as err:
+        rep.run(fail, cwd=tmp_path, log=log)
+    message = str(err.value.code)
+    assert "failed (exit status 3)" in message and str(log) in message
+    assert message.splitlines()[-1] == "No module named onmt_entmax"
+    with pytest.raises(SystemExit, match=r"failed \(exit status 3\); its output is above"):
+        rep.run(fail, cwd=tmp_path)
