@@ -79,7 +79,9 @@ def wrap_init_datasets(upstream: Callable, logger: str) -> Callable:
         seed = getattr(self, "_entmax_pass_seed", None)
         if seed is not None and hasattr(self.mixer, "_iterators"):  # training: the weighted mixer
             names = reshuffle_mixer(self.mixer, f"{seed}/{self.offset}/{worker_id}")
-            logging.getLogger(logger).info("shuffle_each_pass: %s read in a new random order on every pass",
-                                           ", ".join(names))
+            # one line per data-loader worker: each permutes its own share of the lines
+            logging.getLogger(logger).info(
+                "shuffle_each_pass: data-loader worker %d reads %s in a new random order on every pass",
+                worker_id, ", ".join(names))
 
     return _init_datasets
