@@ -57,6 +57,16 @@ def run_seed(seed: int | None, train_from: str | None = None) -> str:
     return f"{seed}/{os.path.basename(train_from or '')}"
 
 
+_SEED_ATTR = "_entmax_pass_seed"  # on a toolkit's training iterator: pickled with it into the data-loader workers
+
+
+def mark_for_reshuffling(iterator, task: str, seed: int | None, train_from: str | None) -> None:
+    """Give a toolkit's data iterator the seed of its run's passes (``run_seed``) when it reads training
+    data (``task == "train"``); ``wrap_init_datasets`` then reshuffles it. Validation keeps its order."""
+    if task == "train":
+        setattr(iterator, _SEED_ATTR, run_seed(seed, train_from))
+
+
 def reshuffle_mixer(mixer, seed: str) -> list[str]:
     """Read every corpus of an OpenNMT-py / Eole ``WeightedMixer`` (``iterables`` and ``_iterators`` by
     corpus name) through ``ReshuffledPasses`` seeded ``f"{seed}/{name}"``. The mixer's current
@@ -70,13 +80,13 @@ def reshuffle_mixer(mixer, seed: str) -> list[str]:
 
 def wrap_init_datasets(upstream: Callable, logger: str) -> Callable:
     """``DynamicDatasetIter._init_datasets`` of OpenNMT-py 3.5.1 or Eole: once upstream has built the
-    mixer (nothing read yet), an iterator that carries ``_entmax_pass_seed`` (set by the adapter from
+    mixer (nothing read yet), an iterator marked by ``mark_for_reshuffling`` (the adapters do it from
     the run's options) reads its training corpora through ``ReshuffledPasses``, seeded per data-loader
     worker (each reads its own share of the lines)."""
 
     def _init_datasets(self, worker_id):
         upstream(self, worker_id)
-        seed = getattr(self, "_entmax_pass_seed", None)
+        seed = getattr(self, _SEED_ATTR, None)
         if seed is not None and hasattr(self.mixer, "_iterators"):  # training: the weighted mixer
             names = reshuffle_mixer(self.mixer, f"{seed}/{self.offset}/{worker_id}")
             # one line per data-loader worker: each permutes its own share of the lines

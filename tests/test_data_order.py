@@ -1,7 +1,8 @@
 """onmt_entmax.data_order: every pass over a corpus in a new, reproducible random order."""
 import itertools
 
-from onmt_entmax.data_order import ReshuffledPasses, permuted, run_seed
+from onmt_entmax.data_order import ReshuffledPasses, mark_for_reshuffling, permuted, reshuffle_mixer, run_seed, \
+    wrap_init_datasets
 
 
 class Corpus:
@@ -45,3 +46,35 @@ def test_a_resumed_run_draws_other_orders_and_an_unseeded_one_fresh_ones():
     assert run_seed(3, "runs/x/model_step_1490.pt") == run_seed(3, "elsewhere/model_step_1490.pt")
     assert run_seed(3, "model_step_1490.pt") != run_seed(3, "model_step_2980.pt") != run_seed(3)
     assert run_seed(-1) != run_seed(-1)  # upstream's "no seed": nothing to repeat
+
+
+class Mixer:
+    """The two attributes of the toolkits' WeightedMixer that reshuffling replaces."""
+
+    def __init__(self, corpus):
+        self.iterables, self._iterators = {"corpus_1": corpus}, {"corpus_1": iter(corpus)}
+
+
+class Iterator:
+    """A toolkit's DynamicDatasetIter as far as the plugin sees it: _init_datasets builds the mixer."""
+
+    offset = 0
+
+    def _init_datasets(self, worker_id):
+        self.mixer = Mixer(Corpus(10))
+
+
+def test_only_a_marked_training_iterator_reads_its_passes_in_new_orders():
+    init = wrap_init_datasets(Iterator._init_datasets, "test")
+    train, valid, plain = Iterator(), Iterator(), Iterator()
+    mark_for_reshuffling(train, "train", 1, None)
+    mark_for_reshuffling(valid, "valid", 1, None)
+    for it in (train, valid, plain):
+        init(it, 0)
+    first = list(itertools.islice(train.mixer._iterators["corpus_1"], 10))
+    assert sorted(first) == list(range(10)) and first != list(range(10))
+    assert first == permuted(list(range(10)), f"{run_seed(1)}/0/0/corpus_1/0")
+    for it in (valid, plain):  # validation data and a run without the option keep file order
+        assert list(it.mixer._iterators["corpus_1"]) == list(range(10))
+    assert reshuffle_mixer(train.mixer, "again") == ["corpus_1"]  # already reshuffled: left as it is
+    assert isinstance(train.mixer.iterables["corpus_1"], ReshuffledPasses)

@@ -89,9 +89,9 @@ def extend_configs() -> None:
     model = model_fields()
     if "generator_alpha" in models.BaseModelConfig.__pydantic_fields__:
         return
-    trainings = _family(training.TrainingConfig)
+    trainings, train_options = _family(training.TrainingConfig), training_fields()
     for cls in trainings:
-        cls.__pydantic_fields__.update(training_fields())
+        cls.__pydantic_fields__.update(train_options)
     decoders = _family(models.DecoderConfig)
     for cls in decoders:  # the RNN decoder builds its GlobalAttention from its own copy
         cls.__pydantic_fields__["global_attention_function"] = model["global_attention_function"]

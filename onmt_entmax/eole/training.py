@@ -21,7 +21,7 @@ import torch
 
 from onmt_entmax.analysis.training_report import (add_count, attention_counts, is_sparse_loss, merge_after, metrics,
                                                   output_nonzeros, report_output, settle)
-from onmt_entmax.data_order import run_seed
+from onmt_entmax.data_order import mark_for_reshuffling
 from onmt_entmax.modules import EntmaxGenerator
 from onmt_entmax.modules.loss import criterion_for, label_smoothing_warning
 from onmt_entmax.modules.models import learned_alphas
@@ -142,8 +142,8 @@ def wrap_dataset_from_config(upstream: Callable) -> Callable:
         it = upstream(cls, corpora, transforms, vocabs, config, task, device, stride=stride, offset=offset,
                       model_type=model_type)
         running = getattr(config, "training", None)
-        if getattr(running, "shuffle_each_pass", False) and task == "train":
-            it._entmax_pass_seed = run_seed(getattr(config, "seed", -1), getattr(running, "train_from", None))
+        if getattr(running, "shuffle_each_pass", False):
+            mark_for_reshuffling(it, task, getattr(config, "seed", -1), getattr(running, "train_from", None))
         return it
 
     return from_config

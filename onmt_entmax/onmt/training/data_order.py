@@ -10,7 +10,7 @@ inference data keep their order.
 """
 from __future__ import annotations
 
-from onmt_entmax.data_order import HELP, run_seed
+from onmt_entmax.data_order import HELP, mark_for_reshuffling
 
 
 def add_options(group) -> None:
@@ -23,8 +23,8 @@ def wrap_from_opt(upstream):
 
     def from_opt(cls, corpora, transforms, vocabs, opt, task, copy, device, stride=1, offset=0):
         it = upstream(cls, corpora, transforms, vocabs, opt, task, copy, device, stride=stride, offset=offset)
-        if getattr(opt, "shuffle_each_pass", False) and task == "train":
-            it._entmax_pass_seed = run_seed(getattr(opt, "seed", -1), getattr(opt, "train_from", None))
+        if getattr(opt, "shuffle_each_pass", False):
+            mark_for_reshuffling(it, task, getattr(opt, "seed", -1), getattr(opt, "train_from", None))
         return it
 
     return from_opt
