@@ -19,7 +19,8 @@ Steps (each skips work already done, so an interrupted reproduction resumes):
   table     markdown: mean ± std over seeds (ours) beside the paper (peters2019-table1: from its CSV)
   plot      Figure 4: best validation accuracy against alpha (PNG), from the training logs
   status    where each run stands: validations, best validation accuracy and when, validations since
-            (against early_stopping), learning rate, finished or not, the step its scores are for
+            (against early_stopping), learning rate, finished or not and why (stop rule or step cap), the
+            step its scores are for
   pack      the runs' resumable state (logs, scores, newest checkpoint of an unfinished run, best
             checkpoint not yet scored) in batches small enough to leave a time-limited machine: --to DIR
   unpack    put packed runs back under runs/ (checked against the pack's sha256s): --from DIR ...
@@ -416,7 +417,18 @@ def run_status(e: E.Experiment, seed: int, runs: Path | None = None) -> dict | N
         best = max(range(len(curve)), key=lambda i: float(curve[i]["valid_acc"]))  # first of equals
         out.update(best_acc=float(curve[best]["valid_acc"]), best_step=curve[best]["step"],
                    since_best=len(curve) - 1 - best, lr=curve[-1]["lr"], last_step=curve[-1]["step"])
+    out["ended"] = ended_by(out, e.config.get("train_steps")) if out["finished"] else None
     return out
+
+
+def ended_by(status: dict, train_steps: int | None) -> str:
+    """Why a finished run stopped: its patience ran out (the stop rule: converged), it reached
+    ``train_steps`` (the cap), or neither can be read from its validations."""
+    if status["patience"] and status.get("since_best", -1) >= status["patience"]:
+        return "stop rule"
+    if train_steps and int(status.get("last_step", 0)) >= int(train_steps):
+        return "step cap"
+    return "yes"
 
 
 def print_status(table: str, seeds: list[int], only, runs: Path | None = None) -> str:
@@ -431,7 +443,7 @@ def print_status(table: str, seeds: list[int], only, runs: Path | None = None) -
             best = f"{r['best_acc']:.2f} ({r['best_step']})" if "best_acc" in r else "–"
             since = f"{r.get('since_best', '–')} / {r['patience']}" if r["patience"] else str(r.get("since_best", "–"))
             rows.append(f"| {r['run']} | {r['validations']} | {best} | {since} | {r.get('lr', '–')} | "
-                        f"{'yes' if r['finished'] else 'no'} | {r['scored_step'] or '–'} |")
+                        f"{r['ended'] or 'no'} | {r['scored_step'] or '–'} |")
     return "\n".join(rows)
 
 

@@ -231,6 +231,28 @@ def test_status_says_where_each_run_stands(tmp_path, monkeypatch):
         rep.print_status("peters2019-table1", [1], "medium/out1.5-attn1.5", runs=tmp_path)
 
 
+def test_status_says_whether_a_finished_run_met_the_stop_rule_or_the_step_cap(tmp_path, monkeypatch):
+    """A finished run converged when its patience ran out, not when it reached train_steps."""
+    monkeypatch.setattr(rep, "WORK", tmp_path)
+    e = next(x for x in E.all_experiments() if x.table == "peters2019-table1" and x.name == "medium/out1.5-attn1.5")
+    d = tmp_path / e.run_dir / "seed1"
+    d.mkdir(parents=True)
+    (d / "train.done").write_text("")
+
+    def log(accuracies, last_step):
+        steps = range(last_step - 1490 * (len(accuracies) - 1), last_step + 1, 1490)
+        (d / "train.log").write_text("".join(
+            f"[..] Step {s}/149000; acc: 80.0; lr: 0.00100;\n[..] Validation accuracy: {a}\n"
+            f"[..] Saving checkpoint {d}/model_step_{s}.pt\n" for s, a in zip(steps, accuracies)))
+        return rep.print_status("peters2019-table1", [1], "medium/out1.5-attn1.5")
+
+    assert "| 10 / 10 | 0.001 | stop rule |" in log([97.0] + [96.9] * 10, 1490 * 60)
+    assert "| 9 / 10 | 0.001 | step cap |" in log([97.0] + [96.9] * 9, 149000)
+    assert "| 0 / 10 | 0.001 | yes |" in log([96.0, 97.0], 1490 * 30)  # stopped by something else
+    (d / "train.done").unlink()
+    assert "| 0 / 10 | 0.001 | no |" in log([96.0, 97.0], 1490 * 30)
+
+
 def test_spread_sample_keeps_every_language(tmp_path):
     src = tmp_path / "dev.txt"
     src.write_text("".join(f"{lang} V {i}\n" for lang in ("a", "b", "c") for i in range(100)))
