@@ -131,12 +131,20 @@ def least_busy(gpus: list[int], running: list) -> int:
 
 
 def run_pieces(runs: list[tuple[Path, list[str]]], cwd: Path, jobs: int = 1,
-               max_minutes: float | None = None, gpus: list[int] | None = None) -> list[Path]:
+               max_minutes: float | None = None, gpus: list[int] | None = None,
+               resume_only: bool = False) -> list[Path]:
     """Run (folder, onmt_train command) pairs, ``jobs`` at a time, each resumed from its newest
     checkpoint, spread over ``gpus`` (each run on the least busy one; None: as the command says);
-    stop what is still going after ``max_minutes``. Returns the folders not finished."""
+    stop what is still going after ``max_minutes``. Returns the folders not finished.
+    ``resume_only``: refuse (before starting any) when an unfinished run has no checkpoint to resume,
+    e.g. on a fresh machine the carried runs were not unpacked on: a run started there from scratch
+    would cost a whole piece and, carried back, compete with the real one."""
     deadline = None if max_minutes is None else time.monotonic() + 60.0 * max_minutes
     todo = [(d, cmd) for d, cmd in runs if not (d / "train.done").exists()]
+    fresh = [str(d) for d, _ in todo if latest_checkpoint(d) is None]
+    if resume_only and fresh:
+        raise SystemExit("--resume-only: no checkpoint to resume in " + ", ".join(fresh)
+                         + " (unpack the carried runs first)")
     running: list[subprocess.Popen] = []
     failed: list[str] = []
     while todo or running:

@@ -362,6 +362,29 @@ def test_training_runs_are_spread_over_the_gpus(tmp_path):
     assert cmd[cmd.index("-gpu_ranks") + 1] == "0" and "-gpu_ranks" not in rep.train_command(e, 1, gpu=False)
 
 
+def test_resume_only_refuses_a_run_without_a_checkpoint_before_starting_any(tmp_path):
+    """--resume-only on a fresh machine (the carried runs not unpacked): one line naming the run with
+    nothing to resume, and no run started; with every run carried, each is resumed (-train_from)."""
+    import sys
+    import zipfile
+
+    show = [sys.executable, "-c", "import sys; print(sys.argv[1:])"]
+    carried, finished, fresh = (tmp_path / n for n in ("carried", "finished", "fresh"))
+    for d in (carried, finished, fresh):
+        d.mkdir()
+    with zipfile.ZipFile(carried / "model_step_1490.pt", "w") as z:
+        z.writestr("data.pkl", b"weights")
+    (finished / "train.done").write_text("")
+    runs = [(d, show) for d in (carried, finished, fresh)]
+    with pytest.raises(SystemExit, match=r"--resume-only: no checkpoint to resume in \S*fresh \(unpack") as err:
+        rep.run_pieces(runs, tmp_path, resume_only=True)
+    assert str(carried) not in str(err.value) and str(finished) not in str(err.value)
+    assert not any((d / "train.log").exists() for d in (carried, finished, fresh))
+    assert rep.run_pieces(runs[:2], tmp_path, resume_only=True) == []
+    assert "'-train_from', '" + str(carried / "model_step_1490.pt") in (carried / "train.log").read_text()
+    assert not (finished / "train.log").exists()
+
+
 def _evaluated_run(root, e, seed, acc, step):
     """A run folder as the GPU machine leaves it: a training log that validated (and saved) at every
     epoch up to ``step``, the halving of the learning rate at the second validation, and scores.json."""
