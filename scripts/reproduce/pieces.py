@@ -141,8 +141,8 @@ def run_pieces(runs: list[tuple[Path, list[str]]], cwd: Path, jobs: int = 1,
     would cost a whole piece and, carried back, compete with the real one."""
     deadline = None if max_minutes is None else time.monotonic() + 60.0 * max_minutes
     todo = [(d, cmd) for d, cmd in runs if not (d / "train.done").exists()]
-    fresh = [str(d) for d, _ in todo if latest_checkpoint(d) is None]
-    if resume_only and fresh:
+    fresh = [str(d) for d, _ in todo if latest_checkpoint(d) is None] if resume_only else []
+    if fresh:
         raise SystemExit("--resume-only: no checkpoint to resume in " + ", ".join(fresh)
                          + " (unpack the carried runs first)")
     running: list[subprocess.Popen] = []
