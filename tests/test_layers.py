@@ -13,7 +13,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "onmt_entmax"
 # package -> rank; a module may import packages of equal or lower rank only
 LAYERS = {"ops": 1, "registry": 2, "modules": 3, "decoding": 4, "analysis": 4, "evaluation": 4, "options": 4,
-          "patching": 4, "data_order": 4, "onmt": 5, "eole": 5}
+          "patching": 4, "data_order": 4, "cuda_graphs": 4, "onmt": 5, "eole": 5}
 ADAPTERS = {"onmt": "onmt", "eole": "eole"}  # adapter package -> the toolkit only it may import
 
 

@@ -15,7 +15,7 @@ from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread, st
 
 from . import checkpoint, file_checks, options, refusals, upstream_noise, validation
 from .model import building, fused_attention, loading, rnn_attention
-from .training import data_order, early_stopping, loss, lr_halving, reporting, resume_state
+from .training import cuda_graphs, data_order, early_stopping, loss, lr_halving, reporting, resume_state
 
 PATCHES: list[Patch] = [
     Patch("upstream_noise", "upstream's deprecation warnings (at their source) and repeated corpus lines filtered",
@@ -31,7 +31,8 @@ PATCHES: list[Patch] = [
     Patch("validate_train_options", "training only: options the new model would ignore are refused; "
           "valid_lr_halving needs validation data and world_size 1",
           "onmt.utils.parse:ArgumentParser.validate_train_opts",
-          lambda up: validation.wrap_validate_train_opts(up, lr_halving.check_train_opts)),
+          lambda up: validation.wrap_validate_train_opts(up, lr_halving.check_train_opts,
+                                                         cuda_graphs.check_train_opts)),
     Patch("train_from_options", "-train_from: name the given model options the checkpoint's replace",
           "onmt.train_single:_get_model_opts", validation.wrap_get_model_opts),
     Patch("build_base_model", "install our generator and attention normalizers before weights are loaded "
@@ -70,9 +71,11 @@ PATCHES: list[Patch] = [
           "onmt.utils.parse:ArgumentParser.validate_translate_opts", file_checks.wrap_validate_translate_opts),
     Patch("load_test_model", "translate-time overrides; refuse an alpha_relu model without tau",
           "onmt.model_builder:load_test_model", loading.wrap_load_test_model),
-    Patch("train_options", "the training options valid_lr_halving (Peters et al.'s learning-rate schedule) and "
-          "shuffle_each_pass (their data order), in the Entmax group", "onmt.opts:_add_train_general_opts",
-          lambda up: options.wrap_train_opts(up, lr_halving.add_options, data_order.add_options)),
+    Patch("train_options", "the training options valid_lr_halving (Peters et al.'s learning-rate schedule), "
+          "shuffle_each_pass (their data order) and rnn_cuda_graphs, in the Entmax group",
+          "onmt.opts:_add_train_general_opts",
+          lambda up: options.wrap_train_opts(up, lr_halving.add_options, data_order.add_options,
+                                             cuda_graphs.add_options)),
     Patch("valid_lr_halving_flag", "the optimizer remembers whether to halve, and has no step decay then",
           "onmt.utils.optimizers:Optimizer.from_opt", lr_halving.wrap_from_opt),
     Patch("resume_state_save", "the learning-rate halvings, the last validation loss and the early-stopping "
@@ -81,9 +84,12 @@ PATCHES: list[Patch] = [
     Patch("resume_state_load", "-train_from resumes at the halved learning rate and keeps that state",
           "onmt.utils.optimizers:Optimizer.load_state_dict", resume_state.wrap_load_state_dict),
     Patch("early_stopping_resume", "a resumed run's early stopper continues the checkpoint's best scores and "
-          "patience (upstream starts both afresh)",
-          "onmt.trainer:build_trainer", early_stopping.wrap_build_trainer,
+          "patience (upstream starts both afresh); with rnn_cuda_graphs the input-feed decoder gets its graphs",
+          "onmt.trainer:build_trainer",
+          lambda up: cuda_graphs.wrap_build_trainer(early_stopping.wrap_build_trainer(up)),
           aliases=("onmt.train_single:build_trainer",)),
+    Patch("rnn_cuda_graphs_forward", "rnn_cuda_graphs: the input-feed decoder's training steps replay CUDA graphs",
+          "onmt.decoders.decoder:InputFeedRNNDecoder._run_forward_pass", cuda_graphs.wrap_run_forward_pass),
     Patch("valid_lr_halving", "halve the learning rate when the validation loss rises",
           "onmt.trainer:Trainer.validate", lr_halving.wrap_validate),
     Patch("shuffle_each_pass_seed", "a training data iterator built with shuffle_each_pass carries the run's seed",

@@ -1,0 +1,87 @@
+"""``rnn_cuda_graphs``: the input-feed RNN decoder's training steps replayed as CUDA graphs.
+
+The graphs themselves, and why the loss sees the same numbers, are in ``onmt_entmax/cuda_graphs.py``
+(toolkit-free). Here: the option, its checks, and the two hooks: ``build_trainer`` gives the model's
+``InputFeedRNNDecoder`` its graphs, and ``InputFeedRNNDecoder._run_forward_pass`` runs them.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from onmt_entmax.cuda_graphs import DecoderGraphs
+
+from ..validation import EntmaxOptionError
+
+ATTR = "entmax_graphs"  # the decoder attribute holding its DecoderGraphs
+_eager: list[Callable] = []  # upstream's _run_forward_pass, kept by wrap_run_forward_pass
+
+
+def add_options(group) -> None:
+    group.add("--rnn_cuda_graphs", "-rnn_cuda_graphs", action="store_true",
+              help="Training on a GPU: run the input-feed RNN decoder's steps (decoder_type rnn, input_feed 1) "
+                   "as CUDA graphs, one per shape of batch (targets padded to a multiple of 4 steps, sources "
+                   "to 8 positions; the loss sees the same numbers). Takes the per-step kernel launches off "
+                   "the host. Needs accum_count 1 and no truncated_decoder, copy_attn, coverage_attn or "
+                   "fp16; on a CPU it changes nothing.")
+
+
+def check_train_opts(opt) -> None:
+    """What the graphs cannot replay: anything but the input-feed LSTM decoder with global attention,
+    several forwards before one backward, a decoder state carried between pieces of a batch, autocast."""
+    if not getattr(opt, "rnn_cuda_graphs", False):
+        return
+    refusals = [
+        (getattr(opt, "decoder_type", "rnn") != "rnn", f"decoder_type {getattr(opt, 'decoder_type', None)}"),
+        (not getattr(opt, "input_feed", 1), "input_feed 0"),
+        (getattr(opt, "rnn_type", "LSTM") != "LSTM", f"rnn_type {getattr(opt, 'rnn_type', None)}"),
+        (any(int(a) != 1 for a in (getattr(opt, "accum_count", None) or [1])),
+         "accum_count " + " ".join(str(a) for a in getattr(opt, "accum_count", None) or [1])),
+        (bool(getattr(opt, "truncated_decoder", 0)), f"truncated_decoder {getattr(opt, 'truncated_decoder', 0)}"),
+        (bool(getattr(opt, "copy_attn", False)), "copy_attn"),
+        (bool(getattr(opt, "coverage_attn", False)), "coverage_attn"),
+        (bool(getattr(opt, "context_gate", None)), f"context_gate {getattr(opt, 'context_gate', None)}"),
+        (getattr(opt, "model_dtype", "fp32") != "fp32", f"model_dtype {getattr(opt, 'model_dtype', None)}"),
+    ]
+    asked = [what for refused, what in refusals if refused]
+    if asked:
+        raise EntmaxOptionError(f"rnn_cuda_graphs replays the input-feed LSTM decoder (accum_count 1, fp32), "
+                                f"but {', '.join(asked)} is set: remove rnn_cuda_graphs or that option")
+
+
+def install(model, opt) -> bool:
+    """Give the model's input-feed decoder its graphs (training, rnn_cuda_graphs). True when given."""
+    from onmt.decoders.decoder import InputFeedRNNDecoder
+
+    decoder = getattr(model, "decoder", None)
+    if not getattr(opt, "rnn_cuda_graphs", False) or not isinstance(decoder, InputFeedRNNDecoder):
+        return False
+    pad = decoder.embeddings.word_padding_idx
+    log = logging.getLogger("onmt")
+    setattr(decoder, ATTR, DecoderGraphs(decoder, _eager[0], pad, log=log))
+    log.info("rnn_cuda_graphs: the decoder's training steps run as CUDA graphs%s",
+                                   "" if next(decoder.parameters()).is_cuda else " (on a GPU only: eager here)")
+    return True
+
+
+def wrap_build_trainer(upstream: Callable) -> Callable:
+    """``onmt.trainer.build_trainer`` (training only, with the options and the model): install the graphs."""
+
+    def build_trainer(opt, device_id, model, vocabs, optim, model_saver=None):
+        install(model, opt)  # (before upstream: the trainer may wrap the model)
+        return upstream(opt, device_id, model, vocabs, optim, model_saver)
+
+    return build_trainer
+
+
+def wrap_run_forward_pass(upstream: Callable) -> Callable:
+    """``InputFeedRNNDecoder._run_forward_pass``: through the decoder's graphs when it has them."""
+    _eager[:] = [upstream]
+
+    def _run_forward_pass(self, tgt, enc_out, src_len=None):
+        graphs = self.__dict__.get(ATTR)
+        if graphs is None:
+            return upstream(self, tgt, enc_out, src_len=src_len)
+        return graphs.forward_pass(self, tgt, enc_out, src_len)
+
+    return _run_forward_pass
