@@ -1,8 +1,10 @@
 """onmt_entmax.data_order: every pass over a corpus in a new, reproducible random order."""
 import itertools
 
-from onmt_entmax.data_order import ReshuffledPasses, mark_for_reshuffling, permuted, reshuffle_mixer, run_seed, \
-    wrap_init_datasets
+import torch
+
+from onmt_entmax.data_order import ReplayedPasses, ReshuffledPasses, mark_for_reshuffling, permuted, reshuffle_mixer, \
+    run_seed, wrap_init_datasets
 
 
 class Corpus:
@@ -78,3 +80,35 @@ def test_only_a_marked_training_iterator_reads_its_passes_in_new_orders():
         assert list(it.mixer._iterators["corpus_1"]) == list(range(10))
     assert reshuffle_mixer(train.mixer, "again") == ["corpus_1"]  # already reshuffled: left as it is
     assert isinstance(train.mixer.iterables["corpus_1"], ReshuffledPasses)
+
+
+class Batches(Corpus):
+    """A corpus of (batch dict, bucket index) items, as the toolkits' validation iterators yield."""
+
+    def __iter__(self):
+        self.reads += 1
+        return iter([({"src": torch.full((4, 3), i), "tgt": torch.arange(i)}, 0) for i in range(self.n)])
+
+
+def test_validation_batches_are_read_once_and_the_same_batches_replayed():
+    source = Batches(5)
+    passes = ReplayedPasses(source)
+    first, second, third = (list(passes) for _ in range(3))
+    assert source.reads == 1
+    assert len(first) == 5 and second == third
+    assert all(torch.equal(a[0]["src"], b[0]["src"]) for a, b in zip(first, second))
+
+
+def test_an_unfinished_pass_is_not_replayed():
+    source = Batches(5)
+    passes = ReplayedPasses(source)
+    assert len(list(itertools.islice(passes, 2))) == 2  # a pass left after two batches
+    assert len(list(passes)) == 5 and source.reads == 2  # read again, in full
+    assert len(list(passes)) == 5 and source.reads == 2
+
+
+def test_a_validation_set_over_the_memory_limit_is_read_at_every_pass():
+    source = Batches(5)
+    passes = ReplayedPasses(source, limit=100)  # bytes: the first batches already exceed it
+    assert [len(list(passes)) for _ in range(3)] == [5, 5, 5]
+    assert source.reads == 3 and passes.kept is None
