@@ -116,10 +116,10 @@ class ReplayedPasses(Generic[T]):
     """An iterable over ``source`` that keeps the items of its first complete pass and yields those
     again on every later pass, instead of reading ``source`` again.
 
-    For validation data, which the toolkits read, transform and batch again at every validation (6-7 s
-    each on the medium SIGMORPHON 2018 dev set, ~65,000 words, where the forward passes take well under
-    a second): their validation batches are the same on every pass (file order, no sampling; the
-    toolkits' random transforms apply to training data only). A pass left unfinished is not kept;
+    For validation data, which the toolkits read, transform and batch again at every validation (about
+    7.5 s of a validation on the medium SIGMORPHON 2018 dev set, 1-2 s once replayed; H200,
+    docs/benchmarks.md): their validation batches are the same on every pass (file order, no sampling;
+    the toolkits' random transforms apply to training data only). A pass left unfinished is not kept;
     a first pass whose tensors outgrow ``limit`` bytes is not kept either, and the source is read at
     every pass as before.
     """

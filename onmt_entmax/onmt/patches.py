@@ -99,7 +99,7 @@ PATCHES: list[Patch] = [
           "onmt.inputters.dynamic_iterator:DynamicDatasetIter._init_datasets",
           lambda up: wrap_init_datasets(up, "onmt")),
     Patch("valid_batches_once", "the validation corpus is read and batched once, its batches replayed at every "
-          "later validation (upstream reads it again each time: 6-7 s a validation on SIGMORPHON)",
+          "later validation (upstream reads it again each time: ~7.5 s of a SIGMORPHON validation)",
           "onmt.inputters.dynamic_iterator:build_dynamic_dataset_iter",
           valid_batches.wrap_build_dynamic_dataset_iter, aliases=("onmt.train_single:build_dynamic_dataset_iter",)),
     Patch("training_host", "the training loop runs backward on the calling thread, not autograd's device "
