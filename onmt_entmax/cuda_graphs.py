@@ -56,6 +56,13 @@ def thread_local_capture() -> Iterator[None]:
         yield
 
 
+class CaptureError(RuntimeError):
+    """A capture failed: CUDA's random-number state is left inside the aborted capture, so the process
+    cannot go on training (eager dropout would fail too). Printed in one line by the adapters."""
+
+    onmt_entmax_refusal = True
+
+
 def first_error(err: BaseException) -> str:
     """The first exception of a chain, in one line (a failed capture reports a later, vaguer one)."""
     while err.__context__ is not None and err.__context__ is not err:
@@ -98,8 +105,8 @@ class DecoderGraphs:
 
     ``forward_pass(tgt, enc_out, src_len)`` stands in for the decoder's ``_run_forward_pass`` in
     training: the first batch of a shape captures its graphs (three warm-up steps, then the capture;
-    a fraction of a second), every later one replays them. After ``MAX_GRAPHS`` shapes, or if a
-    capture fails (the reason is logged once), batches run the toolkit's eager loop.
+    a fraction of a second), every later one replays them. After ``MAX_GRAPHS`` shapes, batches of
+    new shapes run the toolkit's eager loop. A capture that fails raises ``CaptureError``.
 
     Not for gradient accumulation: a replay overwrites the activations the previous replay of the
     same graph saved for its backward, so each forward must be followed by its backward (the
@@ -113,8 +120,7 @@ class DecoderGraphs:
         self.pad_index = int(pad_index)
         self.max_graphs = max_graphs
         self.graphs: dict[tuple, Callable] = {}
-        self.failed: Optional[str] = None
-        self.eager_batches = 0  # batches that ran eagerly (shapes over the cap, or after a failure)
+        self.eager_batches = 0  # batches that ran eagerly (shapes over the cap)
         self.capture_seconds = 0.0
         self.log = log  # (the toolkit's logger: its lines go to the training log)
 
@@ -123,7 +129,7 @@ class DecoderGraphs:
         autocast (a graph would keep autocast's cached casts)."""
         state = decoder.state
         return (decoder.training and torch.is_grad_enabled() and enc_out.is_cuda and src_len is not None
-                and self.failed is None and not torch.is_autocast_enabled()
+                and not torch.is_autocast_enabled()
                 and state.get("coverage") is None and isinstance(state.get("hidden"), tuple)
                 and len(state["hidden"]) == 2)
 
@@ -160,11 +166,10 @@ class DecoderGraphs:
         try:
             with thread_local_capture():
                 graphed = torch.cuda.make_graphed_callables(steps, sample, allow_unused_input=True)
-        except Exception as err:  # a kernel that syncs with the host, an unsupported op: stay eager
-            self.failed = first_error(err)
-            self.log.warning("rnn_cuda_graphs: capturing the decoder failed (%s); it runs eagerly from now on",
-                         self.failed)
-            return None
+        except Exception as err:  # a kernel that syncs with the host, an op graphs do not take
+            raise CaptureError(f"rnn_cuda_graphs: capturing the decoder's steps failed ({first_error(err)}); this "
+                               "process cannot continue: train without rnn_cuda_graphs (-train_from the last "
+                               "checkpoint resumes the run)") from err
         self.graphs[key] = graphed
         self.capture_seconds += time.perf_counter() - start
         if len(self.graphs) in (1, 8, 16, 32, 64):
