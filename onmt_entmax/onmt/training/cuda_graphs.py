@@ -1,17 +1,36 @@
 """``rnn_cuda_graphs``: the input-feed RNN decoder's training steps replayed as CUDA graphs.
 
-The graphs themselves, and why the loss sees the same numbers, are in ``onmt_entmax/cuda_graphs.py``
-(toolkit-free). Here: the option, its checks, and the two hooks: ``build_trainer`` gives the model's
-``InputFeedRNNDecoder`` its graphs, and ``InputFeedRNNDecoder._run_forward_pass`` runs them.
+OpenNMT-py's ``InputFeedRNNDecoder._run_forward_pass`` loops over the target steps; in training on a
+GPU that loop, forward and backward, replays graphs (``onmt_entmax.cuda_graphs.ShapeGraphs``), one per
+batch shape. A batch is padded to a shape bucket: its target steps T to a multiple of ``T_STEP``, its
+source positions S to a multiple of ``S_STEP``. Nothing the loss sees changes:
+
+* the outputs and attention of steps t < T do not depend on later steps, and are sliced back to T;
+* padded source positions get zero vectors and are masked by the source lengths (-inf, weight
+  exactly 0), as the batch's own padding already is;
+* the padded steps' outputs are cut away, so their gradient is zero.
+
+The decoder state left after a graphed forward is the state after the padded steps (the input feed,
+read from the sliced outputs, is exact): OpenNMT-py reads it again only under truncated BPTT
+(``truncated_decoder``), which the option refuses. Here: the loop as a module, the padding, the
+option and its checks, and the two hooks: ``build_trainer`` gives the model's decoder its graphs,
+``_run_forward_pass`` runs them.
 """
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Callable, Optional
 
-from onmt_entmax.cuda_graphs import DecoderGraphs
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from onmt_entmax.cuda_graphs import ShapeGraphs, round_up
 
 from ..validation import EntmaxOptionError
+
+T_STEP = 4  # target steps padded to a multiple of this
+S_STEP = 8  # source positions padded to a multiple of this
 
 ATTR = "entmax_graphs"  # the decoder attribute holding its DecoderGraphs
 _eager: list[Callable] = []  # upstream's _run_forward_pass, kept by wrap_run_forward_pass
@@ -47,6 +66,74 @@ def check_train_opts(opt) -> None:
     if asked:
         raise EntmaxOptionError(f"rnn_cuda_graphs replays the input-feed LSTM decoder (accum_count 1, fp32), "
                                 f"but {', '.join(asked)} is set: remove rnn_cuda_graphs or that option")
+
+
+class InputFeedSteps(nn.Module):
+    """The decoder's loop over target steps as one call of tensors only (what a graph captures).
+
+    forward(tgt (B, T, 1), enc_out (B, S, H), src_len (B,), h0, c0 (L, B, H), input_feed (B, H))
+        -> (outputs (B, T, H), attention (T, B, S), h_T, c_T)
+    runs upstream's own ``_run_forward_pass`` (passed in, not copied) from that state.
+    """
+
+    def __init__(self, decoder: nn.Module, run_forward_pass: Callable):
+        super().__init__()
+        self.decoder = decoder
+        self._run = run_forward_pass
+
+    def forward(self, tgt: Tensor, enc_out: Tensor, src_len: Tensor, h0: Tensor, c0: Tensor,
+                input_feed: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        d = self.decoder
+        kept = d.state
+        d.state = {"hidden": (h0, c0), "input_feed": input_feed.unsqueeze(0), "coverage": None}
+        try:
+            (h, c), outs, attns = self._run(d, tgt, enc_out, src_len=src_len)
+        finally:
+            d.state = kept
+        return torch.stack(outs, dim=1), torch.stack(attns["std"]), h, c
+
+
+class DecoderGraphs:
+    """One decoder's training steps through ``ShapeGraphs``, keyed by (batch, padded T, padded S).
+
+    ``forward_pass`` stands in for ``_run_forward_pass`` where ``applies``; elsewhere, and for shapes
+    beyond the cap, upstream's eager loop runs."""
+
+    def __init__(self, decoder: nn.Module, run_forward_pass: Callable, pad_index: int,
+                 log: Optional[logging.Logger] = None):
+        self.run_eager = run_forward_pass
+        self.pad_index = int(pad_index)
+        self.shapes = ShapeGraphs(lambda: InputFeedSteps(decoder, run_forward_pass), name="rnn_cuda_graphs",
+                                  **({"log": log} if log is not None else {}))
+        self.eager_batches = 0  # training batches that ran eagerly (shapes over the cap)
+
+    @staticmethod
+    def applies(decoder: nn.Module, enc_out: Tensor, src_len: Optional[Tensor]) -> bool:
+        """Graphs run in training, with gradients, on CUDA, from a plain LSTM state, never under
+        autocast (a graph would keep autocast's cached casts)."""
+        state = decoder.state
+        return (decoder.training and torch.is_grad_enabled() and enc_out.is_cuda and src_len is not None
+                and not torch.is_autocast_enabled()
+                and state.get("coverage") is None and isinstance(state.get("hidden"), tuple)
+                and len(state["hidden"]) == 2)
+
+    def forward_pass(self, decoder: nn.Module, tgt: Tensor, enc_out: Tensor, src_len: Optional[Tensor]):
+        """(final state, outputs (B, T, H), {"std": attention (T, B, S)}), as upstream's
+        ``RNNDecoderBase.forward`` has them once stacked."""
+        if not self.applies(decoder, enc_out, src_len):
+            return self.run_eager(decoder, tgt, enc_out, src_len=src_len)
+        h0, c0 = decoder.state["hidden"]
+        feed = decoder.state["input_feed"].squeeze(0)
+        steps, src_positions = tgt.size(1), enc_out.size(1)
+        t_pad, s_pad = round_up(steps, T_STEP), round_up(src_positions, S_STEP)
+        args = (F.pad(tgt, (0, 0, 0, t_pad - steps), value=self.pad_index),
+                F.pad(enc_out, (0, 0, 0, s_pad - src_positions)), src_len, h0, c0, feed)
+        graphed = self.shapes.get(args)
+        if graphed is None:
+            self.eager_batches += 1
+            return self.run_eager(decoder, tgt, enc_out, src_len=src_len)
+        outs, attn, h, c = graphed(*args)
+        return (h, c), outs[:, :steps], {"std": attn[:steps, :, :src_positions]}
 
 
 def install(model, opt) -> bool:

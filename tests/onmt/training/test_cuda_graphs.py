@@ -13,9 +13,10 @@ import torch
 
 from conftest import build_vocab, train, yaml_config
 
-from onmt_entmax.cuda_graphs import CaptureError, DecoderGraphs, InputFeedSteps, round_up
+from onmt_entmax.cuda_graphs import CaptureError, ShapeGraphs, round_up
 from onmt_entmax.onmt.model.surgery import install_rnn_attention
 from onmt_entmax.onmt.training import cuda_graphs
+from onmt_entmax.onmt.training.cuda_graphs import DecoderGraphs, InputFeedSteps
 
 H, V, PAD = 16, 11, 1
 
@@ -33,6 +34,8 @@ def _decoder(function: str, dropout: float = 0.0, device: str = "cpu"):
     opt = SimpleNamespace(global_attention_function=function, global_attention_alpha=1.5, bisect_iter=50)
     if function != "softmax":
         assert install_rnn_attention(model, opt) == 1
+    for p in decoder.parameters():  # (upstream leaves some uninitialised for its builder's param_init)
+        torch.nn.init.uniform_(p, -0.1, 0.1)
     return decoder.to(device).train()
 
 
@@ -77,12 +80,15 @@ def _upstream():
 class _EagerSteps(DecoderGraphs):
     """DecoderGraphs with the padded loop run eagerly instead of captured (the CPU can check the padding)."""
 
-    def applies(self, decoder, enc_out, src_len):
-        return True
+    def __init__(self, decoder, run, pad):
+        super().__init__(decoder, run, pad)
+        self.seen = []  # (batch, padded T, padded S) of each call
+        self.shapes = SimpleNamespace(get=lambda args: self.seen.append(
+            tuple(args[0].shape[:2]) + (args[1].size(1),)) or InputFeedSteps(decoder, run))
 
-    def _graphed(self, args):
-        self.shapes.append(tuple(args[0].shape[:2]) + (args[1].size(1),))
-        return InputFeedSteps(self.decoder, self.run_eager)
+    @staticmethod
+    def applies(decoder, enc_out, src_len):
+        return True
 
 
 @pytest.mark.parametrize("function", ["softmax", "entmax15", "sparsemax"])
@@ -92,13 +98,12 @@ def test_a_batch_padded_to_its_graph_shape_gives_the_same_outputs_and_gradients(
     eager_outs, eager_attn, eager_grads, eager_state = _run(decoder, *batch)
 
     padded = _EagerSteps(decoder, _upstream(), PAD)
-    padded.shapes = []
     decoder.__dict__[cuda_graphs.ATTR] = padded
     try:
         outs, attn, grads, state = _run(decoder, *batch)
     finally:
         del decoder.__dict__[cuda_graphs.ATTR]
-    assert padded.shapes == [(3, round_up(6, 4), round_up(5, 8))] == [(3, 8, 8)]  # padded, both axes
+    assert padded.seen == [(3, round_up(6, 4), round_up(5, 8))] == [(3, 8, 8)]  # padded, both axes
     assert outs.shape == eager_outs.shape and attn.shape == eager_attn.shape
     assert torch.allclose(outs, eager_outs, atol=1e-6) and torch.allclose(attn, eager_attn, atol=1e-6)
     if function != "softmax":
@@ -133,12 +138,12 @@ def test_a_failed_capture_ends_training_with_one_line_naming_the_option_and_its_
 
     monkeypatch.setattr(torch.cuda, "make_graphed_callables", capture)
     decoder = _decoder("entmax15")
-    graphs = DecoderGraphs(decoder, _upstream(), PAD)
+    graphs = ShapeGraphs(lambda: InputFeedSteps(decoder, _upstream()), name="rnn_cuda_graphs")
     with pytest.raises(CaptureError) as err:
-        graphs._graphed(_batch(2, 3, 4, "cpu", seed=0))
+        graphs.get(_batch(2, 3, 4, "cpu", seed=0))
     assert is_refusal(err.value)
     line = one_line(err.value, "onmt_train")
-    assert line.startswith("onmt_train: error: rnn_cuda_graphs: capturing") and "\n" not in line
+    assert line.startswith("onmt_train: error: rnn_cuda_graphs: a CUDA graph capture failed") and "\n" not in line
     assert "operation not permitted when stream is capturing" in line and "-train_from" in line
     assert not graphs.graphs
 
@@ -201,7 +206,7 @@ def test_the_captured_graphs_give_the_eager_loops_outputs_and_gradients(function
         assert torch.equal(graphed[1] == 0, eager[1] == 0) or function == "softmax"
         for a, b in zip(graphed[2], eager[2]):
             assert torch.allclose(a, b, atol=1e-4, rtol=1e-4)
-    assert len(graphs.graphs) == 2 and graphs.eager_batches == 0  # padded: (4, 8, 8) three times, (3, 12, 16)
+    assert len(graphs.shapes.graphs) == 2 and graphs.eager_batches == 0  # padded: (4, 8, 8) three times, (3, 12, 16)
 
 
 @cuda
@@ -210,6 +215,6 @@ def test_dropout_inside_a_graph_draws_new_numbers_at_each_replay():
     decoder.__dict__[cuda_graphs.ATTR] = DecoderGraphs(decoder, _upstream(), PAD)
     batch = _batch(4, 6, 5, "cuda", seed=0)
     first, second = _run(decoder, *batch)[0], _run(decoder, *batch)[0]
-    assert len(decoder.__dict__[cuda_graphs.ATTR].graphs) == 1
+    assert len(decoder.__dict__[cuda_graphs.ATTR].shapes.graphs) == 1
     assert not torch.equal(first, second)
     assert 0.2 < (first == 0).float().mean() < 0.4  # the output dropout's zeros, at its rate
