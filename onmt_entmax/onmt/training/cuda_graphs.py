@@ -99,12 +99,11 @@ class DecoderGraphs:
     ``forward_pass`` stands in for ``_run_forward_pass`` where ``applies``; elsewhere, and for shapes
     beyond the cap, upstream's eager loop runs."""
 
-    def __init__(self, decoder: nn.Module, run_forward_pass: Callable, pad_index: int,
-                 log: Optional[logging.Logger] = None):
+    def __init__(self, decoder: nn.Module, run_forward_pass: Callable, pad_index: int):
         self.run_eager = run_forward_pass
         self.pad_index = int(pad_index)
         self.shapes = ShapeGraphs(lambda: InputFeedSteps(decoder, run_forward_pass), name="rnn_cuda_graphs",
-                                  **({"log": log} if log is not None else {}))
+                                  log=logging.getLogger("onmt"))  # (OpenNMT-py's log: the training log)
         self.eager_batches = 0  # training batches that ran eagerly (shapes over the cap)
 
     @staticmethod
@@ -143,11 +142,10 @@ def install(model, opt) -> bool:
     decoder = getattr(model, "decoder", None)
     if not getattr(opt, "rnn_cuda_graphs", False) or not isinstance(decoder, InputFeedRNNDecoder):
         return False
-    pad = decoder.embeddings.word_padding_idx
-    log = logging.getLogger("onmt")
-    setattr(decoder, ATTR, DecoderGraphs(decoder, _eager[0], pad, log=log))
-    log.info("rnn_cuda_graphs: the decoder's training steps run as CUDA graphs%s",
-                                   "" if next(decoder.parameters()).is_cuda else " (on a GPU only: eager here)")
+    setattr(decoder, ATTR, DecoderGraphs(decoder, _eager[0], decoder.embeddings.word_padding_idx))
+    on_gpu = next(decoder.parameters()).is_cuda
+    logging.getLogger("onmt").info("rnn_cuda_graphs: the decoder's training steps run as CUDA graphs%s",
+                                   "" if on_gpu else " (on a GPU only: eager here)")
     return True
 
 
