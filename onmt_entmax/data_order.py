@@ -11,6 +11,8 @@ orders again. A pass is held in memory while it is yielded (meant for corpora th
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import os
 import random
@@ -151,3 +153,19 @@ class ReplayedPasses(Generic[T]):
         if name in ("source", "limit", "kept", "too_large"):
             raise AttributeError(name)
         return getattr(self.source, name)
+
+
+def replay_validation(build_iter: Callable, valid_task) -> Callable:
+    """Wrapper of a toolkit's ``build_dynamic_dataset_iter(..., task=...)``: the iterator it builds for
+    ``valid_task`` replays its first pass (``ReplayedPasses``); other tasks' are returned as built.
+    Shared by both adapters (their functions take ``task`` under that name)."""
+    signature = inspect.signature(build_iter)
+
+    @functools.wraps(build_iter)
+    def build_dynamic_dataset_iter(*args, **kwargs):
+        it = build_iter(*args, **kwargs)
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return ReplayedPasses(it) if it is not None and bound.arguments["task"] == valid_task else it
+
+    return build_dynamic_dataset_iter

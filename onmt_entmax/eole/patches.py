@@ -55,6 +55,9 @@ PATCHES: list[Patch] = [
     Patch("shuffle_each_pass", "with it, every pass over a training corpus is read in a new random order",
           "eole.inputters.dynamic_iterator:DynamicDatasetIter._init_datasets",
           lambda up: wrap_init_datasets(up, "eole")),
+    Patch("valid_batches_once", "the validation corpus is read and batched once, its batches replayed at every "
+          "later validation", "eole.inputters.dynamic_iterator:build_dynamic_dataset_iter",
+          training.wrap_build_dynamic_dataset_iter, aliases=("eole.train_single:build_dynamic_dataset_iter",)),
     Patch("loss_forward", "resolve generator_tau auto on the first batch; attended source tokens",
           "eole.utils.loss:LossCompute.forward", training.wrap_forward),
     Patch("loss_stats", "name the loss; nonzero output probabilities per token",

@@ -11,6 +11,8 @@ print ``ppl`` and ``xent`` for every loss: for a FY loss the lines say e.g. ``en
 instead, with ``out nnz`` / ``attn nnz`` and one line of learned alphas per attention layer.
 ``training.shuffle_each_pass`` reads every pass over a training corpus in a new random order
 (``onmt_entmax.data_order``; Eole, like OpenNMT-py 3.5.1, reads the files in the same order every pass).
+The validation iterator replays the batches of its first pass instead of reading, transforming and
+batching the validation corpus again at every validation (``ReplayedPasses``, as in OpenNMT-py).
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import torch
 
 from onmt_entmax.analysis.training_report import (add_count, attention_counts, is_sparse_loss, merge_after, metrics,
                                                   output_nonzeros, report_output, settle)
-from onmt_entmax.data_order import mark_for_reshuffling
+from onmt_entmax.data_order import mark_for_reshuffling, replay_validation
 from onmt_entmax.modules import EntmaxGenerator
 from onmt_entmax.modules.loss import criterion_for, label_smoothing_warning
 from onmt_entmax.modules.models import learned_alphas
@@ -147,3 +149,11 @@ def wrap_dataset_from_config(upstream: Callable) -> Callable:
         return it
 
     return from_config
+
+
+def wrap_build_dynamic_dataset_iter(upstream: Callable) -> Callable:
+    """``eole.inputters.dynamic_iterator.build_dynamic_dataset_iter``: the validation iterator replays its
+    first pass."""
+    from eole.constants import CorpusTask
+
+    return replay_validation(upstream, CorpusTask.VALID)

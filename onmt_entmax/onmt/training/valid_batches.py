@@ -4,7 +4,7 @@ batches of the first validation and replays them (``onmt_entmax.data_order.Repla
 batches, up to 1 GiB of tensors)."""
 from __future__ import annotations
 
-from onmt_entmax.data_order import ReplayedPasses
+from onmt_entmax.data_order import replay_validation
 
 
 def wrap_build_dynamic_dataset_iter(upstream):
@@ -12,8 +12,4 @@ def wrap_build_dynamic_dataset_iter(upstream):
     its first pass."""
     from onmt.constants import CorpusTask
 
-    def build_dynamic_dataset_iter(opt, transforms_cls, vocabs, copy=False, task=CorpusTask.TRAIN, **kwargs):
-        it = upstream(opt, transforms_cls, vocabs, copy=copy, task=task, **kwargs)
-        return ReplayedPasses(it) if it is not None and task == CorpusTask.VALID else it
-
-    return build_dynamic_dataset_iter
+    return replay_validation(upstream, CorpusTask.VALID)
