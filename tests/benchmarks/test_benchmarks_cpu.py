@@ -111,3 +111,31 @@ def test_profile_train_gives_each_config_its_step_costs_and_python_profile(tiny_
         settings = [line.split("|")[2].strip() for line in host.split("\n\n")[1].splitlines()
                     if line.startswith(f"| {config} |")]
         assert settings == ["as is", "gc.freeze", "backward on the calling thread", "both"], settings
+
+
+def test_bench_rnn_graphs_reports_each_decoder_and_the_same_validations_on_a_cpu(tmp_path):
+    out = _run("benchmarks/bench_rnn_graphs.py", "configs/examples/rnn-entmax15.yaml", "--steps", "20",
+               "--report-every", "5", "--valid-steps", "10", "--skip", "5", "--workdir", str(tmp_path))
+    rows = _table(out)
+    assert rows.pop("decoder")[0] == "steps/s"  # (the header)
+    assert set(rows) == {"eager", "CUDA graphs"} and rows["eager"][1] == "1.00x"
+    assert float(rows["CUDA graphs"][0]) > 0
+    assert rows["eager"][3] == rows["CUDA graphs"][3]  # a CPU runs no graphs: the same training
+
+
+def test_bench_rnn_graphs_leaves_validation_windows_out_of_the_rate_and_times_them():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_rnn_graphs import speed
+
+    log = "\n".join([
+        "[2026-11-28 10:00:00,000 INFO] Step 100/ 400; acc: 1",
+        "[2026-11-28 10:00:01,000 INFO] Step 200/ 400; acc: 1",   # 100 steps in 1 s
+        "[2026-11-28 10:00:05,000 INFO] Validation accuracy: 50.5",
+        "[2026-11-28 10:00:06,000 INFO] Step 300/ 400; acc: 1",   # 100 steps and a validation in 5 s
+        "[2026-11-28 10:00:07,000 INFO] Step 400/ 400; acc: 1",   # 100 steps in 1 s
+    ])
+    rate, valid = speed(log, skip=100)
+    assert rate == pytest.approx(100.0) and valid == [pytest.approx(4.0)]
+    assert speed(log, skip=200)[0] == pytest.approx(100.0)
+    with pytest.raises(ValueError, match="no report window"):
+        speed(log, skip=400)
