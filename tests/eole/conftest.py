@@ -61,6 +61,15 @@ def small_config(example: str, directory: Path, steps: int, **training) -> Path:
     return path
 
 
+def sample_vocabs(directory: Path) -> None:
+    """``directory/run/vocab.{src,tgt}`` with every token of the bundled training sample (what
+    ``small_config`` points at), without running ``eole build_vocab``."""
+    (directory / "run").mkdir(exist_ok=True)
+    for side in ("src", "tgt"):
+        tokens = sorted({t for line in (DATA / f"{side}-train.txt").read_text().splitlines() for t in line.split()})
+        (directory / "run" / f"vocab.{side}").write_text("".join(f"{t}\t1\n" for t in tokens))
+
+
 TOKENS = ["<unk>", "<blank>", "<s>", "</s>"] + list("abcdefgh")
 TRANSFORMER = {"architecture": "transformer", "layers": 1, "heads": 2, "hidden_size": 16, "word_vec_size": 16,
                "transformer_ff": 32, "embeddings": {"position_encoding_type": "SinusoidalInterleaved"}}

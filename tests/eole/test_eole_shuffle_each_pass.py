@@ -4,7 +4,7 @@ import itertools
 import pytest
 import yaml
 
-from conftest import DATA, small_config
+from conftest import DATA, sample_vocabs, small_config
 from eole.config.run import TrainConfig
 from eole.constants import CorpusTask
 from eole.inputters.dynamic_iterator import build_dynamic_dataset_iter
@@ -16,10 +16,7 @@ N_TRAIN = len((DATA / "src-train.txt").read_text().splitlines())
 @pytest.fixture
 def config(tmp_path):
     """The RNN example on the bundled sample, with a vocabulary of every training token."""
-    (tmp_path / "run").mkdir()
-    for side in ("src", "tgt"):
-        tokens = sorted({t for line in (DATA / f"{side}-train.txt").read_text().splitlines() for t in line.split()})
-        (tmp_path / "run" / f"vocab.{side}").write_text("".join(f"{t}\t1\n" for t in tokens))
+    sample_vocabs(tmp_path)
 
     def make(**training):
         path = small_config("rnn-entmax15", tmp_path, steps=2, num_workers=0, **training)

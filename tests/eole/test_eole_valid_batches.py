@@ -3,7 +3,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import DATA, small_config
+from conftest import sample_vocabs, small_config
 from eole.config.run import TrainConfig
 from eole.constants import CorpusTask
 from eole.inputters.dynamic_iterator import build_dynamic_dataset_iter
@@ -14,10 +14,7 @@ from eole.train_single import TrainingInitializer
 @pytest.fixture
 def context(tmp_path):
     """The RNN example on the bundled sample, with a vocabulary of every training token."""
-    (tmp_path / "run").mkdir()
-    for side in ("src", "tgt"):
-        tokens = sorted({t for line in (DATA / f"{side}-train.txt").read_text().splitlines() for t in line.split()})
-        (tmp_path / "run" / f"vocab.{side}").write_text("".join(f"{t}\t1\n" for t in tokens))
+    sample_vocabs(tmp_path)
     path = small_config("rnn-entmax15", tmp_path, steps=2, num_workers=0)
     return TrainingInitializer(TrainConfig(**yaml.safe_load(path.read_text()))).initialize()
 
