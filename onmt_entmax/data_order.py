@@ -8,6 +8,10 @@ toolkit of Peters et al. 2019), permuted the whole data set every epoch and sort
 batches. ``ReshuffledPasses`` gives the toolkits' iterators that order back: pass k over a corpus
 yields its examples permuted by ``random.Random(f"{seed}/{k}")``, so the same seed reads the same
 orders again. A pass is held in memory while it is yielded (meant for corpora that fit there).
+
+Validation data go the other way: their batches are the same at every validation, so
+``ReplayedPasses`` keeps the first pass and yields it again (``replay_validation`` wraps a toolkit's
+iterator builder with it).
 """
 from __future__ import annotations
 
