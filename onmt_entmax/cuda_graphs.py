@@ -19,9 +19,12 @@ from typing import Callable, Iterator, Optional
 from unittest import mock
 
 import torch
-from torch import nn
+import torch.nn.functional as F
+from torch import Tensor, nn
 
 MAX_GRAPHS = 96  # shapes captured at most; a batch of another shape then runs eagerly
+T_STEP = 4  # a decoder's target steps are padded to a multiple of this
+S_STEP = 8  # its source positions to a multiple of this
 
 _log = logging.getLogger("onmt_entmax.cuda_graphs")
 
@@ -57,6 +60,26 @@ def first_error(err: BaseException) -> str:
 def round_up(n: int, step: int) -> int:
     """The smallest multiple of ``step`` >= n."""
     return -(-n // step) * step
+
+
+def pad_to(x: Tensor, dim: int, step: int, value: float = 0) -> Tensor:
+    """``x`` padded with ``value`` at the end of ``dim`` to a multiple of ``step`` positions."""
+    missing = round_up(x.size(dim), step) - x.size(dim)
+    if not missing:
+        return x
+    pad = [0, 0] * (x.dim() - dim % x.dim())
+    pad[-1] = missing
+    return F.pad(x, pad, value=value)
+
+
+def lstm_loop_trains_on_cuda(decoder: nn.Module, enc_out: Tensor) -> bool:
+    """Where an input-feed decoder's loop can replay graphs: training, with gradients, on CUDA, from
+    a plain LSTM state (h, c) without coverage, never under autocast (a graph would keep autocast's
+    cached casts). ``decoder.state`` is the dict both toolkits' RNN decoders keep."""
+    state = decoder.state
+    return (decoder.training and torch.is_grad_enabled() and enc_out.is_cuda and not torch.is_autocast_enabled()
+            and state.get("coverage") is None and isinstance(state.get("hidden"), tuple)
+            and len(state["hidden"]) == 2)
 
 
 class ShapeGraphs:

@@ -2,8 +2,8 @@
 
 OpenNMT-py's ``InputFeedRNNDecoder._run_forward_pass`` loops over the target steps; in training on a
 GPU that loop, forward and backward, replays graphs (``onmt_entmax.cuda_graphs.ShapeGraphs``), one per
-batch shape. A batch is padded to a shape bucket: its target steps T to a multiple of ``T_STEP``, its
-source positions S to a multiple of ``S_STEP``. Nothing the loss sees changes:
+batch shape. A batch is padded to a shape bucket: its target steps T to a multiple of ``T_STEP`` (4),
+its source positions S to a multiple of ``S_STEP`` (8). Nothing the loss sees changes:
 
 * the outputs and attention of steps t < T do not depend on later steps, and are sliced back to T;
 * padded source positions get zero vectors and are masked by the source lengths (-inf, weight
@@ -22,15 +22,11 @@ import logging
 from typing import Callable, Optional
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from onmt_entmax.cuda_graphs import ShapeGraphs, round_up
+from onmt_entmax.cuda_graphs import S_STEP, T_STEP, ShapeGraphs, lstm_loop_trains_on_cuda, pad_to
 
 from ..validation import EntmaxOptionError
-
-T_STEP = 4  # target steps padded to a multiple of this
-S_STEP = 8  # source positions padded to a multiple of this
 
 ATTR = "entmax_graphs"  # the decoder attribute holding its DecoderGraphs
 _eager: list[Callable] = []  # upstream's _run_forward_pass, kept by wrap_run_forward_pass
@@ -96,8 +92,8 @@ class InputFeedSteps(nn.Module):
 class DecoderGraphs:
     """One decoder's training steps through ``ShapeGraphs``, keyed by (batch, padded T, padded S).
 
-    ``forward_pass`` stands in for ``_run_forward_pass`` where ``applies``; elsewhere, and for shapes
-    beyond the cap, upstream's eager loop runs."""
+    ``forward_pass`` stands in for ``_run_forward_pass`` in training on a GPU
+    (``lstm_loop_trains_on_cuda``); elsewhere, and for shapes beyond the cap, upstream's loop runs."""
 
     def __init__(self, decoder: nn.Module, run_forward_pass: Callable, pad_index: int):
         self.run_eager = run_forward_pass
@@ -106,33 +102,20 @@ class DecoderGraphs:
                                   log=logging.getLogger("onmt"))  # (OpenNMT-py's log: the training log)
         self.eager_batches = 0  # training batches that ran eagerly (shapes over the cap)
 
-    @staticmethod
-    def applies(decoder: nn.Module, enc_out: Tensor, src_len: Optional[Tensor]) -> bool:
-        """Graphs run in training, with gradients, on CUDA, from a plain LSTM state, never under
-        autocast (a graph would keep autocast's cached casts)."""
-        state = decoder.state
-        return (decoder.training and torch.is_grad_enabled() and enc_out.is_cuda and src_len is not None
-                and not torch.is_autocast_enabled()
-                and state.get("coverage") is None and isinstance(state.get("hidden"), tuple)
-                and len(state["hidden"]) == 2)
-
     def forward_pass(self, decoder: nn.Module, tgt: Tensor, enc_out: Tensor, src_len: Optional[Tensor]):
         """(final state, outputs (B, T, H), {"std": attention (T, B, S)}), as upstream's
         ``RNNDecoderBase.forward`` has them once stacked."""
-        if not self.applies(decoder, enc_out, src_len):
+        if src_len is None or not lstm_loop_trains_on_cuda(decoder, enc_out):
             return self.run_eager(decoder, tgt, enc_out, src_len=src_len)
         h0, c0 = decoder.state["hidden"]
-        feed = decoder.state["input_feed"].squeeze(0)
-        steps, src_positions = tgt.size(1), enc_out.size(1)
-        t_pad, s_pad = round_up(steps, T_STEP), round_up(src_positions, S_STEP)
-        args = (F.pad(tgt, (0, 0, 0, t_pad - steps), value=self.pad_index),
-                F.pad(enc_out, (0, 0, 0, s_pad - src_positions)), src_len, h0, c0, feed)
+        args = (pad_to(tgt, 1, T_STEP, self.pad_index), pad_to(enc_out, 1, S_STEP), src_len, h0, c0,
+                decoder.state["input_feed"].squeeze(0))
         graphed = self.shapes.get(args)
         if graphed is None:
             self.eager_batches += 1
             return self.run_eager(decoder, tgt, enc_out, src_len=src_len)
         outs, attn, h, c = graphed(*args)
-        return (h, c), outs[:, :steps], {"std": attn[:steps, :, :src_positions]}
+        return (h, c), outs[:, :tgt.size(1)], {"std": attn[:tgt.size(1), :, :enc_out.size(1)]}
 
 
 def install(model, opt) -> bool:

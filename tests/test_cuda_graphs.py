@@ -1,0 +1,68 @@
+"""onmt_entmax.cuda_graphs: what both adapters' decoder graphs rely on, without a toolkit or a GPU.
+The graphs themselves are checked against the eager loops on a GPU (tests/onmt/training/test_cuda_graphs.py)."""
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+
+from onmt_entmax.cuda_graphs import CaptureError, ShapeGraphs, lstm_loop_trains_on_cuda, pad_to, round_up
+
+
+def test_padding_reaches_the_next_multiple_at_the_end_of_the_axis_only():
+    x = torch.arange(2 * 5 * 3).view(2, 5, 3)
+    padded = pad_to(x, 1, 4, value=-1)
+    assert padded.shape == (2, 8, 3) and torch.equal(padded[:, :5], x) and (padded[:, 5:] == -1).all()
+    mask = torch.zeros(2, 1, 6, dtype=torch.bool)
+    assert pad_to(mask, -1, 8, value=True)[..., 6:].all() and pad_to(mask, -1, 8, value=True).shape == (2, 1, 8)
+    assert pad_to(x, 1, 5) is x  # already a multiple
+    assert [round_up(n, 4) for n in (1, 4, 5, 8)] == [4, 4, 8, 8]
+
+
+class _Decoder(nn.Module):
+    """What the check reads of a toolkit's RNN decoder: its mode and its state dict."""
+
+    def __init__(self, **state):
+        super().__init__()
+        self.state = {"hidden": (torch.zeros(1), torch.zeros(1)), "input_feed": None, "coverage": None, **state}
+
+
+def test_graphs_run_only_in_training_with_gradients_on_a_gpu_from_a_plain_lstm_state():
+    on_gpu, on_cpu = SimpleNamespace(is_cuda=True), torch.zeros(1)
+    assert lstm_loop_trains_on_cuda(_Decoder(), on_gpu)
+    assert not lstm_loop_trains_on_cuda(_Decoder(), on_cpu)
+    assert not lstm_loop_trains_on_cuda(_Decoder().eval(), on_gpu)  # validation, decoding
+    with torch.no_grad():
+        assert not lstm_loop_trains_on_cuda(_Decoder(), on_gpu)
+    assert not lstm_loop_trains_on_cuda(_Decoder(coverage=torch.zeros(1)), on_gpu)
+    assert not lstm_loop_trains_on_cuda(_Decoder(hidden=(torch.zeros(1),)), on_gpu)  # a GRU's state
+
+
+def test_a_failed_capture_ends_training_with_one_line_naming_the_option_and_its_first_error(monkeypatch):
+    from onmt_entmax.onmt.refusals import is_refusal, one_line
+
+    def capture(*args, **kwargs):
+        try:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        except RuntimeError:
+            raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+
+    monkeypatch.setattr(torch.cuda, "make_graphed_callables", capture)
+    graphs = ShapeGraphs(lambda: nn.Linear(2, 2), name="rnn_cuda_graphs")
+    with pytest.raises(CaptureError) as err:
+        graphs.get((torch.zeros(3, 2),))
+    assert is_refusal(err.value)
+    line = one_line(err.value, "onmt_train")
+    assert line.startswith("onmt_train: error: rnn_cuda_graphs: a CUDA graph capture failed") and "\n" not in line
+    assert "operation not permitted when stream is capturing" in line and "-train_from" in line
+    assert not graphs.graphs
+
+
+def test_shapes_beyond_the_cap_are_not_captured(monkeypatch):
+    captured = []
+    monkeypatch.setattr(torch.cuda, "make_graphed_callables", lambda module, sample, **kw: captured.append(
+        sample[0].shape) or module)
+    graphs = ShapeGraphs(lambda: nn.Linear(2, 2), max_graphs=2)
+    assert graphs.get((torch.zeros(3, 2),)) is not None and graphs.get((torch.zeros(3, 2),)) is not None
+    assert graphs.get((torch.zeros(4, 2),)) is not None and graphs.get((torch.zeros(5, 2),)) is None
+    assert captured == [(3, 2), (4, 2)]  # each shape once, none beyond the cap
