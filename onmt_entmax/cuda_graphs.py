@@ -7,8 +7,10 @@ loop, forward and backward, as two captured CUDA graphs (``torch.cuda.make_graph
 that launch work off the host. A graph has fixed shapes: ``ShapeGraphs`` keeps one per shape, and the
 caller pads a batch to a shape bucket (``round_up``) where padding provably changes nothing the loss
 sees. Dropout inside a graph draws new numbers at every replay (the CUDA generator's offset advances),
-not the numbers an eager step would draw. This module imports neither toolkit; each adapter wraps its
-decoder's loop (``onmt_entmax/onmt/training/cuda_graphs.py``).
+not the numbers an eager step would draw. This module imports neither toolkit: ``DecoderGraphs``
+drives OpenNMT-py's and Eole's ``InputFeedRNNDecoder`` loops through what they share (the ``state``
+dict, a loop over per-step lists) and the differences each adapter passes in
+(``onmt_entmax/onmt/training/cuda_graphs.py``, ``onmt_entmax/eole/cuda_graphs.py``).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 MAX_GRAPHS = 96  # shapes captured at most; a batch of another shape then runs eagerly
+ATTR = "entmax_graphs"  # the decoder attribute holding its DecoderGraphs
 T_STEP = 4  # a decoder's target steps are padded to a multiple of this
 S_STEP = 8  # its source positions to a multiple of this
 
@@ -70,6 +73,16 @@ def pad_to(x: Tensor, dim: int, step: int, value: float = 0) -> Tensor:
     pad = [0, 0] * (x.dim() - dim % x.dim())
     pad[-1] = missing
     return F.pad(x, pad, value=value)
+
+
+def unreplayable(option: str, refusals: list[tuple[bool, str]]) -> Optional[str]:
+    """The one-line refusal of ``option`` naming each setting (``refusals``: (refused, "name value"))
+    that its graphs cannot replay, or None when there is none."""
+    asked = [what for refused, what in refusals if refused]
+    if not asked:
+        return None
+    return (f"{option} replays the input-feed LSTM decoder (accum_count 1, float32), but {', '.join(asked)} "
+            f"is set: remove {option} or that option")
 
 
 def lstm_loop_trains_on_cuda(decoder: nn.Module, enc_out: Tensor) -> bool:
@@ -130,3 +143,97 @@ class ShapeGraphs:
             self.log.info("%s: %d shapes captured; batches of other shapes run eagerly", self.name,
                           self.max_graphs)
         return graphed
+
+
+class InputFeedSteps(nn.Module):
+    """An input-feed decoder's loop over target steps as one call of tensors only (what a graph captures).
+
+    forward(x (B, T, ...), enc_out (B, S, H), memory_info, h0, c0 (L, B, H), input_feed (B, H))
+        -> (outputs (B, T, H), attention (stacked on ``attn_dim``), h_T, c_T)
+    runs the toolkit's own loop ``run(decoder, x, enc_out, **{memory_kw: memory_info})`` (passed in, not
+    copied) from that state: OpenNMT-py's takes target ids and ``src_len`` and stacks attention as
+    (T, B, S); Eole's takes embeddings and ``src_pad_mask`` and stacks (B, T, S).
+    """
+
+    def __init__(self, decoder: nn.Module, run: Callable, memory_kw: str, attn_dim: int):
+        super().__init__()
+        self.decoder = decoder
+        self._run, self.memory_kw, self.attn_dim = run, memory_kw, attn_dim
+
+    def forward(self, x: Tensor, enc_out: Tensor, memory_info: Tensor, h0: Tensor, c0: Tensor,
+                input_feed: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        d = self.decoder
+        kept = d.state
+        d.state = {"hidden": (h0, c0), "input_feed": input_feed.unsqueeze(0), "coverage": None}
+        try:
+            (h, c), outs, attns = self._run(d, x, enc_out, **{self.memory_kw: memory_info})
+        finally:
+            d.state = kept
+        return torch.stack(outs, dim=1), torch.stack(attns["std"], dim=self.attn_dim), h, c
+
+
+class DecoderGraphs:
+    """One decoder's training steps through ``ShapeGraphs``, keyed by (batch, padded T, padded S).
+
+    ``forward_pass(decoder, x, enc_out, memory_info)`` stands in for the toolkit's loop: in training on
+    a GPU (``lstm_loop_trains_on_cuda``) it pads x with ``x_pad`` to a multiple of ``T_STEP`` steps and
+    enc_out with zeros to a multiple of ``S_STEP`` positions (``pad_memory`` does the same to the
+    source lengths or mask), replays, and slices the outputs and attention back; elsewhere, and for
+    shapes beyond the cap, the toolkit's loop runs. Padded steps come after the real ones and padded
+    source positions are masked (weight exactly 0), so the loss sees the same outputs, attention and
+    gradients. The state left is that after the padded steps (the input feed, read from the sliced
+    outputs, is exact): the toolkits read it again only under truncated BPTT, which the adapters
+    refuse with graphs.
+    """
+
+    def __init__(self, decoder: nn.Module, run: Callable, memory_kw: str, attn_dim: int,
+                 pad_memory: Callable[[Tensor], Tensor], x_pad: int = 0, log: logging.Logger = _log):
+        self.run_eager, self.memory_kw, self.attn_dim = run, memory_kw, attn_dim
+        self.pad_memory, self.x_pad = pad_memory, x_pad
+        self.shapes = ShapeGraphs(lambda: InputFeedSteps(decoder, run, memory_kw, attn_dim),
+                                  name="rnn_cuda_graphs", log=log)
+        self.eager_batches = 0  # training batches that ran eagerly (shapes over the cap)
+
+    def forward_pass(self, decoder: nn.Module, x: Tensor, enc_out: Tensor, memory_info: Optional[Tensor]):
+        """(final state, outputs (B, T, H), {"std": attention}), as the toolkit's decoder ``forward``
+        has them once stacked."""
+        if memory_info is None or not lstm_loop_trains_on_cuda(decoder, enc_out):
+            return self.run_eager(decoder, x, enc_out, **{self.memory_kw: memory_info})
+        h0, c0 = decoder.state["hidden"]
+        args = (pad_to(x, 1, T_STEP, self.x_pad), pad_to(enc_out, 1, S_STEP), self.pad_memory(memory_info),
+                h0, c0, decoder.state["input_feed"].squeeze(0))
+        graphed = self.shapes.get(args)
+        if graphed is None:
+            self.eager_batches += 1
+            return self.run_eager(decoder, x, enc_out, **{self.memory_kw: memory_info})
+        outs, attn, h, c = graphed(*args)
+        steps, positions = x.size(1), enc_out.size(1)
+        attn = attn[:steps, :, :positions] if self.attn_dim == 0 else attn[:, :steps, :positions]
+        return (h, c), outs[:, :steps], {"std": attn}
+
+
+def eager_loop(decoder: nn.Module) -> Callable:
+    """The toolkit's own ``_run_forward_pass`` of ``decoder``'s class (the one ``graphed_loop`` wraps)."""
+    run = type(decoder)._run_forward_pass
+    return getattr(run, "__wrapped__", run)
+
+
+def attach(decoder: nn.Module, graphs: DecoderGraphs, log: logging.Logger) -> None:
+    """Give ``decoder`` its graphs (a plain attribute: not a submodule, not in the state dict)."""
+    setattr(decoder, ATTR, graphs)
+    on_gpu = next(decoder.parameters()).is_cuda
+    log.info("rnn_cuda_graphs: the decoder's training steps run as CUDA graphs%s",
+             "" if on_gpu else " (on a GPU only: eager here)")
+
+
+def graphed_loop(upstream: Callable, memory_kw: str) -> Callable:
+    """Wrapper of a toolkit's ``InputFeedRNNDecoder._run_forward_pass(x, enc_out, <memory_kw>=...)``
+    (both toolkits call it with that keyword): through the decoder's graphs when it has them."""
+
+    def _run_forward_pass(self, x, enc_out, **memory):
+        graphs = self.__dict__.get(ATTR)
+        if graphs is None:
+            return upstream(self, x, enc_out, **memory)
+        return graphs.forward_pass(self, x, enc_out, memory.get(memory_kw))
+
+    return _run_forward_pass

@@ -5,7 +5,8 @@ Eole's configs forbid unknown keys (``extra="forbid"``) and type ``generator_fun
 options (``onmt_entmax.options.model``) as fields of every model config (``model:`` section; the
 model-level ``global_attention_function`` reaches the RNN decoder as Eole's other model-level fields
 do), widens the two stock ``Literal``s to the registry's names, adds the decoding options to
-``PredictConfig`` and the training option ``shuffle_each_pass`` to ``TrainingConfig``, and rebuilds
+``PredictConfig`` and the training options ``shuffle_each_pass`` and ``rnn_cuda_graphs`` to
+``TrainingConfig``, and rebuilds
 the pydantic schemas that embed them. Unknown or misspelled keys are still refused; the field types
 refuse bad values (a name not in the registry, alpha < 1, a tau that is neither a number nor
 auto/formula). Cross-option checks (``validate_entmax_opts``) run when a run's
@@ -26,6 +27,7 @@ from onmt_entmax.options.model import (ATTENTION_KINDS, EntmaxOptionError, gener
                                        model_option_help, model_option_names, validate_entmax_opts)
 from onmt_entmax.registry import transformation_names
 
+from . import cuda_graphs
 from .errors import ConfigError
 
 Alpha = Optional[Annotated[float, Field(ge=1.0, allow_inf_nan=False)]]
@@ -70,7 +72,8 @@ def decoding_fields() -> dict:
 def training_fields() -> dict:
     """pydantic ``FieldInfo`` of our training options (``training:`` section)."""
     made = create_model("EntmaxTrainingOptions",
-                        shuffle_each_pass=(bool, Field(default=False, description=data_order.HELP)))
+                        shuffle_each_pass=(bool, Field(default=False, description=data_order.HELP)),
+                        rnn_cuda_graphs=(bool, Field(default=False, description=cuda_graphs.HELP)))
     return dict(made.__pydantic_fields__)
 
 
@@ -198,6 +201,7 @@ def wrap_build_config(upstream: Callable) -> Callable:
             raise ConfigError(where + describe(err, _known_keys)) from None
         if getattr(config, "model", None) is not None:
             check_model_config(config.model)
+            cuda_graphs.check(config)
         if hasattr(config, "entmax_report"):
             check_predict_config(config)
         return config

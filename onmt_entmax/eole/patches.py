@@ -7,18 +7,19 @@ returns it. docs/eole.md explains each entry.
 """
 from __future__ import annotations
 
+from onmt_entmax.cuda_graphs import graphed_loop
 from onmt_entmax.data_order import wrap_init_datasets
 from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
 from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread, stop_between_steps, stop_on_signal
 
-from . import attention, building, config, decoding, training
+from . import attention, building, config, cuda_graphs, decoding, training
 from .errors import install_one_line_hook
 
 MHA = "eole.modules.multi_headed_attn"
 
 PATCHES: list[Patch] = [
     Patch("config_fields", "our model options in every model config, decoding options in PredictConfig, "
-          "shuffle_each_pass in TrainingConfig",
+          "shuffle_each_pass and rnn_cuda_graphs in TrainingConfig",
           apply=config.extend_configs),
     Patch("config_checks", "cross-option checks on a run's config; config errors as one line naming the option",
           "eole.bin.run:RunBin.build_config", config.wrap_build_config, deferred=True),
@@ -55,6 +56,11 @@ PATCHES: list[Patch] = [
     Patch("shuffle_each_pass", "with it, every pass over a training corpus is read in a new random order",
           "eole.inputters.dynamic_iterator:DynamicDatasetIter._init_datasets",
           lambda up: wrap_init_datasets(up, "eole")),
+    Patch("rnn_cuda_graphs_install", "training.rnn_cuda_graphs: the model's input-feed RNN decoder gets its graphs",
+          "eole.trainer:build_trainer", cuda_graphs.wrap_build_trainer, aliases=("eole.train_single:build_trainer",)),
+    Patch("rnn_cuda_graphs_forward", "training.rnn_cuda_graphs: the input-feed decoder's training steps replay "
+          "CUDA graphs", "eole.decoders.rnn_decoder:InputFeedRNNDecoder._run_forward_pass",
+          lambda up: graphed_loop(up, "src_pad_mask")),
     Patch("valid_batches_once", "the validation corpus is read and batched once, its batches replayed at every "
           "later validation", "eole.inputters.dynamic_iterator:build_dynamic_dataset_iter",
           training.wrap_build_dynamic_dataset_iter, aliases=("eole.train_single:build_dynamic_dataset_iter",)),

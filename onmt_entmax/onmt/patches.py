@@ -9,6 +9,7 @@ returns it. docs/integration.md explains each entry. Other parts of the plugin a
 from __future__ import annotations
 
 import importlib
+from onmt_entmax.cuda_graphs import graphed_loop
 from onmt_entmax.data_order import wrap_init_datasets
 from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
 from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread, stop_between_steps, stop_on_signal
@@ -90,7 +91,7 @@ PATCHES: list[Patch] = [
           lambda up: cuda_graphs.wrap_build_trainer(early_stopping.wrap_build_trainer(up)),
           aliases=("onmt.train_single:build_trainer",)),
     Patch("rnn_cuda_graphs_forward", "rnn_cuda_graphs: the input-feed decoder's training steps replay CUDA graphs",
-          "onmt.decoders.decoder:InputFeedRNNDecoder._run_forward_pass", cuda_graphs.wrap_run_forward_pass),
+          "onmt.decoders.decoder:InputFeedRNNDecoder._run_forward_pass", lambda up: graphed_loop(up, "src_len")),
     Patch("valid_lr_halving", "halve the learning rate when the validation loss rises",
           "onmt.trainer:Trainer.validate", lr_halving.wrap_validate),
     Patch("shuffle_each_pass_seed", "a training data iterator built with shuffle_each_pass carries the run's seed",

@@ -140,3 +140,16 @@ def test_sigterm_ends_eole_train_after_its_step_with_that_step_saved(workdir, vo
     assert step >= 3 and step == max(int(s) for s in re.findall(r"Step +(\d+)[/;]", log))
     assert [p.name for p in (directory / "model").glob("step_*")] == [f"step_{step}"]
     assert (directory / "model" / f"step_{step}" / "optimizer.pt").exists()
+
+
+def test_eole_train_takes_rnn_cuda_graphs_and_refuses_what_its_graphs_cannot_replay(workdir, vocab):
+    directory = workdir / "graphs"
+    directory.mkdir()
+    config = small_config("rnn-entmax15", directory, steps=2, rnn_cuda_graphs=True)
+    config.write_text(config.read_text().replace(str(directory / "run" / "vocab"), str(vocab / "vocab")))
+    log = run_eole(["train", "-c", config], cwd=directory).stderr
+    assert "rnn_cuda_graphs: the decoder's training steps run as CUDA graphs (on a GPU only: eager here)" in log
+    config.write_text(config.read_text().replace("rnn_cuda_graphs: true", "rnn_cuda_graphs: true\n  accum_count: [2]"))
+    proc = run_eole(["train", "-c", config], cwd=directory, check=False)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode != 0 and "training.accum_count 2 is set" in last and "Traceback" not in proc.stderr

@@ -13,10 +13,10 @@ import torch
 
 from conftest import build_vocab, train, yaml_config
 
+from onmt_entmax import cuda_graphs as graphs_core
 from onmt_entmax.cuda_graphs import round_up
 from onmt_entmax.onmt.model.surgery import install_rnn_attention
 from onmt_entmax.onmt.training import cuda_graphs
-from onmt_entmax.onmt.training.cuda_graphs import DecoderGraphs, InputFeedSteps
 
 H, V, PAD = 16, 11, 1
 
@@ -70,37 +70,43 @@ def _run(decoder, tgt, enc_out, src_len, h0, c0):
     return outs.detach().clone(), attns["std"].detach().clone(), [g.clone() for g in grads if g is not None], state
 
 
-def _upstream():
-    """Upstream's eager _run_forward_pass (kept by the patch, which importing onmt applies)."""
-    import onmt.decoders.decoder  # noqa: F401
+def _graphs(decoder):
+    """The DecoderGraphs that -rnn_cuda_graphs gives an OpenNMT-py decoder (``install``)."""
+    opt = SimpleNamespace(rnn_cuda_graphs=True)
+    model = torch.nn.Module()
+    model.decoder = decoder
+    assert cuda_graphs.install(model, opt)
+    return decoder.__dict__.pop(graphs_core.ATTR)
 
-    return cuda_graphs._eager[0]
 
+class _EagerSteps:
+    """In place of ShapeGraphs: the padded loop run eagerly instead of captured (the CPU can check the
+    padding)."""
 
-class _EagerSteps(DecoderGraphs):
-    """DecoderGraphs with the padded loop run eagerly instead of captured (the CPU can check the padding)."""
-
-    def __init__(self, decoder, run, pad):
-        super().__init__(decoder, run, pad)
+    def __init__(self, shapes):
         self.seen = []  # (batch, padded T, padded S) of each call
-        self.shapes = SimpleNamespace(get=lambda args: self.seen.append(
-            tuple(args[0].shape[:2]) + (args[1].size(1),)) or InputFeedSteps(decoder, run))
+        self.make_module = shapes.make_module
+
+    def get(self, args):
+        self.seen.append(tuple(args[0].shape[:2]) + (args[1].size(1),))
+        return self.make_module()
 
 
 @pytest.mark.parametrize("function", ["softmax", "entmax15", "sparsemax"])
 def test_a_batch_padded_to_its_graph_shape_gives_the_same_outputs_and_gradients(function, monkeypatch):
-    monkeypatch.setattr(cuda_graphs, "lstm_loop_trains_on_cuda", lambda decoder, enc_out: True)  # on the CPU
+    monkeypatch.setattr(graphs_core, "lstm_loop_trains_on_cuda", lambda decoder, enc_out: True)  # on the CPU
     decoder = _decoder(function)
     batch = _batch(3, 6, 5, "cpu", seed=1)
     eager_outs, eager_attn, eager_grads, eager_state = _run(decoder, *batch)
 
-    padded = _EagerSteps(decoder, _upstream(), PAD)
-    decoder.__dict__[cuda_graphs.ATTR] = padded
+    padded = _graphs(decoder)
+    padded.shapes = eager = _EagerSteps(padded.shapes)
+    decoder.__dict__[graphs_core.ATTR] = padded
     try:
         outs, attn, grads, state = _run(decoder, *batch)
     finally:
-        del decoder.__dict__[cuda_graphs.ATTR]
-    assert padded.seen == [(3, round_up(6, 4), round_up(5, 8))] == [(3, 8, 8)]  # padded, both axes
+        del decoder.__dict__[graphs_core.ATTR]
+    assert eager.seen == [(3, round_up(6, 4), round_up(5, 8))] == [(3, 8, 8)]  # padded, both axes
     assert outs.shape == eager_outs.shape and attn.shape == eager_attn.shape
     assert torch.allclose(outs, eager_outs, atol=1e-6) and torch.allclose(attn, eager_attn, atol=1e-6)
     if function != "softmax":
@@ -159,8 +165,8 @@ def test_the_captured_graphs_give_the_eager_loops_outputs_and_gradients(function
 
     decoder = _decoder(function, device="cuda")
     reference = copy.deepcopy(decoder)  # the eager loop runs on a copy: the graphed decoder trains graphed only
-    graphs = DecoderGraphs(decoder, _upstream(), PAD)
-    decoder.__dict__[cuda_graphs.ATTR] = graphs
+    graphs = _graphs(decoder)
+    decoder.__dict__[graphs_core.ATTR] = graphs
     for seed, shape in enumerate([(4, 6, 5), (4, 7, 6), (4, 6, 5), (3, 9, 11)]):
         batch = _batch(*shape, "cuda", seed=seed)
         graphed = _run(decoder, *batch)
@@ -175,9 +181,9 @@ def test_the_captured_graphs_give_the_eager_loops_outputs_and_gradients(function
 @cuda
 def test_dropout_inside_a_graph_draws_new_numbers_at_each_replay():
     decoder = _decoder("entmax15", dropout=0.3, device="cuda")
-    decoder.__dict__[cuda_graphs.ATTR] = DecoderGraphs(decoder, _upstream(), PAD)
+    decoder.__dict__[graphs_core.ATTR] = _graphs(decoder)
     batch = _batch(4, 6, 5, "cuda", seed=0)
     first, second = _run(decoder, *batch)[0], _run(decoder, *batch)[0]
-    assert len(decoder.__dict__[cuda_graphs.ATTR].shapes.graphs) == 1
+    assert len(decoder.__dict__[graphs_core.ATTR].shapes.graphs) == 1
     assert not torch.equal(first, second)
     assert 0.2 < (first == 0).float().mean() < 0.4  # the output dropout's zeros, at its rate
