@@ -18,7 +18,6 @@ from onmt_entmax.cuda_graphs import DecoderGraphs, attach, eager_loop, unreplaya
 from ..validation import EntmaxOptionError
 
 
-
 def add_options(group) -> None:
     group.add("--rnn_cuda_graphs", "-rnn_cuda_graphs", action="store_true",
               help="Training on a GPU: run the input-feed RNN decoder's steps (decoder_type rnn, input_feed 1) "
