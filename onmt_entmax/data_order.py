@@ -114,8 +114,8 @@ def tensor_bytes(item) -> int:
         return sum(tensor_bytes(v) for v in item.values())
     if isinstance(item, (list, tuple)):
         return sum(tensor_bytes(v) for v in item)
-    size = getattr(item, "untyped_storage", None)
-    return item.untyped_storage().nbytes() if callable(size) else 0
+    storage = getattr(item, "untyped_storage", None)  # (a tensor, without importing torch here)
+    return storage().nbytes() if callable(storage) else 0
 
 
 class ReplayedPasses(Generic[T]):
