@@ -20,7 +20,8 @@ Steps (each skips work already done, so an interrupted reproduction resumes):
   plot      Figure 4: best validation accuracy against alpha (PNG), from the training logs
   status    where each run stands: validations, best validation accuracy and when, validations since
             (against early_stopping), learning rate, finished or not and why (stop rule or step cap), the
-            step its scores are for
+            step its scores are for, steps/s of its last piece and minutes from its newest checkpoint to
+            train_steps at that rate
   pack      the runs' resumable state (logs, scores, newest checkpoint of an unfinished run, best
             checkpoint not yet scored) in batches small enough to leave a time-limited machine: --to DIR
   unpack    put packed runs back under runs/ (checked against the pack's sha256s): --from DIR ...
@@ -410,9 +411,11 @@ def run_status(e: E.Experiment, seed: int, runs: Path | None = None) -> dict | N
     run_dir = (runs or WORK) / e.run_dir / f"seed{seed}"
     if not (run_dir / "train.log").exists():
         return None
-    curve = results_csv.validation_curve((run_dir / "train.log").read_text(encoding="utf-8"))
+    log_text = (run_dir / "train.log").read_text(encoding="utf-8")
+    curve = results_csv.validation_curve(log_text)
     out = {"run": f"{e.name}/seed{seed}", "validations": len(curve), "finished": (run_dir / "train.done").exists(),
-           "scored_step": scored_step(run_dir), "patience": e.config.get("early_stopping", 0)}
+           "scored_step": scored_step(run_dir), "patience": e.config.get("early_stopping", 0),
+           "rate": results_csv.last_piece_rate(log_text), "saved_step": results_csv.last_saved_step(log_text)}
     if curve:
         best = max(range(len(curve)), key=lambda i: float(curve[i]["valid_acc"]))  # first of equals
         out.update(best_acc=float(curve[best]["valid_acc"]), best_step=curve[best]["step"],
@@ -431,19 +434,29 @@ def ended_by(status: dict, train_steps: int | None) -> str:
     return "yes"
 
 
+def _steps_left(status: dict, train_steps: int | None) -> int | None:
+    """Steps from a run's newest checkpoint (where it resumes) to ``train_steps`` (the cap), or None."""
+    if not train_steps or status["saved_step"] is None:
+        return None
+    return max(int(train_steps) - status["saved_step"], 0)
+
+
 def print_status(table: str, seeds: list[int], only, runs: Path | None = None) -> str:
     rows = ["| run | validations | best valid. acc. (step) | validations since | learning rate | finished | "
-            "scores for step |", "|---|---|---|---|---|---|---|"]
+            "scores for step | steps/s (last piece) | minutes to the step cap |", "|---" * 9 + "|"]
     for e in experiments(table, only):
         for seed in seeds:
             r = run_status(e, seed, runs)
             if r is None:
-                rows.append(f"| {e.name}/seed{seed} | not started | | | | | |")
+                rows.append(f"| {e.name}/seed{seed} | not started | | | | | | | |")
                 continue
             best = f"{r['best_acc']:.2f} ({r['best_step']})" if "best_acc" in r else "–"
             since = f"{r.get('since_best', '–')} / {r['patience']}" if r["patience"] else str(r.get("since_best", "–"))
+            rate, left = r["rate"], _steps_left(r, e.config.get("train_steps"))
+            minutes = f"{left / rate / 60:.1f}" if rate and left is not None and not r["finished"] else "–"
             rows.append(f"| {r['run']} | {r['validations']} | {best} | {since} | {r.get('lr', '–')} | "
-                        f"{r['ended'] or 'no'} | {r['scored_step'] or '–'} |")
+                        f"{r['ended'] or 'no'} | {r['scored_step'] or '–'} | {f'{rate:.1f}' if rate else '–'} | "
+                        f"{minutes} |")
     return "\n".join(rows)
 
 

@@ -38,6 +38,7 @@ _HALVED = re.compile(r"learning rate halved to ([0-9.eE+-]+)")
 _LR = re.compile(r"; lr: ([0-9.eE+-]+);")
 _SAVED = re.compile(r"Saving checkpoint \S+_step_(\d+)\.pt")
 _PIECE = re.compile(r"^\[reproduce\] \S+ \S+ piece( on ([^:]+))?:", re.M)
+_STEP_AT = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+) INFO\] Step (\d+)/", re.M)
 
 
 def alphas(name: str) -> tuple[str, str]:
@@ -143,6 +144,24 @@ def training_devices(log_text: str) -> str | None:
         return None
     unnamed = len(pieces) - len(named)
     return " + ".join(dict.fromkeys(named)) + (f" ({unnamed} earlier pieces unnamed)" if unnamed else "")
+
+
+def last_piece_rate(log_text: str) -> float | None:
+    """Training steps a second in a log's last piece (after its last ``[reproduce] … piece`` line, or
+    in the whole log if none): from the first to the last ``Step N/M`` report line's timestamp, so the
+    validations and checkpoints between them are counted in. None: fewer than two reports."""
+    starts = list(_PIECE.finditer(log_text))
+    last = log_text[starts[-1].end():] if starts else log_text
+    reports = _STEP_AT.findall(last)
+    if len(reports) < 2:
+        return None
+    (t0, s0), (t1, s1) = reports[0], reports[-1]
+    seconds = (_timestamp(t1) - _timestamp(t0)).total_seconds()
+    return (int(s1) - int(s0)) / seconds if seconds > 0 else None
+
+
+def _timestamp(text: str) -> datetime.datetime:
+    return datetime.datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f")
 
 
 def run_row(setting: str, name: str, seed: int, scores: dict, steps: int, steps_per_epoch: int,

@@ -253,6 +253,34 @@ def test_status_says_whether_a_finished_run_met_the_stop_rule_or_the_step_cap(tm
     assert "| 0 / 10 | 0.001 | no |" in log([96.0, 97.0], 1490 * 30)
 
 
+def test_status_says_how_fast_the_last_piece_trained_and_how_long_the_rest_takes(tmp_path, monkeypatch):
+    """To plan the next lease: steps/s of the last piece (an earlier, slower piece left out) and the
+    minutes from the newest checkpoint to the step cap at that rate."""
+    monkeypatch.setattr(rep, "WORK", tmp_path)
+    e = next(x for x in E.all_experiments() if x.table == "peters2019-table1" and x.name == "medium/out1.5-attn1.5")
+    d = tmp_path / e.run_dir / "seed1"
+    d.mkdir(parents=True)
+    (d / "train.log").write_text(
+        "[reproduce] 2026-11-28 10:00:00 piece on NVIDIA H100 80GB HBM3: onmt_train\n"
+        "[2026-11-28 10:00:10,000 INFO] Step 500/149000; acc: 50.0; lr: 0.00100;\n"
+        "[2026-11-28 10:01:50,000 INFO] Step 1000/149000; acc: 60.0; lr: 0.00100;\n"  # 5 steps/s
+        "[2026-11-28 10:01:55,000 INFO] Validation accuracy: 90.0\n"
+        "[2026-11-28 10:01:56,000 INFO] Saving checkpoint /r/model_step_1490.pt\n"
+        "[reproduce] 2026-11-28 11:00:00 piece on NVIDIA H200: onmt_train\n"
+        "[2026-11-28 11:00:10,000 INFO] Step 1500/149000; acc: 70.0; lr: 0.00100;\n"
+        "[2026-11-28 11:00:20,000 INFO] Validation accuracy: 91.0\n"
+        "[2026-11-28 11:00:21,000 INFO] Saving checkpoint /r/model_step_2980.pt\n"
+        "[2026-11-28 11:00:35,500 INFO] Step 3500/149000; acc: 80.0; lr: 0.00100;\n")  # 2000 in 25.5 s
+    assert results_csv.last_piece_rate((d / "train.log").read_text()) == pytest.approx(2000 / 25.5)
+    row = rep.print_status("peters2019-table1", [1], "medium/out1.5-attn1.5").splitlines()[-1]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[-2:] == [f"{2000 / 25.5:.1f}", f"{(149000 - 2980) / (2000 / 25.5) / 60:.1f}"]
+    (d / "train.log").write_text("[reproduce] 2026-11-28 11:00:00 piece on NVIDIA H200: onmt_train\n"
+                                 "[2026-11-28 11:00:10,000 INFO] Step 500/149000; acc: 70.0; lr: 0.00100;\n")
+    assert results_csv.last_piece_rate((d / "train.log").read_text()) is None  # one report: no rate yet
+    assert rep.print_status("peters2019-table1", [1], "medium/out1.5-attn1.5").endswith("| – | – |")
+
+
 def test_spread_sample_keeps_every_language(tmp_path):
     src = tmp_path / "dev.txt"
     src.write_text("".join(f"{lang} V {i}\n" for lang in ("a", "b", "c") for i in range(100)))
