@@ -5,9 +5,9 @@ Eole's configs forbid unknown keys (``extra="forbid"``) and type ``generator_fun
 options (``onmt_entmax.options.model``) as fields of every model config (``model:`` section; the
 model-level ``global_attention_function`` reaches the RNN decoder as Eole's other model-level fields
 do), widens the two stock ``Literal``s to the registry's names, adds the decoding options to
-``PredictConfig`` and the training options ``shuffle_each_pass`` and ``rnn_cuda_graphs`` to
-``TrainingConfig``, and rebuilds
-the pydantic schemas that embed them. Unknown or misspelled keys are still refused; the field types
+``PredictConfig`` and the training options ``shuffle_each_pass``, ``rnn_cuda_graphs``,
+``valid_lr_halving`` and ``valid_lr_halving_every`` to ``TrainingConfig``, and rebuilds the pydantic
+schemas that embed them. Unknown or misspelled keys are still refused; the field types
 refuse bad values (a name not in the registry, alpha < 1, a tau that is neither a number nor
 auto/formula). Cross-option checks (``validate_entmax_opts``) run when a run's
 config is built (``wrap_build_config``) and again when a model is built. A config error is one line:
@@ -27,7 +27,7 @@ from onmt_entmax.options.model import (ATTENTION_KINDS, EntmaxOptionError, gener
                                        model_option_help, model_option_names, validate_entmax_opts)
 from onmt_entmax.registry import transformation_names
 
-from . import cuda_graphs
+from . import cuda_graphs, lr_halving
 from .errors import ConfigError
 
 Alpha = Optional[Annotated[float, Field(ge=1.0, allow_inf_nan=False)]]
@@ -73,7 +73,8 @@ def training_fields() -> dict:
     """pydantic ``FieldInfo`` of our training options (``training:`` section)."""
     made = create_model("EntmaxTrainingOptions",
                         shuffle_each_pass=(bool, Field(default=False, description=data_order.HELP)),
-                        rnn_cuda_graphs=(bool, Field(default=False, description=cuda_graphs.HELP)))
+                        rnn_cuda_graphs=(bool, Field(default=False, description=cuda_graphs.HELP)),
+                        **lr_halving.fields())
     return dict(made.__pydantic_fields__)
 
 
@@ -202,6 +203,7 @@ def wrap_build_config(upstream: Callable) -> Callable:
         if getattr(config, "model", None) is not None:
             check_model_config(config.model)
             cuda_graphs.check(config)
+        lr_halving.check(config)
         if hasattr(config, "entmax_report"):
             check_predict_config(config)
         return config

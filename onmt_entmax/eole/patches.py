@@ -12,14 +12,14 @@ from onmt_entmax.data_order import wrap_init_datasets
 from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
 from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread, stop_between_steps, stop_on_signal
 
-from . import attention, building, config, cuda_graphs, decoding, training
+from . import attention, building, config, cuda_graphs, decoding, lr_halving, training
 from .errors import install_one_line_hook
 
 MHA = "eole.modules.multi_headed_attn"
 
 PATCHES: list[Patch] = [
     Patch("config_fields", "our model options in every model config, decoding options in PredictConfig, "
-          "shuffle_each_pass and rnn_cuda_graphs in TrainingConfig",
+          "shuffle_each_pass, rnn_cuda_graphs and valid_lr_halving(_every) in TrainingConfig",
           apply=config.extend_configs),
     Patch("config_checks", "cross-option checks on a run's config; config errors as one line naming the option",
           "eole.bin.run:RunBin.build_config", config.wrap_build_config, deferred=True),
@@ -64,6 +64,14 @@ PATCHES: list[Patch] = [
     Patch("valid_batches_once", "the validation corpus is read and batched once, its batches replayed at every "
           "later validation", "eole.inputters.dynamic_iterator:build_dynamic_dataset_iter",
           training.wrap_build_dynamic_dataset_iter, aliases=("eole.train_single:build_dynamic_dataset_iter",)),
+    Patch("valid_lr_halving_flag", "training.valid_lr_halving: the optimizer remembers whether to halve, and has "
+          "no step decay then", "eole.utils.optimizers:Optimizer.from_config", lr_halving.wrap_from_config),
+    Patch("valid_lr_halving", "halve the learning rate when the validation loss rises",
+          "eole.trainer:Trainer.validate", lr_halving.wrap_validate),
+    Patch("valid_lr_halving_state", "the halvings are saved with the optimizer (optimizer.pt)",
+          "eole.utils.optimizers:Optimizer.state_dict", lr_halving.wrap_state_dict),
+    Patch("valid_lr_halving_resume", "train_from resumes the halved rate and the checks' cadence",
+          "eole.utils.optimizers:Optimizer.load_state_dict", lr_halving.wrap_load_state_dict),
     Patch("loss_forward", "resolve generator_tau auto on the first batch; attended source tokens",
           "eole.utils.loss:LossCompute.forward", training.wrap_forward),
     Patch("loss_stats", "name the loss; nonzero output probabilities per token",

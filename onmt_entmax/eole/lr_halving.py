@@ -1,0 +1,94 @@
+"""``training.valid_lr_halving`` in Eole: the options, their checks and hooks over the shared rule
+(``onmt_entmax.lr_halving``, whose docstring says what the schedule is), as in the OpenNMT-py adapter.
+
+The flag and the step decay's removal go on ``Optimizer.from_config`` (with ``train_from`` Eole
+rebuilds the schedule from the checkpoint's training config), the check on ``Trainer.validate``, and
+the halving state into the optimizer's state dict, which Eole saves as each step's ``optimizer.pt``.
+"""
+from __future__ import annotations
+
+import functools
+from types import SimpleNamespace
+
+from pydantic import Field
+
+from onmt_entmax import lr_halving as rule
+
+from .errors import ConfigError
+
+NAMES = ("valid_lr_halving", "valid_lr_halving_every", "decay_method", "world_size", *rule.STEP_DECAY_DEFAULTS)
+
+
+def fields() -> dict:
+    """The two options as fields of Eole's ``TrainingConfig`` (``training:`` section)."""
+    return {"valid_lr_halving": (bool, Field(default=False, description=rule.HELP)),
+            "valid_lr_halving_every": (int, Field(default=1, ge=1, description=rule.HELP_EVERY))}
+
+
+def check(config) -> None:
+    """``rule.refusal`` on a run's config (the options named as its YAML writes them)."""
+    training = getattr(config, "training", None)
+    if training is None or not hasattr(training, "valid_lr_halving"):
+        return
+    options = SimpleNamespace(has_valid="valid" in (getattr(config, "data", None) or {}),
+                              **{n: getattr(training, n) for n in NAMES if hasattr(training, n)})
+    why = rule.refusal(options, name=lambda n: f"training.{n}")
+    if why:
+        raise ConfigError(why)
+
+
+def _logger():
+    from eole.utils.logging import logger
+
+    return logger
+
+
+def _is_step_decay(fn) -> bool:
+    """Whether ``fn`` is Eole's step decay (``make_learning_rate_decay_fn`` with decay_method none)."""
+    from eole.utils.optimizers import exponential_decay
+
+    return isinstance(fn, functools.partial) and fn.func is exponential_decay
+
+
+def wrap_from_config(upstream):
+    """``Optimizer.from_config``: remember whether to halve; with training.valid_lr_halving, no step decay."""
+
+    def from_config(cls, model, config, metadata=None):
+        optim = upstream(cls, model, config, metadata)
+        training = config.training
+        rule.configure(optim, getattr(training, "valid_lr_halving", False),
+                       getattr(training, "valid_lr_halving_every", 1), _is_step_decay)
+        return optim
+
+    return from_config
+
+
+def wrap_validate(upstream):
+    """``Trainer.validate``: the validation's loss per target token goes to the halving rule."""
+
+    def validate(self, valid_iter, moving_average=None):
+        stats = upstream(self, valid_iter, moving_average)
+        if stats.n_tokens:  # (Eole's count of target tokens)
+            rule.after_validation(self.optim, stats.loss / stats.n_tokens, _logger())
+        return stats
+
+    return validate
+
+
+def wrap_state_dict(upstream):
+    """``Optimizer.state_dict``: with the halving state (Eole's loader reads only its own keys)."""
+
+    def state_dict(self):
+        return {**upstream(self), **rule.state_of(self)}
+
+    return state_dict
+
+
+def wrap_load_state_dict(upstream):
+    """``Optimizer.load_state_dict``: the halvings of the saved run, its validations and last checked loss."""
+
+    def load_state_dict(self, state_dict):
+        upstream(self, state_dict)
+        rule.load_into(self, state_dict)
+
+    return load_state_dict

@@ -1,0 +1,111 @@
+"""``valid_lr_halving``: halve the learning rate whenever the validation loss rises, in both toolkits.
+
+Peters et al. (2019) train with Adam at 1e-3 "halved whenever the loss increases on the validation
+set"; OpenNMT-py 3.5.1 and Eole 0.6 only have step-based decays. ``valid_lr_halving_every: k`` checks
+only at every k-th validation, against the loss k validations before: the paper validates its medium
+SIGMORPHON runs every ten epochs, so a run that validates every epoch (for its best checkpoint and its
+stop rule) halves on the paper's cadence with k = 10.
+
+The halving is the whole schedule, as ``-decay_method smart`` was in the paper's fork of OpenNMT-py:
+the toolkits' default step decay (rate x 0.5 every ``decay_steps`` = 10,000 steps from
+``start_decay_steps`` = 50,000, on whenever ``decay_method`` is none) is switched off, also when a run
+resumes from a checkpoint, where the toolkits rebuild the schedule from the checkpoint's options.
+
+Both toolkits' ``Optimizer`` keep the base rate in ``_learning_rate`` and the step schedule in
+``_learning_rate_decay_fn``; the halving state lives beside them (``_entmax_*``) and rides in the
+optimizer's state dict (``state_of`` / ``load_into``, wired by each adapter), so a resumed run goes on
+at the halved rate and on the same cadence. This module imports neither toolkit.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable, Optional
+
+STATE_KEYS = ("entmax_lr_halvings", "entmax_last_valid_loss", "entmax_validations")
+# both toolkits' step decay options and their defaults: with valid_lr_halving, a value other than these
+# means the user asked for both schedules
+STEP_DECAY_DEFAULTS = {"start_decay_steps": 50000, "decay_steps": 10000, "learning_rate_decay": 0.5}
+
+HELP = ("Halve the learning rate whenever the validation loss per target token rises above the previous "
+        "validation's (Peters et al. 2019); kept across train_from. One GPU only. It replaces the step decay "
+        "(start_decay_steps, decay_steps, learning_rate_decay).")
+HELP_EVERY = ("With valid_lr_halving: compare only every k-th validation's loss, with the loss k validations "
+              "before (the paper's medium SIGMORPHON runs validate every 10 epochs).")
+
+
+def refusal(options, name: Callable[[str], str] = str) -> Optional[str]:
+    """Why ``options`` (an object with the toolkit's training options as attributes, plus ``has_valid``)
+    cannot halve as asked, in one line naming the options (``name``: an option as the toolkit's
+    config writes it), or None. The halving needs validation data, one process (only rank 0
+    validates: the ranks' rates would diverge) and no other schedule."""
+    every = getattr(options, "valid_lr_halving_every", 1)
+    if not isinstance(every, int) or every < 1:
+        return f"{name('valid_lr_halving_every')}: {every!r}; give a whole number of validations >= 1"
+    if not getattr(options, "valid_lr_halving", False):
+        if every != 1:
+            return (f"{name('valid_lr_halving_every')} is set but {name('valid_lr_halving')} is not: add "
+                    f"{name('valid_lr_halving')}: true (or remove {name('valid_lr_halving_every')})")
+        return None
+    method = getattr(options, "decay_method", "none") or "none"
+    if method != "none":
+        return (f"{name('valid_lr_halving')} is a learning-rate schedule and {name('decay_method')} {method} is "
+                "another: remove one of them")
+    asked = [f"{name(k)} {getattr(options, k)}" for k, v in STEP_DECAY_DEFAULTS.items()
+             if getattr(options, k, v) != v]
+    if asked:
+        return (f"{name('valid_lr_halving')} replaces the step decay, but {', '.join(asked)} is set: remove it "
+                f"(or {name('valid_lr_halving')})")
+    if (getattr(options, "world_size", 1) or 1) > 1:
+        return (f"{name('valid_lr_halving')}: only rank 0 validates, so the ranks' learning rates would diverge; "
+                f"use it with {name('world_size')} 1")
+    if not getattr(options, "has_valid", False):
+        return (f"{name('valid_lr_halving')} halves the learning rate when the validation loss rises, but there "
+                "is no validation data: add a 'valid' corpus under data")
+    return None
+
+
+def configure(optim, halving: bool, every: int, is_step_decay: Callable[[Callable], bool]) -> None:
+    """After the toolkit built ``optim``: remember whether and how often to halve; with the halving, the
+    step decay (``is_step_decay`` recognizes the toolkit's) is switched off."""
+    optim._entmax_halving = bool(halving)
+    optim._entmax_halving_every = int(every or 1)
+    decay = getattr(optim, "_learning_rate_decay_fn", None)
+    if optim._entmax_halving and decay is not None and is_step_decay(decay):
+        optim._learning_rate_decay_fn = None
+
+
+def after_validation(optim, loss: float, log: logging.Logger) -> bool:
+    """One validation's loss per target token: at every ``_entmax_halving_every``-th validation of a
+    halving ``optim``, the base rate is halved if the loss rose since the last check. Returns whether
+    it was halved."""
+    if not getattr(optim, "_entmax_halving", False):
+        return False
+    optim._entmax_validations = getattr(optim, "_entmax_validations", 0) + 1
+    if optim._entmax_validations % getattr(optim, "_entmax_halving_every", 1):
+        return False  # not a checking validation
+    last = getattr(optim, "_entmax_last_valid", None)
+    optim._entmax_last_valid = loss
+    if last is None or loss <= last:
+        return False
+    optim._learning_rate *= 0.5
+    optim._entmax_halvings = getattr(optim, "_entmax_halvings", 0) + 1
+    log.info("valid_lr_halving: validation loss %.4f > %.4f, learning rate halved to %g", loss, last,
+             optim._learning_rate)
+    return True
+
+
+def state_of(optim) -> dict:
+    """The halving state, for the optimizer's state dict."""
+    return {"entmax_lr_halvings": getattr(optim, "_entmax_halvings", 0),
+            "entmax_last_valid_loss": getattr(optim, "_entmax_last_valid", None),
+            "entmax_validations": getattr(optim, "_entmax_validations", 0)}
+
+
+def load_into(optim, state_dict: dict) -> None:
+    """Back from a checkpoint: the base rate halved as often as the saved run halved it (a stock
+    checkpoint has no halvings: the rate stays)."""
+    halvings = int(state_dict.get("entmax_lr_halvings", 0) or 0)
+    optim._learning_rate *= 0.5 ** (halvings - getattr(optim, "_entmax_halvings", 0))
+    optim._entmax_halvings = halvings
+    optim._entmax_last_valid = state_dict.get("entmax_last_valid_loss")
+    optim._entmax_validations = int(state_dict.get("entmax_validations", 0) or 0)
