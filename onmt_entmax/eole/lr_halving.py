@@ -2,8 +2,9 @@
 (``onmt_entmax.lr_halving``, whose docstring says what the schedule is), as in the OpenNMT-py adapter.
 
 The flag and the step decay's removal go on ``Optimizer.from_config`` (with ``train_from`` Eole
-rebuilds the schedule from the checkpoint's training config), the check on ``Trainer.validate``, and
-the halving state into the optimizer's state dict, which Eole saves as each step's ``optimizer.pt``.
+rebuilds the schedule from the checkpoint's training config), the check on ``Trainer.validate``; the
+halving state rides in the optimizer's state dict (``onmt_entmax.resume_state``), which Eole saves as
+each step's ``optimizer.pt``.
 """
 from __future__ import annotations
 
@@ -73,22 +74,3 @@ def wrap_validate(upstream):
         return stats
 
     return validate
-
-
-def wrap_state_dict(upstream):
-    """``Optimizer.state_dict``: with the halving state (Eole's loader reads only its own keys)."""
-
-    def state_dict(self):
-        return {**upstream(self), **rule.state_of(self)}
-
-    return state_dict
-
-
-def wrap_load_state_dict(upstream):
-    """``Optimizer.load_state_dict``: the halvings of the saved run, its validations and last checked loss."""
-
-    def load_state_dict(self, state_dict):
-        upstream(self, state_dict)
-        rule.load_into(self, state_dict)
-
-    return load_state_dict

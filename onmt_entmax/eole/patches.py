@@ -11,11 +11,14 @@ from onmt_entmax.cuda_graphs import graphed_loop
 from onmt_entmax.data_order import wrap_init_datasets
 from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
 from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread, stop_between_steps, stop_on_signal
+from onmt_entmax.resume_state import wrap_load_state_dict, wrap_state_dict
 
 from . import attention, building, config, cuda_graphs, decoding, lr_halving, training
 from .errors import install_one_line_hook
 
 MHA = "eole.modules.multi_headed_attn"
+
+
 
 PATCHES: list[Patch] = [
     Patch("config_fields", "our model options in every model config, decoding options in PredictConfig, "
@@ -56,8 +59,10 @@ PATCHES: list[Patch] = [
     Patch("shuffle_each_pass", "with it, every pass over a training corpus is read in a new random order",
           "eole.inputters.dynamic_iterator:DynamicDatasetIter._init_datasets",
           lambda up: wrap_init_datasets(up, "eole")),
-    Patch("rnn_cuda_graphs_install", "training.rnn_cuda_graphs: the model's input-feed RNN decoder gets its graphs",
-          "eole.trainer:build_trainer", cuda_graphs.wrap_build_trainer, aliases=("eole.train_single:build_trainer",)),
+    Patch("early_stopping_resume", "a resumed run's early stopper continues the checkpoint's best scores and "
+          "patience; training.rnn_cuda_graphs: the model's input-feed RNN decoder gets its graphs",
+          "eole.trainer:build_trainer", lambda up: cuda_graphs.wrap_build_trainer(training.resume_early_stopping(up)),
+          aliases=("eole.train_single:build_trainer",)),
     Patch("rnn_cuda_graphs_forward", "training.rnn_cuda_graphs: the input-feed decoder's training steps replay "
           "CUDA graphs", "eole.decoders.rnn_decoder:InputFeedRNNDecoder._run_forward_pass",
           lambda up: graphed_loop(up, "src_pad_mask")),
@@ -68,10 +73,11 @@ PATCHES: list[Patch] = [
           "no step decay then", "eole.utils.optimizers:Optimizer.from_config", lr_halving.wrap_from_config),
     Patch("valid_lr_halving", "halve the learning rate when the validation loss rises",
           "eole.trainer:Trainer.validate", lr_halving.wrap_validate),
-    Patch("valid_lr_halving_state", "the halvings are saved with the optimizer (optimizer.pt)",
-          "eole.utils.optimizers:Optimizer.state_dict", lr_halving.wrap_state_dict),
-    Patch("valid_lr_halving_resume", "train_from resumes the halved rate and the checks' cadence",
-          "eole.utils.optimizers:Optimizer.load_state_dict", lr_halving.wrap_load_state_dict),
+    Patch("resume_state_save", "the learning-rate halvings, the last validation loss and the early-stopping "
+          "state are saved with the optimizer (optimizer.pt)",
+          "eole.utils.optimizers:Optimizer.state_dict", wrap_state_dict),
+    Patch("resume_state_load", "train_from resumes at the halved learning rate and keeps that state",
+          "eole.utils.optimizers:Optimizer.load_state_dict", wrap_load_state_dict),
     Patch("loss_forward", "resolve generator_tau auto on the first batch; attended source tokens",
           "eole.utils.loss:LossCompute.forward", training.wrap_forward),
     Patch("loss_stats", "name the loss; nonzero output probabilities per token",

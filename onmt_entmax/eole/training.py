@@ -12,7 +12,8 @@ instead, with ``out nnz`` / ``attn nnz`` and one line of learned alphas per atte
 ``training.shuffle_each_pass`` reads every pass over a training corpus in a new random order
 (``onmt_entmax.data_order``; Eole, like OpenNMT-py 3.5.1, reads the files in the same order every pass).
 The validation iterator replays the batches of its first pass instead of reading, transforming and
-batching the validation corpus again at every validation (``ReplayedPasses``, as in OpenNMT-py).
+batching the validation corpus again at every validation (``ReplayedPasses``, as in OpenNMT-py). A
+resumed run's early stopper continues the checkpoint's state (``onmt_entmax.early_stopping``).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import torch
 from onmt_entmax.analysis.training_report import (add_count, attention_counts, is_sparse_loss, merge_after, metrics,
                                                   output_nonzeros, report_output, settle)
 from onmt_entmax.data_order import mark_for_reshuffling, replay_validation
+from onmt_entmax.early_stopping import continue_in
 from onmt_entmax.modules import EntmaxGenerator
 from onmt_entmax.modules.loss import criterion_for, label_smoothing_warning
 from onmt_entmax.modules.models import learned_alphas
@@ -157,3 +159,15 @@ def wrap_build_dynamic_dataset_iter(upstream: Callable) -> Callable:
     from eole.constants import CorpusTask
 
     return replay_validation(upstream, CorpusTask.VALID)
+
+
+def resume_early_stopping(upstream):
+    """``eole.trainer.build_trainer``: the early stopper of a resumed run continues the checkpoint's
+    best scores and patience (``onmt_entmax.early_stopping``; Eole's checkpoints hold neither)."""
+
+    def build_trainer(config, device_id, model, vocabs, optim, model_saver=None):
+        trainer = upstream(config, device_id, model, vocabs, optim, model_saver)
+        continue_in(trainer, optim, _logger())
+        return trainer
+
+    return build_trainer

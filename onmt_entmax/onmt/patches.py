@@ -13,11 +13,11 @@ from onmt_entmax.cuda_graphs import graphed_loop
 from onmt_entmax.data_order import wrap_init_datasets
 from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
 from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread, stop_between_steps, stop_on_signal
+from onmt_entmax.resume_state import wrap_load_state_dict, wrap_state_dict
 
 from . import checkpoint, file_checks, options, refusals, upstream_noise, validation
 from .model import building, fused_attention, loading, rnn_attention
-from .training import (cuda_graphs, data_order, early_stopping, loss, lr_halving, reporting, resume_state,
-                       valid_batches)
+from .training import cuda_graphs, data_order, early_stopping, loss, lr_halving, reporting, valid_batches
 
 PATCHES: list[Patch] = [
     Patch("upstream_noise", "upstream's deprecation warnings (at their source) and repeated corpus lines filtered",
@@ -82,9 +82,9 @@ PATCHES: list[Patch] = [
           "onmt.utils.optimizers:Optimizer.from_opt", lr_halving.wrap_from_opt),
     Patch("resume_state_save", "the learning-rate halvings, the last validation loss and the early-stopping "
           "counts go into the checkpoint (with the optimizer's state)",
-          "onmt.utils.optimizers:Optimizer.state_dict", resume_state.wrap_state_dict),
+          "onmt.utils.optimizers:Optimizer.state_dict", wrap_state_dict),
     Patch("resume_state_load", "-train_from resumes at the halved learning rate and keeps that state",
-          "onmt.utils.optimizers:Optimizer.load_state_dict", resume_state.wrap_load_state_dict),
+          "onmt.utils.optimizers:Optimizer.load_state_dict", wrap_load_state_dict),
     Patch("early_stopping_resume", "a resumed run's early stopper continues the checkpoint's best scores and "
           "patience (upstream starts both afresh); with rnn_cuda_graphs the input-feed decoder gets its graphs",
           "onmt.trainer:build_trainer",

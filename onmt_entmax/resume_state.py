@@ -1,7 +1,8 @@
-"""Training state that OpenNMT-py 3.5.1's checkpoints lack, saved in the optimizer's state dict so
-that ``-train_from`` resumes it: the learning-rate halvings (``lr_halving``) and the early-stopping
-counts (``early_stopping``). Upstream's ``Optimizer.load_state_dict`` reads only its own keys, so
-stock OpenNMT-py still loads these checkpoints."""
+"""Training state that the toolkits' checkpoints lack, saved in the optimizer's state dict so that a
+resumed run (``train_from``) continues it: the learning-rate halvings (``lr_halving``) and the
+early-stopping counts (``early_stopping``). OpenNMT-py 3.5.1 and Eole 0.6 both keep the optimizer's
+state dict in the checkpoint and read only their own keys from it, so stock toolkits still load these
+checkpoints. Each adapter wraps its ``Optimizer.state_dict`` / ``load_state_dict`` with these."""
 from __future__ import annotations
 
 from . import early_stopping, lr_halving
