@@ -18,8 +18,6 @@ from .errors import install_one_line_hook
 
 MHA = "eole.modules.multi_headed_attn"
 
-
-
 PATCHES: list[Patch] = [
     Patch("config_fields", "our model options in every model config, decoding options in PredictConfig, "
           "shuffle_each_pass, rnn_cuda_graphs and valid_lr_halving(_every) in TrainingConfig",

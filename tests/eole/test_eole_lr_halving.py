@@ -7,7 +7,6 @@ import torch
 import yaml
 
 from conftest import run_eole, sample_vocabs, small_config
-from eole.config.run import TrainConfig
 from eole.utils.optimizers import Optimizer
 from eole.utils.statistics import Statistics
 from onmt_entmax.eole import lr_halving
@@ -15,15 +14,9 @@ from onmt_entmax.eole.errors import ConfigError
 
 
 @pytest.fixture
-def config(tmp_path):
-    """The RNN example on the bundled sample as a TrainConfig, with ``training`` options added."""
-    sample_vocabs(tmp_path)
-
-    def make(**training):
-        path = small_config("rnn-entmax15", tmp_path, steps=2, num_workers=0, **training)
-        return TrainConfig(**yaml.safe_load(path.read_text()))
-
-    return make
+def config(train_config):
+    """The RNN example on the bundled sample (conftest's ``train_config``)."""
+    return train_config
 
 
 def test_the_options_are_checked_training_fields_refused_in_one_line_beside_another_schedule(config):

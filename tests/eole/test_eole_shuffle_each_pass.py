@@ -2,10 +2,8 @@
 import itertools
 
 import pytest
-import yaml
 
-from conftest import DATA, sample_vocabs, small_config
-from eole.config.run import TrainConfig
+from conftest import DATA
 from eole.constants import CorpusTask
 from eole.inputters.dynamic_iterator import build_dynamic_dataset_iter
 from eole.train_single import TrainingInitializer
@@ -14,15 +12,9 @@ N_TRAIN = len((DATA / "src-train.txt").read_text().splitlines())
 
 
 @pytest.fixture
-def config(tmp_path):
-    """The RNN example on the bundled sample, with a vocabulary of every training token."""
-    sample_vocabs(tmp_path)
-
-    def make(**training):
-        path = small_config("rnn-entmax15", tmp_path, steps=2, num_workers=0, **training)
-        return TrainConfig(**yaml.safe_load(path.read_text()))
-
-    return make
+def config(train_config):
+    """The RNN example on the bundled sample (conftest's ``train_config``)."""
+    return train_config
 
 
 def _passes(config, n=2):

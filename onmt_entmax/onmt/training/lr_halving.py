@@ -3,7 +3,8 @@
 
 The flag and the step decay's removal go on ``Optimizer.from_opt`` (upstream rebuilds the step decay
 from the checkpoint's options on ``-train_from``, so the options alone cannot switch it off there), the
-check on ``Trainer.validate``, and the state into the optimizer's state dict (``resume_state``).
+check on ``Trainer.validate``; the state rides in the optimizer's state dict
+(``onmt_entmax.resume_state``).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import logging
 from types import SimpleNamespace
 
 from onmt_entmax import lr_halving as rule
-from onmt_entmax.lr_halving import STATE_KEYS, STEP_DECAY_DEFAULTS, load_into, state_of  # noqa: F401 (resume_state)
+from onmt_entmax.lr_halving import STEP_DECAY_DEFAULTS
 
 from ..validation import EntmaxOptionError
 
