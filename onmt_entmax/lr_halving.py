@@ -13,11 +13,13 @@ resumes from a checkpoint, where the toolkits rebuild the schedule from the chec
 
 Both toolkits' ``Optimizer`` keep the base rate in ``_learning_rate`` and the step schedule in
 ``_learning_rate_decay_fn``; the halving state lives beside them (``_entmax_*``) and rides in the
-optimizer's state dict (``state_of`` / ``load_into``, wired by each adapter), so a resumed run goes on
-at the halved rate and on the same cadence. This module imports neither toolkit.
+optimizer's state dict (``state_of`` / ``load_into``, through ``onmt_entmax.resume_state``), so a
+resumed run goes on at the halved rate and on the same cadence. Each adapter keeps its options and
+checks and wires ``configure``, ``wrap_validate`` and ``refusal``. This module imports neither toolkit.
 """
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Callable, Optional
 
@@ -33,11 +35,11 @@ HELP_EVERY = ("With valid_lr_halving: compare only every k-th validation's loss,
               "before (the paper's medium SIGMORPHON runs validate every 10 epochs).")
 
 
-def refusal(options, name: Callable[[str], str] = str) -> Optional[str]:
-    """Why ``options`` (an object with the toolkit's training options as attributes, plus ``has_valid``)
-    cannot halve as asked, in one line naming the options (``name``: an option as the toolkit's
-    config writes it), or None. The halving needs validation data, one process (only rank 0
-    validates: the ranks' rates would diverge) and no other schedule."""
+def refusal(options, has_valid: bool, name: Callable[[str], str] = str) -> Optional[str]:
+    """Why ``options`` (the toolkit's training options, as attributes) cannot halve as asked
+    (``has_valid``: the run has validation data), in one line naming the options (``name``: an option
+    as the toolkit's config writes it), or None. The halving needs validation data, one process (only
+    rank 0 validates: the ranks' rates would diverge) and no other schedule."""
     every = getattr(options, "valid_lr_halving_every", 1)
     if not isinstance(every, int) or every < 1:
         return f"{name('valid_lr_halving_every')}: {every!r}; give a whole number of validations >= 1"
@@ -58,19 +60,20 @@ def refusal(options, name: Callable[[str], str] = str) -> Optional[str]:
     if (getattr(options, "world_size", 1) or 1) > 1:
         return (f"{name('valid_lr_halving')}: only rank 0 validates, so the ranks' learning rates would diverge; "
                 f"use it with {name('world_size')} 1")
-    if not getattr(options, "has_valid", False):
+    if not has_valid:
         return (f"{name('valid_lr_halving')} halves the learning rate when the validation loss rises, but there "
                 "is no validation data: add a 'valid' corpus under data")
     return None
 
 
-def configure(optim, halving: bool, every: int, is_step_decay: Callable[[Callable], bool]) -> None:
+def configure(optim, halving: bool, every: int, step_decay: Callable) -> None:
     """After the toolkit built ``optim``: remember whether and how often to halve; with the halving, the
-    step decay (``is_step_decay`` recognizes the toolkit's) is switched off."""
+    step decay is switched off (``step_decay``: the toolkit's ``exponential_decay``, which its
+    ``make_learning_rate_decay_fn`` binds with ``functools.partial`` when ``decay_method`` is none)."""
     optim._entmax_halving = bool(halving)
     optim._entmax_halving_every = int(every or 1)
     decay = getattr(optim, "_learning_rate_decay_fn", None)
-    if optim._entmax_halving and decay is not None and is_step_decay(decay):
+    if optim._entmax_halving and isinstance(decay, functools.partial) and decay.func is step_decay:
         optim._learning_rate_decay_fn = None
 
 
@@ -92,6 +95,21 @@ def after_validation(optim, loss: float, log: logging.Logger) -> bool:
     log.info("valid_lr_halving: validation loss %.4f > %.4f, learning rate halved to %g", loss, last,
              optim._learning_rate)
     return True
+
+
+def wrap_validate(upstream: Callable, tokens: str, logger: Callable[[], logging.Logger]) -> Callable:
+    """Wrapper of a toolkit's ``Trainer.validate``: the validation's loss per target token (``tokens``:
+    the name of the statistics' token count, ``n_words`` in OpenNMT-py, ``n_tokens`` in Eole) goes to
+    ``after_validation``."""
+
+    def validate(self, valid_iter, moving_average=None):
+        stats = upstream(self, valid_iter, moving_average)
+        count = getattr(stats, tokens)
+        if count:
+            after_validation(self.optim, stats.loss / count, logger())
+        return stats
+
+    return validate
 
 
 def state_of(optim) -> dict:

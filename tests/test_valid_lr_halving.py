@@ -32,10 +32,10 @@ def test_the_state_goes_back_into_a_fresh_optimizer_at_the_halved_rate():
 
 
 def test_a_refusal_names_the_options_as_the_toolkits_config_writes_them():
-    options = types.SimpleNamespace(valid_lr_halving=True, decay_method="noam", has_valid=True)
-    assert rule.refusal(options) == ("valid_lr_halving is a learning-rate schedule and decay_method noam is "
-                                     "another: remove one of them")
-    assert rule.refusal(options, name=lambda n: f"training.{n}").startswith(
+    options = types.SimpleNamespace(valid_lr_halving=True, decay_method="noam")
+    assert rule.refusal(options, True) == ("valid_lr_halving is a learning-rate schedule and decay_method noam is "
+                                           "another: remove one of them")
+    assert rule.refusal(options, True, name=lambda n: f"training.{n}").startswith(
         "training.valid_lr_halving is a learning-rate schedule and training.decay_method noam")
-    assert rule.refusal(types.SimpleNamespace(valid_lr_halving=True, has_valid=True)) is None
-    assert "no validation data" in rule.refusal(types.SimpleNamespace(valid_lr_halving=True))
+    assert rule.refusal(types.SimpleNamespace(valid_lr_halving=True), True) is None
+    assert "no validation data" in rule.refusal(types.SimpleNamespace(valid_lr_halving=True), False)

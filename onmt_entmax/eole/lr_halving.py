@@ -8,16 +8,11 @@ each step's ``optimizer.pt``.
 """
 from __future__ import annotations
 
-import functools
-from types import SimpleNamespace
-
 from pydantic import Field
 
 from onmt_entmax import lr_halving as rule
 
 from .errors import ConfigError
-
-NAMES = ("valid_lr_halving", "valid_lr_halving_every", "decay_method", "world_size", *rule.STEP_DECAY_DEFAULTS)
 
 
 def fields() -> dict:
@@ -31,9 +26,7 @@ def check(config) -> None:
     training = getattr(config, "training", None)
     if training is None or not hasattr(training, "valid_lr_halving"):
         return
-    options = SimpleNamespace(has_valid="valid" in (getattr(config, "data", None) or {}),
-                              **{n: getattr(training, n) for n in NAMES if hasattr(training, n)})
-    why = rule.refusal(options, name=lambda n: f"training.{n}")
+    why = rule.refusal(training, "valid" in (getattr(config, "data", None) or {}), name=lambda n: f"training.{n}")
     if why:
         raise ConfigError(why)
 
@@ -44,33 +37,22 @@ def _logger():
     return logger
 
 
-def _is_step_decay(fn) -> bool:
-    """Whether ``fn`` is Eole's step decay (``make_learning_rate_decay_fn`` with decay_method none)."""
-    from eole.utils.optimizers import exponential_decay
-
-    return isinstance(fn, functools.partial) and fn.func is exponential_decay
-
-
 def wrap_from_config(upstream):
     """``Optimizer.from_config``: remember whether to halve; with training.valid_lr_halving, no step decay."""
 
     def from_config(cls, model, config, metadata=None):
+        from eole.utils.optimizers import exponential_decay
+
         optim = upstream(cls, model, config, metadata)
         training = config.training
         rule.configure(optim, getattr(training, "valid_lr_halving", False),
-                       getattr(training, "valid_lr_halving_every", 1), _is_step_decay)
+                       getattr(training, "valid_lr_halving_every", 1), exponential_decay)
         return optim
 
     return from_config
 
 
 def wrap_validate(upstream):
-    """``Trainer.validate``: the validation's loss per target token goes to the halving rule."""
-
-    def validate(self, valid_iter, moving_average=None):
-        stats = upstream(self, valid_iter, moving_average)
-        if stats.n_tokens:  # (Eole's count of target tokens)
-            rule.after_validation(self.optim, stats.loss / stats.n_tokens, _logger())
-        return stats
-
-    return validate
+    """``Trainer.validate``: the validation's loss per target token (Eole counts ``n_tokens``) goes to the
+    halving rule."""
+    return rule.wrap_validate(upstream, "n_tokens", _logger)

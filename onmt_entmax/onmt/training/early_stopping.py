@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from onmt_entmax.early_stopping import STATE_KEY, continue_in, restore, snapshot  # noqa: F401 (tests, docs)
+from onmt_entmax.early_stopping import continue_in
 
 
 def wrap_build_trainer(upstream):

@@ -8,12 +8,9 @@ check on ``Trainer.validate``; the state rides in the optimizer's state dict
 """
 from __future__ import annotations
 
-import functools
 import logging
-from types import SimpleNamespace
 
 from onmt_entmax import lr_halving as rule
-from onmt_entmax.lr_halving import STEP_DECAY_DEFAULTS
 
 from ..validation import EntmaxOptionError
 
@@ -35,27 +32,20 @@ def check_train_opts(opt) -> None:
         import yaml
 
         data = yaml.safe_load(data) or {}
-    names = ("valid_lr_halving", "valid_lr_halving_every", "decay_method", "world_size", *STEP_DECAY_DEFAULTS)
-    options = SimpleNamespace(has_valid="valid" in data, **{n: getattr(opt, n) for n in names if hasattr(opt, n)})
-    why = rule.refusal(options)
+    why = rule.refusal(opt, "valid" in data)
     if why:
         raise EntmaxOptionError(why)
-
-
-def _is_step_decay(fn) -> bool:
-    """Whether ``fn`` is upstream's step decay (``make_learning_rate_decay_fn`` with decay_method none)."""
-    from onmt.utils.optimizers import exponential_decay
-
-    return isinstance(fn, functools.partial) and fn.func is exponential_decay
 
 
 def wrap_from_opt(upstream):
     """``Optimizer.from_opt``: remember whether to halve; with valid_lr_halving, no step decay."""
 
     def from_opt(cls, model, opt, checkpoint=None):
+        from onmt.utils.optimizers import exponential_decay
+
         optim = upstream(cls, model, opt, checkpoint)
         rule.configure(optim, getattr(opt, "valid_lr_halving", False), getattr(opt, "valid_lr_halving_every", 1),
-                       _is_step_decay)
+                       exponential_decay)
         return optim
 
     return from_opt
@@ -63,11 +53,4 @@ def wrap_from_opt(upstream):
 
 def wrap_validate(upstream):
     """``Trainer.validate``: the validation's loss per target token goes to the halving rule."""
-
-    def validate(self, valid_iter, moving_average=None):
-        stats = upstream(self, valid_iter, moving_average)
-        if stats.n_words:
-            rule.after_validation(self.optim, stats.loss / stats.n_words, _logger())
-        return stats
-
-    return validate
+    return rule.wrap_validate(upstream, "n_words", _logger)

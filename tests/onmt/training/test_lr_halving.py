@@ -6,6 +6,7 @@ import torch
 
 from conftest import build_vocab, train, yaml_config
 
+from onmt_entmax.lr_halving import STEP_DECAY_DEFAULTS
 from onmt_entmax.onmt.training import lr_halving
 
 
@@ -122,7 +123,7 @@ def test_a_second_schedule_beside_the_halving_is_refused_by_name():
     from onmt_entmax.onmt.validation import EntmaxOptionError
 
     defaults = _train_opt()
-    assert {k: getattr(defaults, k) for k in lr_halving.STEP_DECAY_DEFAULTS} == lr_halving.STEP_DECAY_DEFAULTS
+    assert {k: getattr(defaults, k) for k in STEP_DECAY_DEFAULTS} == STEP_DECAY_DEFAULTS
     with pytest.raises(EntmaxOptionError, match="decay_method noam"):
         lr_halving.check_train_opts(_train_opt("-valid_lr_halving", "-decay_method", "noam"))
     with pytest.raises(EntmaxOptionError, match="start_decay_steps 1000 is set"):
