@@ -11,10 +11,12 @@ unfinished run needs, and nothing more:
   older than the newest, and evaluation decodes it).
 
 Each file is cut into parts of at most ``part_bytes``, the parts go into numbered batch folders of at
-most ``batch_files`` files and ``batch_bytes`` bytes, and ``manifest.json`` (in the first batch) names
-every file by its path under the work folder, its size and its sha256. ``unpack`` reads the batches
-(from one folder or several, in any order), checks every joined file against the manifest and puts it
-in place; it never writes over a file that differs, and names what is missing or corrupt.
+most ``batch_files`` files and ``batch_bytes`` bytes, and every batch has a ``manifest.json`` naming
+its files by their path under the work folder, size and sha256. A run's files share a batch whenever
+they fit in one, so each batch that comes back is useful alone: a lease that ends between two returns
+loses the runs of the batches not returned, not the whole pack. ``unpack`` reads the batches (from one
+folder or several, in any order), checks every joined file against the manifest and puts the complete
+runs in place; it never writes over a file that differs, and names what is missing or corrupt.
 """
 from __future__ import annotations
 
@@ -32,9 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
 from download import file_digests  # noqa: E402 (scripts/data: the archives' checksums)
 
 MANIFEST = "manifest.json"
-FORMAT = 1
+FORMAT = 2  # 1: one manifest, in the first batch (still read)
+FORMATS = (1, 2)
 MIB = 1 << 20
-MANIFEST_ROOM = 64 * 1024  # bytes a batch keeps free for the manifest (first batch)
+MANIFEST_ROOM = 64 * 1024  # bytes a batch keeps free for its manifest
 
 
 class CarryError(ValueError):
@@ -101,25 +104,31 @@ def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB
         raise CarryError(f"{out}: not empty (pack writes new batches only)")
     staging = Path(tempfile.mkdtemp(prefix="carry-"))
     try:
-        entries, parts = [], []  # manifest entries; (part name, source, offset, size)
+        runs = []  # per run: its manifest entries and its parts (part name, source, offset, size)
         for run_dir in run_dirs:
+            entries, parts = [], []
             for source, rel in run_files(run_dir, staging, with_best):
-                size = source.stat().st_size
-                names = []
+                size, number, names = source.stat().st_size, sum(len(r[0]) for r in runs) + len(entries), []
                 for j, offset in enumerate(range(0, max(size, 1), part_bytes)):
-                    names.append(f"f{len(entries):04d}-p{j:03d}")
+                    names.append(f"f{number:04d}-p{j:03d}")
                     parts.append((names[-1], source, offset, min(part_bytes, size - offset)))
                 entries.append({"path": (run_dir.resolve().relative_to(work.resolve()) / rel).as_posix(),
                                 "size": size, "sha256": sha256(source), "parts": names})
+            runs.append((entries, parts))
+        room_files, room_bytes = batch_files - 1, batch_bytes - MANIFEST_ROOM  # the manifest's share
         batches = [[]]
-        used = [0]
-        for part in parts:  # the first batch also holds the manifest
-            room = batch_files - (1 if len(batches) == 1 else 0)
-            if len(batches[-1]) >= room or (batches[-1] and used[-1] + part[3] > batch_bytes - MANIFEST_ROOM):
-                batches.append([])
-                used.append(0)
-            batches[-1].append(part)
-            used[-1] += part[3]
+        for _, parts in runs:
+            if batches[-1] and not _fits(batches[-1] + parts, room_files, room_bytes):
+                batches.append([])  # the run starts a batch of its own (spanning several if it must)
+            for part in parts:
+                if batches[-1] and not _fits(batches[-1] + [part], room_files, room_bytes):
+                    batches.append([])
+                batches[-1].append(part)
+        where = {}  # run folder -> the batches holding its parts (every manifest has it: lost runs are named)
+        for i, batch in enumerate(batches, 1):
+            for entries, parts in runs:
+                if {q[0] for q in batch} & {q[0] for q in parts}:
+                    where.setdefault(entries[0]["path"].rsplit("/", 1)[0], []).append(i)
         folders = []
         for i, batch in enumerate(batches, 1):
             folder = out / f"batch-{i}"
@@ -128,41 +137,67 @@ def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB
                 with open(source, "rb") as f, open(folder / name, "wb") as g:
                     f.seek(offset)
                     g.write(f.read(size))
+            # every run with a part here is listed whole: a batch holding part of a run never passes for it
+            here = {part[0] for part in batch}
+            files = [e for entries, parts in runs if here & {q[0] for q in parts} for e in entries]
+            manifest = {"format": FORMAT, "batch": i, "batches": len(batches), "runs": where, "files": files}
+            (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
             folders.append(folder)
-        manifest = {"format": FORMAT, "batches": len(folders), "files": entries}
-        (folders[0] / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         return folders
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _find_parts(folders: list[Path]) -> tuple[dict, dict[str, Path]]:
-    manifest, found = None, {}
+def _fits(parts: list, files: int, size: int) -> bool:
+    return len(parts) <= files and sum(p[3] for p in parts) <= size
+
+
+def _find_parts(folders: list[Path]) -> tuple[list[dict], dict[str, Path], dict[str, list[int]]]:
+    entries, found, seen, runs = {}, {}, False, {}
     for folder in folders:
         if not folder.is_dir():
             raise CarryError(f"{folder}: no such folder")
         for path in sorted(folder.rglob("*")):
             if path.name == MANIFEST:
+                seen = True
                 manifest = json.loads(path.read_text())
+                if manifest.get("format") not in FORMATS:
+                    raise CarryError(f"{path}: format {manifest.get('format')!r}, this script reads {FORMATS}")
+                runs.update(manifest.get("runs", {}))
+                for entry in manifest["files"]:
+                    if entries.setdefault(entry["path"], entry)["sha256"] != entry["sha256"]:
+                        raise CarryError(f"{path}: {entry['path']} differs from the same file in another "
+                                         "manifest (batches of two packs mixed)")
             elif path.is_file():
                 found[path.name] = path
-    if manifest is None:
-        raise CarryError(f"no {MANIFEST} in {', '.join(map(str, folders))} (it travels in the first batch)")
-    if manifest.get("format") != FORMAT:
-        raise CarryError(f"{MANIFEST}: format {manifest.get('format')!r}, this script reads {FORMAT}")
-    return manifest, found
+    if not seen:
+        raise CarryError(f"no {MANIFEST} in {', '.join(map(str, folders))}: every batch has one (format-1 packs: "
+                         "batch-1 only)")
+    return list(entries.values()), found, runs
 
 
 def unpack(folders: list[Path], work: Path) -> list[Path]:
-    """Put the carried files in place under ``work``. Returns the files written (those already there
-    with the same content are left as they are)."""
-    manifest, found = _find_parts(folders)
-    missing = [n for e in manifest["files"] for n in e["parts"] if n not in found]
-    if missing:
-        raise CarryError(f"{len(missing)} part(s) missing, e.g. {missing[0]}: unpack every one of the "
-                         f"{manifest['batches']} batches together")
+    """Put the carried runs in place under ``work``: every run whose files all came (a run is unpacked
+    whole or not at all; the others are named on stderr, and none complete is an error). Returns the
+    files written (those already there with the same content are left as they are)."""
+    entries, found, packed = _find_parts(folders)
+    by_run: dict[str, list[dict]] = {}
+    for entry in entries:
+        by_run.setdefault(entry["path"].rsplit("/", 1)[0], []).append(entry)
+    complete, missing = [], []
+    for run, files in by_run.items():
+        lacking = [n for e in files for n in e["parts"] if n not in found]
+        (missing if lacking else complete).append((run, files, lacking))
+    lost = [f"{run} (batch {', '.join(map(str, packed[run]))})" for run, _, _ in missing if run in packed]
+    lost += [f"{run} (batch {', '.join(map(str, b))})" for run, b in packed.items() if run not in by_run]
+    lost += [f"{run} ({len(lacking)} part(s), e.g. {lacking[0]})" for run, _, lacking in missing if run not in packed]
+    if lost and not complete:
+        raise CarryError(f"part(s) missing: no run came whole, e.g. {lost[0]}: unpack the batches of one pack "
+                         "together")
+    for run in lost:
+        print(f"unpack: left out, its batch did not come: {run}", file=sys.stderr)
     plan = []
-    for entry in manifest["files"]:
+    for entry in (e for _, files, _ in complete for e in files):
         rel = Path(entry["path"])
         if rel.is_absolute() or ".." in rel.parts:
             raise CarryError(f"{MANIFEST}: {entry['path']} is not a path inside the work folder")

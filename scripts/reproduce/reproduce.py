@@ -626,7 +626,8 @@ def main(argv: list[str] | None = None) -> None:
     carrying = p.add_argument_group("pack / unpack (runs carried between machines: carry.py)")
     carrying.add_argument("--to", type=Path, help="pack: an empty folder for the batches (batch-1, batch-2, ...)")
     carrying.add_argument("--from", dest="from_", type=Path, nargs="+", metavar="DIR",
-                          help="unpack: the batch folders (or folders holding them), every batch of one pack")
+                          help="unpack: the batch folders (or folders holding them) of one pack; the runs of a batch "
+                               "that did not come are named and left out")
     carrying.add_argument("--part-mib", type=float, default=15, help="pack: largest part of a file (MiB)")
     carrying.add_argument("--batch-files", type=int, default=8, help="pack: files in a batch, the manifest included")
     carrying.add_argument("--batch-mib", type=float, default=56,

@@ -37,8 +37,12 @@ def _run(work, valid=((1, 50.0), (2, 60.0), (3, 55.0)), done=False, scored=None,
     return d
 
 
+def _manifest_files(folder):
+    return json.loads((folder / carry.MANIFEST).read_text())["files"]
+
+
 def _carried(folders):
-    return sorted(e["path"].rsplit("/", 1)[1] for e in json.loads((folders[0] / carry.MANIFEST).read_text())["files"])
+    return sorted({e["path"].rsplit("/", 1)[1] for f in folders for e in _manifest_files(f)})
 
 
 def test_an_unfinished_run_travels_in_small_batches_and_resumes_and_evaluates_on_the_next_machine(tmp_path):
@@ -94,7 +98,7 @@ def test_unpack_never_writes_over_a_file_and_names_a_corrupt_or_missing_part(tmp
     with pytest.raises(carry.CarryError, match="train.log: exists with other content"):
         carry.unpack(folders, there)
     assert (there / RUN / "train.log").read_text() == "another run\n" and not (there / RUN / "model_step_3.pt").exists()
-    with pytest.raises(carry.CarryError, match="part\\(s\\) missing"):
+    with pytest.raises(carry.CarryError, match="part\\(s\\) missing.*no run came whole"):
         carry.unpack(folders[:1], tmp_path / "c")
     part = next(p for p in folders[-1].iterdir() if p.name != carry.MANIFEST)
     part.write_bytes(part.read_bytes()[:-1] + b"x")
@@ -102,6 +106,29 @@ def test_unpack_never_writes_over_a_file_and_names_a_corrupt_or_missing_part(tmp
         carry.unpack(folders, tmp_path / "d")
     with pytest.raises(carry.CarryError, match="not empty"):
         carry.pack([run], tmp_path / "a", tmp_path / "out")
+
+
+def test_each_batch_brings_its_runs_back_whole_when_the_others_are_lost(tmp_path, capsys):
+    """A lease can end between two returns: the runs of each batch that came are unpacked, a run is
+    never unpacked in part (a log without its checkpoint), and the lost ones are named."""
+    here = tmp_path / "lease1"
+    runs = [_run(here, name=f"runs/t/r{i}/seed1") for i in range(3)]
+    size = sum(f.stat().st_size for f in runs[0].iterdir() if f.name != "model_step_1.pt")
+    folders = carry.pack(runs, here, tmp_path / "out", part_bytes=20_000, batch_files=8,
+                         batch_bytes=size + carry.MANIFEST_ROOM + 10_000)  # room for one run a batch
+    assert len(folders) == 3
+    assert [len({e["path"].split("/")[2] for e in _manifest_files(f)}) for f in folders] == [1, 1, 1]
+    written = carry.unpack([folders[0], folders[2]], tmp_path / "lease2")  # batch-2 never came back
+    assert {w.parent.parent.name for w in written} == {"r0", "r2"} and len(written) == 6
+    assert not (tmp_path / "lease2/runs/t/r1").exists()
+    assert "left out, its batch did not come: runs/t/r1/seed1 (batch 2)" in capsys.readouterr().err
+    spanning = carry.pack(runs[:1], here, tmp_path / "big", part_bytes=20_000, batch_files=3,
+                          batch_bytes=120_000)  # one run over several batches: none of them alone is the run
+    assert len(spanning) > 1
+    for folder in spanning:
+        with pytest.raises(carry.CarryError, match="no run came whole"):
+            carry.unpack([folder], tmp_path / "lease3")
+    assert not (tmp_path / "lease3").exists()
 
 
 def test_pack_and_unpack_commands(tmp_path, monkeypatch, capsys):
