@@ -6,12 +6,13 @@ a run resumed with ``train_from`` starts the count at N again and takes its firs
 best, so a run trained in pieces (``reproduce.py --max-minutes``, one lent machine after another)
 would stop later than the same run trained at once. The state rides in the optimizer's state dict
 (``onmt_entmax.resume_state``; both toolkits save a checkpoint after the step's validation and patience
-update) and goes back into the early stopper when the trainer is built (``continue_in``, called by
-each adapter's ``build_trainer`` wrapper). This module imports neither toolkit.
+update) and goes back into the early stopper when the trainer is built (``wrap_build_trainer``, over
+either toolkit's ``build_trainer``). This module imports neither toolkit.
 """
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 STATE_KEY = "entmax_early_stopping"
 _log = logging.getLogger("onmt_entmax.early_stopping")
@@ -74,3 +75,15 @@ def continue_in(trainer, optim, log: logging.Logger = _log) -> None:
     saved = getattr(optim, "_entmax_early_state", None)
     if saved:
         restore(stopper, saved, log)
+
+
+def wrap_build_trainer(upstream: Callable, logger: Callable[[], logging.Logger]) -> Callable:
+    """Wrapper of a toolkit's ``build_trainer`` (the same signature in OpenNMT-py 3.5.1 and Eole 0.6):
+    the early stopper continues the checkpoint's state (``continue_in``; ``logger``: the toolkit's)."""
+
+    def build_trainer(config, device_id, model, vocabs, optim, model_saver=None):
+        trainer = upstream(config, device_id, model, vocabs, optim, model_saver)
+        continue_in(trainer, optim, logger())
+        return trainer
+
+    return build_trainer

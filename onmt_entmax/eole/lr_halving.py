@@ -13,6 +13,7 @@ from pydantic import Field
 from onmt_entmax import lr_halving as rule
 
 from .errors import ConfigError
+from .training import eole_logger
 
 
 def fields() -> dict:
@@ -29,12 +30,6 @@ def check(config) -> None:
     why = rule.refusal(training, "valid" in (getattr(config, "data", None) or {}), name=lambda n: f"training.{n}")
     if why:
         raise ConfigError(why)
-
-
-def _logger():
-    from eole.utils.logging import logger
-
-    return logger
 
 
 def wrap_from_config(upstream):
@@ -55,4 +50,4 @@ def wrap_from_config(upstream):
 def wrap_validate(upstream):
     """``Trainer.validate``: the validation's loss per target token (Eole counts ``n_tokens``) goes to the
     halving rule."""
-    return rule.wrap_validate(upstream, "n_tokens", _logger)
+    return rule.wrap_validate(upstream, "n_tokens", eole_logger)

@@ -7,6 +7,7 @@ returns it. docs/eole.md explains each entry.
 """
 from __future__ import annotations
 
+from onmt_entmax import early_stopping
 from onmt_entmax.cuda_graphs import graphed_loop
 from onmt_entmax.data_order import wrap_init_datasets
 from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
@@ -59,7 +60,8 @@ PATCHES: list[Patch] = [
           lambda up: wrap_init_datasets(up, "eole")),
     Patch("early_stopping_resume", "a resumed run's early stopper continues the checkpoint's best scores and "
           "patience; training.rnn_cuda_graphs: the model's input-feed RNN decoder gets its graphs",
-          "eole.trainer:build_trainer", lambda up: cuda_graphs.wrap_build_trainer(training.resume_early_stopping(up)),
+          "eole.trainer:build_trainer",
+          lambda up: cuda_graphs.wrap_build_trainer(early_stopping.wrap_build_trainer(up, training.eole_logger)),
           aliases=("eole.train_single:build_trainer",)),
     Patch("rnn_cuda_graphs_forward", "training.rnn_cuda_graphs: the input-feed decoder's training steps replay "
           "CUDA graphs", "eole.decoders.rnn_decoder:InputFeedRNNDecoder._run_forward_pass",

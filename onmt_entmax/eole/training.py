@@ -12,8 +12,7 @@ instead, with ``out nnz`` / ``attn nnz`` and one line of learned alphas per atte
 ``training.shuffle_each_pass`` reads every pass over a training corpus in a new random order
 (``onmt_entmax.data_order``; Eole, like OpenNMT-py 3.5.1, reads the files in the same order every pass).
 The validation iterator replays the batches of its first pass instead of reading, transforming and
-batching the validation corpus again at every validation (``ReplayedPasses``, as in OpenNMT-py). A
-resumed run's early stopper continues the checkpoint's state (``onmt_entmax.early_stopping``).
+batching the validation corpus again at every validation (``ReplayedPasses``, as in OpenNMT-py).
 """
 from __future__ import annotations
 
@@ -25,13 +24,13 @@ import torch
 from onmt_entmax.analysis.training_report import (add_count, attention_counts, is_sparse_loss, merge_after, metrics,
                                                   output_nonzeros, report_output, settle)
 from onmt_entmax.data_order import mark_for_reshuffling, replay_validation
-from onmt_entmax.early_stopping import continue_in
 from onmt_entmax.modules import EntmaxGenerator
 from onmt_entmax.modules.loss import criterion_for, label_smoothing_warning
 from onmt_entmax.modules.models import learned_alphas
 
 
-def _logger():
+def eole_logger():
+    """Eole's logger (imported when first used: this module loads before Eole does)."""
     from eole.utils.logging import logger
 
     return logger
@@ -51,7 +50,7 @@ def wrap_from_config(upstream: Callable) -> Callable:
             smoothing = float(getattr(config.training, "label_smoothing", 0.0) or 0.0)
             compute.criterion = criterion_for(gen, compute.criterion.ignore_index, smoothing)
             if train and (warning := label_smoothing_warning(gen, smoothing)):
-                _logger().warning(warning)
+                eole_logger().warning(warning)
         global _alpha_source
         _alpha_source = functools.partial(learned_alphas, model)
         return compute
@@ -63,7 +62,7 @@ def resolve_auto_tau(compute, batch: dict, output) -> float:
     """``generator_tau: auto`` from the batch's non-pad target positions (``EntmaxGenerator.resolve_auto_tau``)."""
     keep = batch["tgt"][:, compute.tgt_shift_index:].reshape(-1).ne(compute.padding_idx)  # (rows of the loss)
     tau, rows = compute.generator.resolve_auto_tau(output.reshape(-1, output.size(-1))[keep])
-    _logger().info("generator_tau auto: tau = %.6g (mean 1.5-entmax threshold over %d target positions)", tau, rows)
+    eole_logger().info("generator_tau auto: tau = %.6g (mean 1.5-entmax threshold over %d target positions)", tau, rows)
     return tau
 
 
@@ -113,7 +112,7 @@ wrap_update = merge_after  # Statistics.update: our sums travel with upstream's
 
 def wrap_output(upstream: Callable) -> Callable:
     """``Statistics.output``: for a FY loss, its name and value per target token instead of ppl / xent."""
-    return report_output(upstream, _logger, lambda: _alpha_source(), ("n_src_tokens", "n_tokens"), "7.2e")
+    return report_output(upstream, eole_logger, lambda: _alpha_source(), ("n_src_tokens", "n_tokens"), "7.2e")
 
 
 def wrap_report_step(upstream: Callable) -> Callable:
@@ -159,15 +158,3 @@ def wrap_build_dynamic_dataset_iter(upstream: Callable) -> Callable:
     from eole.constants import CorpusTask
 
     return replay_validation(upstream, CorpusTask.VALID)
-
-
-def resume_early_stopping(upstream):
-    """``eole.trainer.build_trainer``: the early stopper of a resumed run continues the checkpoint's
-    best scores and patience (``onmt_entmax.early_stopping``; Eole's checkpoints hold neither)."""
-
-    def build_trainer(config, device_id, model, vocabs, optim, model_saver=None):
-        trainer = upstream(config, device_id, model, vocabs, optim, model_saver)
-        continue_in(trainer, optim, _logger())
-        return trainer
-
-    return build_trainer

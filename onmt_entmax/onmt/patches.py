@@ -9,6 +9,9 @@ returns it. docs/integration.md explains each entry. Other parts of the plugin a
 from __future__ import annotations
 
 import importlib
+import logging
+
+from onmt_entmax import early_stopping
 from onmt_entmax.cuda_graphs import graphed_loop
 from onmt_entmax.data_order import wrap_init_datasets
 from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
@@ -17,7 +20,7 @@ from onmt_entmax.resume_state import wrap_load_state_dict, wrap_state_dict
 
 from . import checkpoint, file_checks, options, refusals, upstream_noise, validation
 from .model import building, fused_attention, loading, rnn_attention
-from .training import cuda_graphs, data_order, early_stopping, loss, lr_halving, reporting, valid_batches
+from .training import cuda_graphs, data_order, loss, lr_halving, reporting, valid_batches
 
 PATCHES: list[Patch] = [
     Patch("upstream_noise", "upstream's deprecation warnings (at their source) and repeated corpus lines filtered",
@@ -88,7 +91,8 @@ PATCHES: list[Patch] = [
     Patch("early_stopping_resume", "a resumed run's early stopper continues the checkpoint's best scores and "
           "patience (upstream starts both afresh); with rnn_cuda_graphs the input-feed decoder gets its graphs",
           "onmt.trainer:build_trainer",
-          lambda up: cuda_graphs.wrap_build_trainer(early_stopping.wrap_build_trainer(up)),
+          lambda up: cuda_graphs.wrap_build_trainer(
+              early_stopping.wrap_build_trainer(up, lambda: logging.getLogger("onmt"))),
           aliases=("onmt.train_single:build_trainer",)),
     Patch("rnn_cuda_graphs_forward", "rnn_cuda_graphs: the input-feed decoder's training steps replay CUDA graphs",
           "onmt.decoders.decoder:InputFeedRNNDecoder._run_forward_pass", lambda up: graphed_loop(up, "src_len")),
