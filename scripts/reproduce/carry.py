@@ -20,6 +20,7 @@ runs in place; it never writes over a file that differs, and names what is missi
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -104,43 +105,43 @@ def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB
         raise CarryError(f"{out}: not empty (pack writes new batches only)")
     staging = Path(tempfile.mkdtemp(prefix="carry-"))
     try:
-        runs = []  # per run: its manifest entries and its parts (part name, source, offset, size)
-        for run_dir in run_dirs:
-            entries, parts = [], []
+        runs, numbers = [], itertools.count()  # per run: its folder under work, manifest entries, parts
+        for run_dir in run_dirs:  # (a part: name, source file, offset, size)
+            under, entries, parts = run_dir.resolve().relative_to(work.resolve()), [], []
             for source, rel in run_files(run_dir, staging, with_best):
-                size, number, names = source.stat().st_size, sum(len(r[0]) for r in runs) + len(entries), []
+                size, number, names = source.stat().st_size, next(numbers), []
                 for j, offset in enumerate(range(0, max(size, 1), part_bytes)):
                     names.append(f"f{number:04d}-p{j:03d}")
                     parts.append((names[-1], source, offset, min(part_bytes, size - offset)))
-                entries.append({"path": (run_dir.resolve().relative_to(work.resolve()) / rel).as_posix(),
-                                "size": size, "sha256": sha256(source), "parts": names})
-            runs.append((entries, parts))
+                entries.append({"path": (under / rel).as_posix(), "size": size, "sha256": sha256(source),
+                                "parts": names})
+            runs.append((under.as_posix(), entries, parts))
         room_files, room_bytes = batch_files - 1, batch_bytes - MANIFEST_ROOM  # the manifest's share
-        batches = [[]]
-        for _, parts in runs:
+        batches, touching = [[]], [[]]  # the parts of each batch; the runs (indices) with a part in it
+        for k, (_, _, parts) in enumerate(runs):
             if batches[-1] and not _fits(batches[-1] + parts, room_files, room_bytes):
                 batches.append([])  # the run starts a batch of its own (spanning several if it must)
+                touching.append([])
             for part in parts:
                 if batches[-1] and not _fits(batches[-1] + [part], room_files, room_bytes):
                     batches.append([])
+                    touching.append([])
                 batches[-1].append(part)
-        where = {}  # run folder -> the batches holding its parts (every manifest has it: lost runs are named)
-        for i, batch in enumerate(batches, 1):
-            for entries, parts in runs:
-                if {q[0] for q in batch} & {q[0] for q in parts}:
-                    where.setdefault(entries[0]["path"].rsplit("/", 1)[0], []).append(i)
+                if touching[-1][-1:] != [k]:
+                    touching[-1].append(k)
+        # every manifest says where each run of the pack went (unpack names the lost ones) and lists the
+        # runs with a part in its batch whole (a batch holding part of a run never passes for it)
+        where = {run[0]: [i for i, t in enumerate(touching, 1) if k in t] for k, run in enumerate(runs)}
         folders = []
-        for i, batch in enumerate(batches, 1):
+        for i, (batch, runs_here) in enumerate(zip(batches, touching), 1):
             folder = out / f"batch-{i}"
             folder.mkdir(parents=True)
             for name, source, offset, size in batch:
                 with open(source, "rb") as f, open(folder / name, "wb") as g:
                     f.seek(offset)
                     g.write(f.read(size))
-            # every run with a part here is listed whole: a batch holding part of a run never passes for it
-            here = {part[0] for part in batch}
-            files = [e for entries, parts in runs if here & {q[0] for q in parts} for e in entries]
-            manifest = {"format": FORMAT, "batch": i, "batches": len(batches), "runs": where, "files": files}
+            manifest = {"format": FORMAT, "batch": i, "batches": len(batches), "runs": where,
+                        "files": [e for k in runs_here for e in runs[k][1]]}
             (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
             folders.append(folder)
         return folders
@@ -184,20 +185,23 @@ def unpack(folders: list[Path], work: Path) -> list[Path]:
     by_run: dict[str, list[dict]] = {}
     for entry in entries:
         by_run.setdefault(entry["path"].rsplit("/", 1)[0], []).append(entry)
-    complete, missing = [], []
-    for run, files in by_run.items():
+    complete, lost = [], []  # runs that came whole (their entries); a line for each other run
+    for run in dict.fromkeys([*packed, *by_run]):  # packed: every run of a format-2 pack, even with no batch here
+        files = by_run.get(run, [])
         lacking = [n for e in files for n in e["parts"] if n not in found]
-        (missing if lacking else complete).append((run, files, lacking))
-    lost = [f"{run} (batch {', '.join(map(str, packed[run]))})" for run, _, _ in missing if run in packed]
-    lost += [f"{run} (batch {', '.join(map(str, b))})" for run, b in packed.items() if run not in by_run]
-    lost += [f"{run} ({len(lacking)} part(s), e.g. {lacking[0]})" for run, _, lacking in missing if run not in packed]
+        if files and not lacking:
+            complete.append(files)
+        elif run in packed:
+            lost.append(f"{run} (batch {', '.join(map(str, packed[run]))})")
+        else:  # format 1: no batch numbers
+            lost.append(f"{run} ({len(lacking)} part(s), e.g. {lacking[0]})")
     if lost and not complete:
         raise CarryError(f"part(s) missing: no run came whole, e.g. {lost[0]}: unpack the batches of one pack "
                          "together")
     for run in lost:
         print(f"unpack: left out, its batch did not come: {run}", file=sys.stderr)
     plan = []
-    for entry in (e for _, files, _ in complete for e in files):
+    for entry in (e for files in complete for e in files):
         rel = Path(entry["path"])
         if rel.is_absolute() or ".." in rel.parts:
             raise CarryError(f"{MANIFEST}: {entry['path']} is not a path inside the work folder")
