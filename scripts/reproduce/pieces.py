@@ -90,7 +90,7 @@ def device_name(gpu: int | None) -> str:
 
 def _start(run_dir: Path, cmd: list[str], cwd: Path, gpu: int | None = None) -> subprocess.Popen:
     run_dir.mkdir(parents=True, exist_ok=True)
-    cmd = resume_command(run_dir, cmd)
+    base_cmd, cmd = cmd, resume_command(run_dir, cmd)
     env = None if gpu is None else {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
     # the console output, not -log_file: with num_workers 0 OpenNMT-py 3.5.1's data iterator calls
     # init_logger() in the main process and drops the file handler after the model summary.
@@ -103,8 +103,22 @@ def _start(run_dir: Path, cmd: list[str], cwd: Path, gpu: int | None = None) -> 
     print("+", on + " ".join(cmd), ">>", run_dir / "train.log", flush=True)
     # own process group, so that a time limit stops the data-loader workers too
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-    proc.run_dir, proc.log, proc.gpu = run_dir, log, gpu
+    proc.run_dir, proc.log, proc.gpu, proc.base_cmd = run_dir, log, gpu, base_cmd
     return proc
+
+
+def _note(run_dir: Path, text: str) -> None:
+    """A line in the run's ``train.log`` and on the console."""
+    with open(run_dir / "train.log", "a", encoding="utf-8") as log:
+        log.write(f"[reproduce] {time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
+    print(f"{run_dir}: {text}", flush=True)
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    """Kill what is left of an ended piece's process group (data-loader workers of a failed trainer
+    would otherwise hold their memory while the run starts again)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _stop(procs: list[subprocess.Popen], grace: float = 120.0) -> None:
@@ -119,8 +133,7 @@ def _stop(procs: list[subprocess.Popen], grace: float = 120.0) -> None:
     for proc in procs:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(max(deadline - time.monotonic(), 0.0))
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        _end_group(proc)
         proc.wait()
         proc.log.close()
 
@@ -132,10 +145,13 @@ def least_busy(gpus: list[int], running: list) -> int:
 
 def run_pieces(runs: list[tuple[Path, list[str]]], cwd: Path, jobs: int = 1,
                max_minutes: float | None = None, gpus: list[int] | None = None,
-               resume_only: bool = False) -> list[Path]:
+               resume_only: bool = False, retries: int = 1) -> list[Path]:
     """Run (folder, onmt_train command) pairs, ``jobs`` at a time, each resumed from its newest
     checkpoint, spread over ``gpus`` (each run on the least busy one; None: as the command says);
     stop what is still going after ``max_minutes``. Returns the folders not finished.
+    A run whose piece fails (a non-zero exit before the time limit, e.g. a data-loader worker that died)
+    is started again from its newest checkpoint, at most ``retries`` times, so one transient failure
+    does not cost it the rest of a lease; the failure stays in its ``train.log``.
     ``resume_only``: refuse (before starting any) when an unfinished run has no checkpoint to resume,
     e.g. on a fresh machine the carried runs were not unpacked on: a run started there from scratch
     would cost a whole piece and, carried back, compete with the real one."""
@@ -147,14 +163,21 @@ def run_pieces(runs: list[tuple[Path, list[str]]], cwd: Path, jobs: int = 1,
                          + " (unpack the carried runs first)")
     running: list[subprocess.Popen] = []
     failed: list[str] = []
+    restarts = {d: 0 for d, _ in todo}
     while todo or running:
         while todo and len(running) < jobs and (deadline is None or time.monotonic() < deadline):
             running.append(_start(*todo.pop(0), cwd, least_busy(gpus, running) if gpus else None))
         for proc in [p for p in running if p.poll() is not None]:
             running.remove(proc)
             proc.log.close()
+            _end_group(proc)
             if proc.returncode == 0:
                 (proc.run_dir / "train.done").write_text("")
+            elif restarts[proc.run_dir] < retries and (deadline is None or time.monotonic() < deadline):
+                restarts[proc.run_dir] += 1
+                _note(proc.run_dir, f"exit status {proc.returncode}: started again from its newest checkpoint "
+                                    f"(retry {restarts[proc.run_dir]} of {retries})")
+                todo.insert(0, (proc.run_dir, proc.base_cmd))
             else:
                 failed.append(f"{proc.run_dir} (exit {proc.returncode}; see its train.log)")
         if deadline is not None and time.monotonic() >= deadline:

@@ -158,12 +158,13 @@ def train_command(e: E.Experiment, seed: int, gpu: bool, extra: list[str] = ()) 
 
 
 def train_all(runs: list[tuple[E.Experiment, int]], gpus: list[int] | None, extra: list[str] = (), jobs: int = 1,
-              max_minutes: float | None = None, resume_only: bool = False) -> list[Path]:
+              max_minutes: float | None = None, resume_only: bool = False, retries: int = 1) -> list[Path]:
     """Train (experiment, seed) pairs, ``jobs`` at a time spread over ``gpus`` (None: the CPU; small
     models leave a GPU mostly idle, so several share one), in pieces of at most ``max_minutes`` (see
-    pieces.py; ``resume_only``: only continue runs that have a checkpoint). Returns the unfinished runs."""
+    pieces.py; ``resume_only``: only continue runs that have a checkpoint; ``retries``: starts again of a
+    failed piece). Returns the unfinished runs."""
     return run_pieces([(WORK / e.run_dir / f"seed{s}", train_command(e, s, bool(gpus), list(extra)))
-                       for e, s in runs], WORK, jobs, max_minutes, gpus or None, resume_only)
+                       for e, s in runs], WORK, jobs, max_minutes, gpus or None, resume_only, retries)
 
 
 def train(e: E.Experiment, seed: int, gpu: int | None, extra: list[str] = ()) -> Path:
@@ -620,6 +621,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--resume-only", action="store_true",
                    help="train: only continue runs that have a checkpoint; stop with their names, starting "
                         "nothing, when one has none (a fresh machine the carried runs were not unpacked on)")
+    p.add_argument("--retries", type=int, default=1,
+                   help="train: start a run whose piece failed again from its newest checkpoint, at most this "
+                        "many times (0: never)")
     p.add_argument("--analysis-lines", type=int, default=None,
                    help="analyses decode every k-th validation line, at most this many (default: all)")
     p.add_argument("--translate-batch", type=int, default=64, help="onmt_translate -batch_size (sentences)")
@@ -687,7 +691,8 @@ def main(argv: list[str] | None = None) -> None:
         for e in todo:
             build_vocab(e.config, ROOT / e.path)
         unfinished = train_all([(e, seed) for e in todo for seed in a.seeds], gpus, a.train_args.split(),
-                               jobs=a.jobs, max_minutes=a.max_minutes, resume_only=a.resume_only)
+                               jobs=a.jobs, max_minutes=a.max_minutes, resume_only=a.resume_only,
+                               retries=a.retries)
         if unfinished and a.step == "all":
             print("evaluating the newest validated checkpoints of the unfinished runs too", flush=True)
     if a.step in ("all", "evaluate"):

@@ -519,3 +519,33 @@ def test_a_failed_command_stops_with_its_name_status_and_log_tail_not_a_tracebac
     assert message.splitlines()[-1] == "No module named onmt_entmax"
     with pytest.raises(SystemExit, match=r"failed \(exit status 3\); its output is above"):
         rep.run(fail, cwd=tmp_path)
+
+
+def test_a_failed_piece_is_started_again_from_its_checkpoint_once(tmp_path):
+    """A piece that dies (e.g. a data-loader worker's exit) is started again with -train_from its newest
+    checkpoint, and the failure is written in its train.log; a run that fails again is reported."""
+    import sys
+    import zipfile
+
+    # fails while its folder has no "survived" mark, leaving one: the second start succeeds
+    flaky = [sys.executable, "-c", "import os, sys; d = sys.argv[1]; print(sys.argv[2:]); m = os.path.join(d, 'survived')\n"
+             "if not os.path.exists(m): open(m, 'w').close(); sys.exit(3)"]
+    broken = [sys.executable, "-c", "import sys; sys.exit(4)"]
+    runs = []
+    for name, cmd in (("flaky", flaky), ("broken", broken)):
+        (tmp_path / name).mkdir()
+        with zipfile.ZipFile(tmp_path / name / "model_step_1490.pt", "w") as z:
+            z.writestr("data.pkl", b"weights")
+        runs.append((tmp_path / name, cmd + ([str(tmp_path / name)] if name == "flaky" else [])))
+    with pytest.raises(SystemExit, match=r"training failed: \S*broken \(exit 4"):
+        rep.run_pieces(runs, tmp_path, retries=1)
+    log = (tmp_path / "flaky" / "train.log").read_text()
+    assert "exit status 3: started again from its newest checkpoint (retry 1 of 1)" in log
+    assert log.count("'-train_from', '" + str(tmp_path / "flaky" / "model_step_1490.pt")) == 2
+    assert (tmp_path / "flaky" / "train.done").exists() and not (tmp_path / "broken" / "train.done").exists()
+    assert (tmp_path / "broken" / "train.log").read_text().count("piece on") == 2  # one start and one retry
+
+    (tmp_path / "flaky" / "survived").unlink()
+    (tmp_path / "flaky" / "train.done").unlink()
+    with pytest.raises(SystemExit, match=r"\S*flaky \(exit 3"):
+        rep.run_pieces(runs[:1], tmp_path, retries=0)
