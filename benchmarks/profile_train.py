@@ -16,7 +16,8 @@ measure): --sample N samples every thread's Python stack every 0.5 ms over N ste
 functions on the main thread's stack in the most samples, waits in C (a sync, backward, a lock)
 included. --host-ab R times R interleaved rounds of each config under four host settings: as is,
 Python's garbage collector with the objects built before training frozen (gc.freeze), backward on
-the calling thread instead of autograd's device thread, and both.
+the calling thread instead of autograd's device thread, and both. --sync-sites N lists where the code
+reads tensors back to the host (each read of a CUDA tensor is a sync), by caller.
 """
 from __future__ import annotations
 
@@ -75,6 +76,59 @@ def profile(trainer, batches: list, n: int, gpu: bool, top: int) -> dict:
         "kernels": [(e.self_device_time_total / n / 1e3, e.count / n, e.key)
                     for e in sorted(kernels, key=lambda e: -e.self_device_time_total)[:top]],
     }
+
+
+# Tensor methods that read values back to the host: on CUDA each call waits for the GPU (a sync)
+READBACKS = ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "nonzero")
+
+
+def sync_sites(trainer, batches: list, n: int, gpu: bool, top: int) -> str:
+    """The code that reads tensors back to the host during ``n`` steps, by call site: the first frame
+    outside torch/ (the caller in OpenNMT-py or the plugin), the method, and the calls a step. With
+    ``gpu``, only reads of CUDA tensors count (each is a sync); on the CPU every read counts, so a site
+    reading a tensor that lives on the host in GPU training shows up too. Boolean-mask indexing and
+    ``.to("cpu")`` are counted as well; ``torch.*`` functions that sync (``torch.nonzero``) are not."""
+    import torch
+
+    torch_dir = str(Path(torch.__file__).parent)
+    counts: collections.Counter = collections.Counter()
+
+    def site() -> str:
+        frame = sys._getframe(2)
+        while frame is not None and frame.f_code.co_filename.startswith(torch_dir):
+            frame = frame.f_back
+        if frame is None:
+            return "(torch)"
+        return f"{frame.f_code.co_filename.split('site-packages/')[-1]}:{frame.f_lineno} {frame.f_code.co_name}"
+
+    def counted(name: str, method, reads):
+        def call(self, *args, **kwargs):
+            if (not gpu or self.is_cuda) and reads(args, kwargs):
+                counts[site(), name] += 1
+            return method(self, *args, **kwargs)
+        return call
+
+    def to_host(args, kwargs) -> bool:
+        where = kwargs.get("device", args[0] if args else None)
+        return isinstance(where, (str, torch.device)) and torch.device(where).type == "cpu"
+
+    def by_mask(args, kwargs) -> bool:
+        index = args[0] if args else None
+        parts = index if isinstance(index, tuple) else (index,)
+        return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in parts)
+
+    wrapped = {name: getattr(torch.Tensor, name) for name in (*READBACKS, "to", "__getitem__")}
+    try:
+        for name in READBACKS:
+            setattr(torch.Tensor, name, counted(name, wrapped[name], lambda a, k: True))
+        torch.Tensor.to = counted("to('cpu')", wrapped["to"], to_host)
+        torch.Tensor.__getitem__ = counted("[bool mask]", wrapped["__getitem__"], by_mask)
+        train_steps(trainer, batches, 0, n)
+    finally:
+        for name, method in wrapped.items():
+            setattr(torch.Tensor, name, method)
+    rows = [f"  {c / n:5.1f}  {name:12s} {where}" for (where, name), c in counts.most_common(top)]
+    return f"  {sum(counts.values()) / n:5.1f}  in all a step\n" + "\n".join(rows)
 
 
 def python_profile(trainer, batches: list, n: int, sync, top: int) -> str:
@@ -236,6 +290,9 @@ def main() -> None:
     ap.add_argument("--sample", type=int, default=0, metavar="STEPS",
                     help="also sample every thread's stack over this many steps (WallSampler) and list the "
                          "functions the main thread spends its wall time in, waits included")
+    ap.add_argument("--sync-sites", type=int, default=0, metavar="STEPS",
+                    help="also list the call sites that read tensors back to the host (.item(), .tolist(), "
+                         "boolean masks, ...) over this many steps, with their calls a step: on CUDA, the syncs")
     ap.add_argument("--host-ab", type=int, default=0, metavar="ROUNDS",
                     help="also time --steps steps of each config under each of HOST_VARIANTS, in this many "
                          "interleaved rounds (medians), with the garbage collector's collections and time a step")
@@ -260,7 +317,7 @@ def main() -> None:
     print("| config | steps/s | wall ms a step (profiled) | GPU kernel ms a step | launches a step "
           "| host syncs a step | aten ops a step |")
     print("|---|---|---|---|---|---|---|")
-    tops, pythons, samples = {}, {}, {}
+    tops, pythons, samples, syncs = {}, {}, {}, {}
     for name, (trainer, batches) in trainers.items():
         train_steps(trainer, batches, 0, len(batches))  # warm-up: Triton compilation, allocator, cuBLAS
         sync()
@@ -274,6 +331,8 @@ def main() -> None:
             pythons[name] = python_profile(trainer, batches, args.python, sync, args.top)
         if args.sample:
             samples[name] = sampled(trainer, batches, args.sample, sync, args.top)
+        if args.sync_sites:
+            syncs[name] = sync_sites(trainer, batches, args.sync_sites, args.gpu, args.top)
         print(f"| {name} | {rate:.1f} | {p['wall_ms']:.2f} | {p['gpu_ms']:.2f} | {p['launches']:.0f} "
               f"| {p['syncs']:.1f} | {p['aten']:.0f} |", flush=True)
     if args.host_ab:
@@ -288,6 +347,9 @@ def main() -> None:
                 print(f"  {ms:7.3f} ms  {calls:7.1f} calls  {key[:100]}")
     for name, text in pythons.items():
         print(f"\n{name}: Python functions with the most time of their own ({args.python} steps, cProfile)\n{text}")
+    for name, text in syncs.items():
+        where = "CUDA tensors: syncs" if args.gpu else "CPU run: on CUDA, syncs where the tensor is on the GPU"
+        print(f"\n{name}: reads of tensors back to the host, calls a step ({args.sync_sites} steps; {where})\n{text}")
     for name, text in samples.items():
         print(f"\n{name}: share of wall time each function is on the stack ({args.sample} steps, sampled)\n{text}")
 

@@ -96,7 +96,7 @@ def test_bench_train_in_process_rounds_give_each_variant_its_paired_interval(tmp
 def test_profile_train_gives_each_config_its_step_costs_and_python_profile(tiny_models):
     configs = [str(tiny_models / v / "config.yaml") for v in ("softmax", "entmax15_output_all_attention_")]
     out = _run("benchmarks/profile_train.py", *configs, "--steps", "2", "--profile-steps", "1", "--python", "1",
-               "--sample", "2", "--host-ab", "1", "--batches", "2", "--top", "5")
+               "--sample", "2", "--host-ab", "1", "--batches", "2", "--top", "30", "--sync-sites", "2")
     steps, host = out.split("\nhost settings, ")
     rows = _table(steps)
     for config in configs:
@@ -111,6 +111,10 @@ def test_profile_train_gives_each_config_its_step_costs_and_python_profile(tiny_
         settings = [line.split("|")[2].strip() for line in host.split("\n\n")[1].splitlines()
                     if line.startswith(f"| {config} |")]
         assert settings == ["as is", "gc.freeze", "backward on the calling thread", "both"], settings
+        # the loss's statistics read the loss and the correct words back every step (syncs on CUDA)
+        reads = out.split(f"{config}: reads of tensors back to the host, calls a step (2 steps; CPU run")[1]
+        reads = reads.split("\n\n")[0]
+        assert re.search(r"\n +1\.0  item +onmt/utils/loss\.py:\d+ _stats", reads), reads
 
 
 def test_bench_rnn_graphs_reports_each_decoder_and_the_same_validations_on_a_cpu(tmp_path):
