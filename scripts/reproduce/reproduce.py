@@ -651,6 +651,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     if a.gpu is not None and a.gpus:
         p.error("--gpu and --gpus: give one of them")
+    if a.retries < 0:
+        p.error(f"--retries {a.retries}: give 0 (never start a failed piece again) or more")
     gpus = a.gpus or ([a.gpu] if a.gpu is not None else None)
     global TRANSLATE_BATCH
     TRANSLATE_BATCH = a.translate_batch

@@ -549,3 +549,9 @@ def test_a_failed_piece_is_started_again_from_its_checkpoint_once(tmp_path):
     (tmp_path / "flaky" / "train.done").unlink()
     with pytest.raises(SystemExit, match=r"\S*flaky \(exit 3"):
         rep.run_pieces(runs[:1], tmp_path, retries=0)
+
+
+def test_negative_retries_are_refused_by_name(capsys):
+    with pytest.raises(SystemExit):
+        rep.main(["train", "peters2019-table1", "--only", "medium/out1-attn1", "--retries", "-1"])
+    assert "--retries -1: give 0" in capsys.readouterr().err
