@@ -88,6 +88,11 @@ def device_name(gpu: int | None) -> str:
     return out or f"GPU {gpu}"
 
 
+def _log_line(text: str) -> str:
+    """A line of this runner in a ``train.log`` (``results_csv`` finds the pieces by its prefix)."""
+    return f"[reproduce] {time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n"
+
+
 def _start(run_dir: Path, cmd: list[str], cwd: Path, gpu: int | None = None) -> subprocess.Popen:
     run_dir.mkdir(parents=True, exist_ok=True)
     base_cmd, cmd = cmd, resume_command(run_dir, cmd)
@@ -97,8 +102,7 @@ def _start(run_dir: Path, cmd: list[str], cwd: Path, gpu: int | None = None) -> 
     log = open(run_dir / "train.log", "a", encoding="utf-8")
     on = "" if gpu is None else f"CUDA_VISIBLE_DEVICES={gpu} "
     # the device is named in the log: a run resumed lease after lease may train on several kinds
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-    log.write(f"[reproduce] {stamp} piece on {device_name(gpu)}: {on}{' '.join(cmd)}\n")
+    log.write(_log_line(f"piece on {device_name(gpu)}: {on}{' '.join(cmd)}"))
     log.flush()
     print("+", on + " ".join(cmd), ">>", run_dir / "train.log", flush=True)
     # own process group, so that a time limit stops the data-loader workers too
@@ -110,7 +114,7 @@ def _start(run_dir: Path, cmd: list[str], cwd: Path, gpu: int | None = None) -> 
 def _note(run_dir: Path, text: str) -> None:
     """A line in the run's ``train.log`` and on the console."""
     with open(run_dir / "train.log", "a", encoding="utf-8") as log:
-        log.write(f"[reproduce] {time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n")
+        log.write(_log_line(text))
     print(f"{run_dir}: {text}", flush=True)
 
 
