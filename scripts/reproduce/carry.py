@@ -15,8 +15,9 @@ most ``batch_files`` files and ``batch_bytes`` bytes, and every batch has a ``ma
 its files by their path under the work folder, size and sha256. A run's files share a batch whenever
 they fit in one, so each batch that comes back is useful alone: a lease that ends between two returns
 loses the runs of the batches not returned, not the whole pack. ``unpack`` reads the batches (from one
-folder or several, in any order), checks every joined file against the manifest and puts the complete
-runs in place; it never writes over a file that differs, and names what is missing or corrupt.
+folder or several, in any order, of one pack or several), checks every joined file against its manifest
+and puts the complete runs in place; it never writes over a file that differs, and names what is missing
+or corrupt.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import os
 import shutil
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 
 from pieces import best_checkpoint, latest_checkpoint, scored_step, step_of
@@ -132,7 +134,7 @@ def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB
         # every manifest says where each run of the pack went (unpack names the lost ones) and lists the
         # runs with a part in its batch whole (a batch holding part of a run never passes for it)
         where = {run[0]: [i for i, t in enumerate(touching, 1) if k in t] for k, run in enumerate(runs)}
-        folders = []
+        folders, pack_id = [], uuid.uuid4().hex  # part names repeat across packs: the id keeps them apart
         for i, (batch, runs_here) in enumerate(zip(batches, touching), 1):
             folder = out / f"batch-{i}"
             folder.mkdir(parents=True)
@@ -140,7 +142,7 @@ def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB
                 with open(source, "rb") as f, open(folder / name, "wb") as g:
                     f.seek(offset)
                     g.write(f.read(size))
-            manifest = {"format": FORMAT, "batch": i, "batches": len(batches), "runs": where,
+            manifest = {"format": FORMAT, "pack": pack_id, "batch": i, "batches": len(batches), "runs": where,
                         "files": [e for k in runs_here for e in runs[k][1]]}
             (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
             folders.append(folder)
@@ -153,42 +155,69 @@ def _fits(parts: list, files: int, size: int) -> bool:
     return len(parts) <= files and sum(p[3] for p in parts) <= size
 
 
-def _find_parts(folders: list[Path]) -> tuple[list[dict], dict[str, Path], dict[str, list[int]]]:
-    entries, found, seen, runs = {}, {}, False, {}
+def _pack_key(manifest: dict) -> str:
+    """What tells one pack's batches from another's (part names repeat across packs): the pack's id,
+    else the run-to-batches map that every batch of a format-2 pack repeats; format 1: ""."""
+    if "pack" in manifest:
+        return str(manifest["pack"])
+    return json.dumps(manifest["runs"], sort_keys=True) if manifest.get("runs") else ""
+
+
+def _find_parts(folders: list[Path]) -> tuple[list[tuple[dict, dict[str, Path]]], dict[str, list[int]]]:
+    """The manifests' file entries, each with the parts of its own pack (name -> path), and where each
+    run of the format-2 packs went. A part belongs to the pack whose manifest sits beside it (format 1:
+    batches after the first have no manifest, their parts go with every format-1 entry)."""
+    manifests, loose = [], {}  # (path, manifest); part name -> path, by folder
     for folder in folders:
         if not folder.is_dir():
             raise CarryError(f"{folder}: no such folder")
         for path in sorted(folder.rglob("*")):
             if path.name == MANIFEST:
-                seen = True
                 manifest = json.loads(path.read_text())
                 if manifest.get("format") not in FORMATS:
                     raise CarryError(f"{path}: format {manifest.get('format')!r}, this script reads {FORMATS}")
-                runs.update(manifest.get("runs", {}))
-                for entry in manifest["files"]:
-                    if entries.setdefault(entry["path"], entry)["sha256"] != entry["sha256"]:
-                        raise CarryError(f"{path}: {entry['path']} differs from the same file in another "
-                                         "manifest (batches of two packs mixed)")
+                manifests.append((path, manifest))
             elif path.is_file():
-                found[path.name] = path
-    if not seen:
+                loose.setdefault(path.parent, {})[path.name] = path
+    if not manifests:
         raise CarryError(f"no {MANIFEST} in {', '.join(map(str, folders))}: every batch has one (format-1 packs: "
                          "batch-1 only)")
-    return list(entries.values()), found, runs
+    key_of = {path.parent: _pack_key(manifest) for path, manifest in manifests}
+    pools: dict[str, dict[str, Path]] = {}
+    for parent, parts in loose.items():
+        pool = pools.setdefault(key_of.get(parent, ""), {})
+        for name, path in parts.items():
+            pool.setdefault(name, path)
+    candidates: dict[str, list[tuple[dict, dict[str, Path]]]] = {}  # a file's path -> (entry, its parts)
+    runs: dict[str, list[int]] = {}
+    for path, manifest in manifests:
+        runs.update(manifest.get("runs", {}))
+        pool = pools.setdefault(key_of[path.parent], {})
+        for entry in manifest["files"]:
+            same = candidates.setdefault(entry["path"], [])
+            if same and same[0][0]["sha256"] != entry["sha256"]:
+                raise CarryError(f"{path}: {entry['path']} differs from the same file in another "
+                                 "manifest (batches of two packs mixed)")
+            same.append((entry, pool))
+    # the same file in two packs: the copy whose parts all came
+    chosen = [next((c for c in same if all(n in c[1] for n in c[0]["parts"])), same[0])
+              for same in candidates.values()]
+    return chosen, runs
 
 
 def unpack(folders: list[Path], work: Path) -> list[Path]:
     """Put the carried runs in place under ``work``: every run whose files all came (a run is unpacked
-    whole or not at all; the others are named on stderr, and none complete is an error). Returns the
-    files written (those already there with the same content are left as they are)."""
-    entries, found, packed = _find_parts(folders)
-    by_run: dict[str, list[dict]] = {}
-    for entry in entries:
-        by_run.setdefault(entry["path"].rsplit("/", 1)[0], []).append(entry)
+    whole or not at all; the others are named on stderr, and none complete is an error). Every file is
+    joined and checked before any is put in place. Returns the files written (those already there with
+    the same content are left as they are)."""
+    entries, packed = _find_parts(folders)
+    by_run: dict[str, list[tuple[dict, dict[str, Path]]]] = {}
+    for entry, pool in entries:
+        by_run.setdefault(entry["path"].rsplit("/", 1)[0], []).append((entry, pool))
     complete, lost = [], []  # runs that came whole (their entries); a line for each other run
     for run in dict.fromkeys([*packed, *by_run]):  # packed: every run of a format-2 pack, even with no batch here
         files = by_run.get(run, [])
-        lacking = [n for e in files for n in e["parts"] if n not in found]
+        lacking = [n for e, pool in files for n in e["parts"] if n not in pool]
         if files and not lacking:
             complete.append(files)
         elif run in packed:
@@ -201,7 +230,7 @@ def unpack(folders: list[Path], work: Path) -> list[Path]:
     for run in lost:
         print(f"unpack: left out, its batch did not come: {run}", file=sys.stderr)
     plan = []
-    for entry in (e for files in complete for e in files):
+    for entry, pool in (f for files in complete for f in files):
         rel = Path(entry["path"])
         if rel.is_absolute() or ".." in rel.parts:
             raise CarryError(f"{MANIFEST}: {entry['path']} is not a path inside the work folder")
@@ -209,20 +238,24 @@ def unpack(folders: list[Path], work: Path) -> list[Path]:
         if target.exists() and sha256(target) != entry["sha256"]:
             raise CarryError(f"{target}: exists with other content; carried runs never write over a file "
                              "(move it away first)")
-        plan.append((entry, target))
-    written = []
-    for entry, target in plan:
-        if target.exists():
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + ".carry-tmp")
-        with open(tmp, "wb") as g:
-            for name in entry["parts"]:
-                g.write(found[name].read_bytes())
-        if tmp.stat().st_size != entry["size"] or sha256(tmp) != entry["sha256"]:
-            tmp.unlink()
-            raise CarryError(f"{entry['path']}: the joined parts ({', '.join(entry['parts'])}) do not match "
-                             "the manifest's sha256 (a part was cut or changed on the way)")
+        if not target.exists():
+            plan.append((entry, pool, target))
+    joined = []  # (temporary file, target): all checked before the first is put in place
+    try:
+        for entry, pool, target in plan:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(target.name + ".carry-tmp")
+            joined.append((tmp, target))
+            with open(tmp, "wb") as g:
+                for name in entry["parts"]:
+                    g.write(pool[name].read_bytes())
+            if tmp.stat().st_size != entry["size"] or sha256(tmp) != entry["sha256"]:
+                raise CarryError(f"{entry['path']}: the joined parts ({', '.join(entry['parts'])}) do not match "
+                                 "the manifest's sha256 (a part was cut or changed on the way)")
+    except BaseException:
+        for tmp, _ in joined:
+            tmp.unlink(missing_ok=True)
+        raise
+    for tmp, target in joined:
         tmp.replace(target)
-        written.append(target)
-    return written
+    return [target for _, target in joined]

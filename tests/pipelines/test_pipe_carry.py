@@ -132,6 +132,24 @@ def test_each_batch_brings_its_runs_back_whole_when_the_others_are_lost(tmp_path
     assert not (tmp_path / "lease3").exists()
 
 
+def test_batches_of_two_packs_unpack_together_and_a_corrupt_file_writes_nothing(tmp_path):
+    """Two leases' returns (their part names repeat: f0000-p000 ...) are unpacked in one command, each
+    file joined from its own pack; when one file is corrupt no file of any run is put in place."""
+    here = tmp_path / "lease1"
+    first = carry.pack([_run(here, done=True, scored=2, name="runs/t/a/seed1")], here, tmp_path / "p1")
+    second = carry.pack([_run(here, name="runs/t/b/seed1")], here, tmp_path / "p2")
+    assert {p.name for p in first[0].iterdir()} & {p.name for p in second[0].iterdir()} - {carry.MANIFEST}
+    written = carry.unpack([*first, *second], tmp_path / "lease2")
+    assert len(written) == 6  # a: log, done, scores; b: log, newest checkpoint, best weights
+    for rel in ("runs/t/a/seed1/train.log", "runs/t/b/seed1/train.log", "runs/t/b/seed1/model_step_3.pt"):
+        assert (tmp_path / "lease2" / rel).read_bytes() == (here / rel).read_bytes()
+    part = next(p for p in sorted(second[-1].iterdir()) if p.name != carry.MANIFEST and p.stat().st_size > 100)
+    part.write_bytes(part.read_bytes()[:-1] + b"x")
+    with pytest.raises(carry.CarryError, match="do not match the manifest's sha256"):
+        carry.unpack([*first, *second], tmp_path / "lease3")
+    assert not [f for f in (tmp_path / "lease3").rglob("*") if f.is_file()]
+
+
 def test_pack_and_unpack_commands(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(rep, "WORK", tmp_path / "lease1")
     _run(tmp_path / "lease1")
