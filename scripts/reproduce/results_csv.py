@@ -101,8 +101,9 @@ def validation_curve(log_text: str) -> list[dict]:
     the loss rose). A validation's step is the one of the checkpoint saved right after it."""
     out, pending, lr = [], {}, None
     for line in log_text.splitlines():
-        if (m := _LR.search(line)) is not None:
-            lr = m.group(1)
+        if (m := _LR.search(line)) is not None:  # printed with 5 decimals: the exact halved value is kept
+            if lr is None or f"{float(lr):.5f}" != f"{float(m.group(1)):.5f}":
+                lr = m.group(1)
         elif (m := _HALVED.search(line)) is not None:
             lr = m.group(1)
         elif (m := _VALID_LOSS.search(line)) is not None:  # (softmax: cross-entropy = log perplexity)

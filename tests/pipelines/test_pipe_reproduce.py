@@ -495,6 +495,19 @@ def test_a_row_names_the_gpus_that_trained_the_run_not_the_device_that_decoded_i
     assert rep.device_name(None) == "cpu" and pieces_mod.device_name(None) == "cpu"
 
 
+def test_the_learning_curve_keeps_the_exact_halved_rate_not_the_rounded_one_of_step_lines():
+    """OpenNMT-py prints the rate with 5 decimals (6.25e-05 as 0.00006): the curve's lr column is the
+    value the halving set, through the step lines that follow it, until the rate changes again."""
+    log = "\n".join(["[..] Step 100/900; acc: 9; lr: 0.00013;", "[..] Validation accuracy: 90",
+                     "[..] valid_lr_halving: validation loss 0.2 > 0.1, learning rate halved to 6.25e-05",
+                     "[..] Saving checkpoint m/model_step_100.pt",
+                     "[..] Step 200/900; acc: 9; lr: 0.00006;", "[..] Validation accuracy: 91",
+                     "[..] Saving checkpoint m/model_step_200.pt",
+                     "[..] Step 300/900; acc: 9; lr: 0.00100;", "[..] Validation accuracy: 92",  # set anew
+                     "[..] Saving checkpoint m/model_step_300.pt"])
+    assert [v["lr"] for v in results_csv.validation_curve(log)] == ["6.25e-05", "6.25e-05", "0.001"]
+
+
 def test_record_refuses_tables_without_a_results_file_and_runs_without_a_commit(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match="CSV"):
         rep.record("peters2019-table2", [1])
