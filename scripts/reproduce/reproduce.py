@@ -11,7 +11,7 @@ Steps (each skips work already done, so an interrupted reproduction resumes):
   evaluate  best checkpoint = highest "Validation accuracy" in train.log (Peters et al.: best validation
             accuracy), onmt_translate -beam_size 5 on the test set, scores.json; SIGMORPHON also
             decodes the ensemble of the seeds (-avg_raw_probs: averaged probabilities) into ensemble/
-  record    peters2019-table1: one row per evaluated run into docs/results/peters2019-table1.csv and its
+  record    peters2019-table1: one row per finished, evaluated run into docs/results/peters2019-table1.csv and its
             validations into docs/results/peters2019-table1-validation.csv (from train.log and scores.json)
   analyze   for peters2019-table3, peters2019-sec4.1, tezekbayev-table2: decode the validation set of
             the source table's runs with onmt_translate's analyses (sparsity, certificates, empty output);
@@ -484,11 +484,12 @@ def git_commit() -> str:
 
 def record(table: str, seeds: list[int], only: str | list[str] | None = None, commit: str | None = None,
            runs: Path | None = None, out: Path | None = None) -> list[dict]:
-    """One row per evaluated run (scores.json) of ``table`` into its CSV (``out``, default
-    docs/results/<table>.csv), replacing the rows of the same run (setting, alphas, seed), and the run's
-    validations into <out>-validation.csv, its languages' test scores into <out>-languages.csv. Returns
-    the new rows. Reads only scores.json and
-    train.log, so it runs wherever those files were copied."""
+    """One row per finished, evaluated run of ``table`` (train.done: the stop rule or the step cap ended
+    it; scores.json) into its CSV (``out``, default docs/results/<table>.csv), replacing the rows of the
+    same run (setting, alphas, seed), and the run's validations into <out>-validation.csv, its languages'
+    test scores into <out>-languages.csv; an evaluated run that has not finished is named on stderr and
+    gets no row. Returns the new rows. Reads only train.done, scores.json and train.log, so it runs
+    wherever those files were copied."""
     if table not in CSV_TABLES:
         raise SystemExit(f"record: only {', '.join(sorted(CSV_TABLES))} keep their results in a CSV file")
     commit = commit or git_commit()
@@ -506,6 +507,11 @@ def record(table: str, seeds: list[int], only: str | list[str] | None = None, co
             log = (run_dir / "train.log").read_text(encoding="utf-8") if (run_dir / "train.log").exists() else ""
             steps = results_csv.last_saved_step(log)
             if scores is None or steps is None:
+                continue
+            if not (run_dir / "train.done").exists():
+                print(f"record: {e.name}/seed{seed} is evaluated but not finished (no train.done): no row "
+                      "until it ends by the stop rule or the step cap (`status` says how far it got)",
+                      file=sys.stderr)
                 continue
             new.append(results_csv.run_row(e.column, e.row, seed, scores, steps, epoch, commit,
                                            devices=results_csv.training_devices(log)))
