@@ -221,8 +221,7 @@ def test_an_analysis_of_a_carried_run_without_its_best_checkpoint_is_skipped_by_
 def test_status_says_where_each_run_stands(tmp_path, monkeypatch):
     monkeypatch.setattr(rep, "WORK", tmp_path)
     e = next(x for x in E.all_experiments() if x.table == "peters2019-table1" and x.name == "medium/out1.5-attn1.5")
-    _evaluated_run(tmp_path, e, 1, 80.0, 1490 * 3)  # validations at 79, 80, 81; halved at the second
-    (tmp_path / e.run_dir / "seed1" / "train.done").write_text("")
+    _evaluated_run(tmp_path, e, 1, 80.0, 1490 * 3)  # validations at 79, 80, 81; halved at the second; finished
     text = rep.print_status("peters2019-table1", [1, 2], "medium/out1.5-attn1.5")
     assert "| medium/out1.5-attn1.5/seed1 | 3 | 81.00 (4470) | 0 / 10 | 0.0005 | yes |" in text
     assert "| medium/out1.5-attn1.5/seed2 | not started |" in text
@@ -416,8 +415,9 @@ def test_resume_only_refuses_a_run_without_a_checkpoint_before_starting_any(tmp_
 
 
 def _evaluated_run(root, e, seed, acc, step):
-    """A run folder as the GPU machine leaves it: a training log that validated (and saved) at every
-    epoch up to ``step``, the halving of the learning rate at the second validation, and scores.json."""
+    """A finished run folder as the GPU machine leaves it: a training log that validated (and saved) at
+    every epoch up to ``step``, the halving of the learning rate at the second validation, train.done
+    and scores.json."""
     d = root / e.run_dir / f"seed{seed}"
     d.mkdir(parents=True, exist_ok=True)
     lines = []
