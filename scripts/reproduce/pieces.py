@@ -75,6 +75,24 @@ def resume_command(run_dir: Path, cmd: list[str]) -> list[str]:
     return [str(c) for c in cmd] + (["-train_from", str(ckpt)] if ckpt is not None else [])
 
 
+def missing_gpus(gpus: list[int]) -> str | None:
+    """Why GPU ids ``gpus`` cannot be used here (negative ids, no NVIDIA GPU, ids past the machine's
+    GPUs as nvidia-smi counts them, whatever CUDA_VISIBLE_DEVICES says), or None: a run sent to a GPU
+    that is not there would fail inside onmt_train, or train on the CPU for hours."""
+    if min(gpus) < 0:
+        return "GPU ids are 0 or more"
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=60).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
+        out = []
+    if not out:
+        return "no NVIDIA GPU here (nvidia-smi lists none); leave the option out to run on the CPU"
+    if max(gpus) >= len(out):
+        return f"this machine has {len(out)} GPU(s), ids 0 to {len(out) - 1}"
+    return None
+
+
 def device_name(gpu: int | None) -> str:
     """What a piece trains on and ``evaluate`` decodes on: GPU ``gpu``'s name as nvidia-smi gives it (no
     CUDA context opened in this process), or "cpu"."""

@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import experiments as E  # noqa: E402
 import results_csv  # noqa: E402
 import carry  # noqa: E402
-from pieces import (_VALID, best_checkpoint, device_name, latest_checkpoint, run_pieces,  # noqa: E402,F401
+from pieces import (_VALID, best_checkpoint, device_name, latest_checkpoint, missing_gpus, run_pieces,  # noqa: E402,F401
                     scored_step, step_of)  # (re-exported)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,8 +100,18 @@ def experiments(table: str, only: str | list[str] | None = None) -> list[E.Exper
     if table not in E.TABLES:
         raise SystemExit(f"unknown table {table!r}; tables: {', '.join(E.TABLES)}")
     found = [e for e in E.all_experiments() if e.table == table]
-    found = [e for e in found if selected(e.name, only)]
-    return found
+    check_only(only, [e.name for e in found], table)
+    return [e for e in found if selected(e.name, only)]
+
+
+def check_only(only: str | list[str] | None, names: list[str], table: str) -> None:
+    """Refuse, in one line, an ``--only`` glob that matches none of ``names`` (a typo would otherwise
+    select nothing and the command would do nothing without a word)."""
+    globs = [only] if isinstance(only, str) else only or []
+    unmatched = [g for g in globs if not any(selected(n, g) for n in names)]
+    if unmatched:
+        raise SystemExit(f"--only {' '.join(unmatched)}: no experiment of {table} matches; its names: "
+                         + ", ".join(names))
 
 
 # ------------------------------------------------------------------------------------------ data
@@ -270,7 +280,8 @@ def analyze(name: str, seeds: list[int], gpus: list[int] | None, only: str | lis
                 taus = _TAU.findall(log)
                 out.write_text(json.dumps({"tau": float(taus[-1])} if taus else {}) + "\n")
                 continue
-            ckpt, _ = best_checkpoint(log)
+            if (ckpt := _validated_checkpoint(run_dir, log)) is None:
+                continue
             if _scored(out, ckpt, "checkpoint", e.decode):
                 continue
             if not checkpoint_file(run_dir, ckpt).exists():  # a carried run: its scored best stayed behind
@@ -286,6 +297,7 @@ def analyze(name: str, seeds: list[int], gpus: list[int] | None, only: str | lis
             out.write_text(json.dumps({**summarize(read_jsonl(str(report))), "checkpoint": ckpt,
                                        "decode": list(e.decode)}, indent=1) + "\n")
 
+    check_only(only, [e.name for e in analysis_runs(name)], name)
     todo = [e for e in analysis_runs(name) if selected(e.name, only)]
     if a.layout == "best":  # only the column's best validated configuration is reported: decode only it
         columns: dict[str, list[E.Experiment]] = {}
@@ -373,6 +385,16 @@ def _scored(path: Path, checkpoint, key: str, decode: tuple[str, ...]) -> bool:
     return done.get(key) == checkpoint and done.get("decode") == list(decode)
 
 
+def _validated_checkpoint(run_dir: Path, log: str) -> str | None:
+    """The best validated checkpoint of a run's training log, or None (said on stderr) before its first
+    validation with a checkpoint: nothing to decode yet."""
+    try:
+        return best_checkpoint(log)[0]
+    except ValueError as err:
+        print(f"skip {run_dir}: {err}", file=sys.stderr)
+        return None
+
+
 def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
     best, best_files = [], []
     for seed in seeds:
@@ -380,7 +402,10 @@ def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
         if not (run_dir / "train.log").exists():
             print(f"skip {run_dir}: not trained", file=sys.stderr)
             continue
-        ckpt, dev_acc = best_checkpoint((run_dir / "train.log").read_text(encoding="utf-8"))
+        log = (run_dir / "train.log").read_text(encoding="utf-8")
+        if (ckpt := _validated_checkpoint(run_dir, log)) is None:
+            continue
+        dev_acc = best_checkpoint(log)[1]
         best.append(ckpt)
         best_files.append(checkpoint_file(run_dir, ckpt))
         if _scored(run_dir / "scores.json", ckpt, "checkpoint", e.decode):
@@ -659,7 +684,15 @@ def main(argv: list[str] | None = None) -> None:
         p.error("--gpu and --gpus: give one of them")
     if a.retries < 0:
         p.error(f"--retries {a.retries}: give 0 (never start a failed piece again) or more")
+    for option, value in (("--jobs", a.jobs), ("--translate-batch", a.translate_batch),
+                          ("--analysis-lines", a.analysis_lines), ("--max-minutes", a.max_minutes)):
+        if value is not None and value <= 0:
+            p.error(f"{option} {value:g}: give a number above 0")
+    if a.runs is not None and not a.runs.is_dir():
+        p.error(f"--runs {a.runs}: no such folder")
     gpus = a.gpus or ([a.gpu] if a.gpu is not None else None)
+    if gpus and a.step in ("all", "train", "evaluate", "analyze") and (why := missing_gpus(gpus)):
+        p.error(f"{'--gpus' if a.gpus else '--gpu'} {' '.join(map(str, gpus))}: {why}")
     global TRANSLATE_BATCH
     TRANSLATE_BATCH = a.translate_batch
     if a.step == "smoke-data":
