@@ -47,8 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import experiments as E  # noqa: E402
 import results_csv  # noqa: E402
 import carry  # noqa: E402
-from pieces import (_VALID, best_checkpoint, device_name, latest_checkpoint, missing_gpus, run_pieces,  # noqa: E402,F401
-                    scored_step, step_of)  # (re-exported)
+from pieces import (_VALID, best_checkpoint, device_name, latest_checkpoint, missing_gpus,  # noqa: E402,F401
+                    run_pieces, scored_step, step_of)  # (re-exported)
 
 ROOT = Path(__file__).resolve().parents[2]
 try:
@@ -280,8 +280,9 @@ def analyze(name: str, seeds: list[int], gpus: list[int] | None, only: str | lis
                 taus = _TAU.findall(log)
                 out.write_text(json.dumps({"tau": float(taus[-1])} if taus else {}) + "\n")
                 continue
-            if (ckpt := _validated_checkpoint(run_dir, log)) is None:
+            if (best := _best_validated(run_dir, log)) is None:
                 continue
+            ckpt = best[0]
             if _scored(out, ckpt, "checkpoint", e.decode):
                 continue
             if not checkpoint_file(run_dir, ckpt).exists():  # a carried run: its scored best stayed behind
@@ -385,11 +386,11 @@ def _scored(path: Path, checkpoint, key: str, decode: tuple[str, ...]) -> bool:
     return done.get(key) == checkpoint and done.get("decode") == list(decode)
 
 
-def _validated_checkpoint(run_dir: Path, log: str) -> str | None:
-    """The best validated checkpoint of a run's training log, or None (said on stderr) before its first
-    validation with a checkpoint: nothing to decode yet."""
+def _best_validated(run_dir: Path, log: str) -> tuple[str, float] | None:
+    """(checkpoint, validation accuracy) of the best validation in a run's training log, or None (said on
+    stderr) before its first validation with a checkpoint: nothing to decode yet."""
     try:
-        return best_checkpoint(log)[0]
+        return best_checkpoint(log)
     except ValueError as err:
         print(f"skip {run_dir}: {err}", file=sys.stderr)
         return None
@@ -403,9 +404,9 @@ def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
             print(f"skip {run_dir}: not trained", file=sys.stderr)
             continue
         log = (run_dir / "train.log").read_text(encoding="utf-8")
-        if (ckpt := _validated_checkpoint(run_dir, log)) is None:
+        if (validated := _best_validated(run_dir, log)) is None:
             continue
-        dev_acc = best_checkpoint(log)[1]
+        ckpt, dev_acc = validated
         best.append(ckpt)
         best_files.append(checkpoint_file(run_dir, ckpt))
         if _scored(run_dir / "scores.json", ckpt, "checkpoint", e.decode):
