@@ -23,6 +23,7 @@ from pydantic import Field, ValidationError, create_model
 
 from onmt_entmax import data_order
 from onmt_entmax.options.decoding import DECODING_OPTIONS, DecodingConfig
+from onmt_entmax.options.files import PNG_OUTPUTS, TRANSLATE_OUTPUTS, check_outputs, check_translate_inputs
 from onmt_entmax.options.model import (ATTENTION_KINDS, EntmaxOptionError, generator_transformation,
                                        model_option_help, model_option_names, validate_entmax_opts)
 from onmt_entmax.registry import transformation_names
@@ -143,6 +144,20 @@ def check_predict_config(config) -> None:
         raise ConfigError(str(err)) from None
 
 
+def check_predict_files(config) -> None:
+    """``eole predict``'s files (``onmt_entmax.options.files``), before it loads the model or opens its
+    output: each output writable and neither an input nor another output, ``-src`` there and not empty,
+    ``-tgt`` line for line with it and without a blank line (Eole drops that pair). A blank source line
+    passes: Eole keeps it (its output line is the translation of the empty input)."""
+    inputs = {"model_path": config.model_path, "src": config.src, "tgt": getattr(config, "tgt", None)}
+    outputs = {name: getattr(config, name, None) for name in TRANSLATE_OUTPUTS}
+    try:
+        check_outputs(outputs, inputs, {name: ".png" for name in PNG_OUTPUTS})
+        check_translate_inputs(config.src, inputs["tgt"], toolkit="Eole", drops_blank_sources=False)
+    except EntmaxOptionError as err:
+        raise ConfigError(str(err)) from None
+
+
 # --- one-line errors ----------------------------------------------------------------------------------
 def _known_keys() -> list:
     """Every key of every Eole config section (ours included): where a misspelling's match is found."""
@@ -205,6 +220,7 @@ def wrap_build_config(upstream: Callable) -> Callable:
             cuda_graphs.check(config)
         lr_halving.check(config)
         if hasattr(config, "entmax_report"):
+            check_predict_files(config)
             check_predict_config(config)
         return config
 

@@ -1,122 +1,14 @@
-"""Files of a command checked before it starts: nothing written over, no line silently dropped.
-
-``onmt_translate`` (through ``ArgumentParser.validate_translate_opts``, its first step, before the
-model loads and before upstream opens ``-output``):
-- every output (``-output``, ``-entmax_report``, ``-attn_heatmap``, ``-log_file``, ``-dump_beam``) must
-  be writable where it is (its folder exists, it is not a folder; a heatmap ends in ``.png``) and
-  must be neither an input (``-model``, ``-src``, ``-tgt``) nor another output;
-- ``-src`` must exist, without blank lines: OpenNMT-py drops an example whose source (or reference)
-  is blank, so every later output line and report id would move up one;
-- ``-tgt`` must have as many lines as ``-src`` (upstream stops at the shorter file, exit status 0),
-  none of them blank.
-Each problem is an ``EntmaxOptionError`` naming the option. The same checks serve other commands'
-outputs (``check_outputs``).
-"""
+"""``onmt_translate``'s files checked by ``ArgumentParser.validate_translate_opts``, its first step,
+before the model loads and before upstream opens ``-output`` (the checks: ``onmt_entmax.options.files``)."""
 from __future__ import annotations
 
-import os
-from typing import Iterable, Mapping, Optional, Sequence
-
-from .validation import EntmaxOptionError
-
-STDIN = "-"
-TRANSLATE_OUTPUTS = ("output", "entmax_report", "attn_heatmap", "log_file", "dump_beam")
-PNG_OUTPUTS = ("attn_heatmap",)
-
-
-def _paths(value) -> list[str]:
-    if value is None or value == "" or value == STDIN:
-        return []
-    return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
-
-
-def same_file(a: str, b: str) -> bool:
-    """True when the two paths name one file (existing or not)."""
-    try:
-        if os.path.exists(a) and os.path.exists(b):
-            return os.path.samefile(a, b)
-    except OSError:
-        pass
-    return os.path.realpath(a) == os.path.realpath(b)
-
-
-def check_writable(option: str, path: str, suffix: Optional[str] = None) -> None:
-    """``path`` can be written as a file: its folder exists and is writable, it is not a folder,
-    and it ends in ``suffix`` when one is required (a PNG writer picks its format by the name)."""
-    if os.path.isdir(path):
-        raise EntmaxOptionError(f"-{option} {path} is a folder; give a file name")
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise EntmaxOptionError(f"-{option} {path}: the folder {folder} does not exist (create it first)")
-    if not os.access(path, os.W_OK) if os.path.exists(path) else not os.access(folder, os.W_OK):
-        raise EntmaxOptionError(f"-{option} {path}: not writable")
-    if suffix and not path.lower().endswith(suffix):
-        raise EntmaxOptionError(f"-{option} writes a {suffix[1:].upper()} image: give a file name ending in "
-                                f"{suffix}, got {path}")
-
-
-def check_outputs(outputs: Mapping[str, object], inputs: Mapping[str, object],
-                  suffixes: Optional[Mapping[str, str]] = None) -> None:
-    """Each output path writable and distinct from every input and every other output.
-    ``outputs`` / ``inputs``: option name (without dash) -> a path, a list of paths or None."""
-    suffixes = suffixes or {}
-    seen: list[tuple[str, str]] = []
-    for option, value in outputs.items():
-        for path in _paths(value):
-            for other, values in inputs.items():
-                for given in _paths(values):
-                    if same_file(path, given):
-                        raise EntmaxOptionError(f"-{option} {path} is the -{other} file: it would be written over; "
-                                                f"choose another -{option}")
-            for other, given in seen:
-                if same_file(path, given):
-                    raise EntmaxOptionError(f"-{option} {path} is also -{other}: one would overwrite the other")
-            check_writable(option, path, suffixes.get(option))
-            seen.append((option, path))
-
-
-def blank_lines(path: str) -> tuple[int, list[int]]:
-    """(number of lines, 1-based numbers of the blank ones) of a text file, read as OpenNMT-py
-    reads it (split on newlines; a line of spaces is blank: upstream strips it to nothing)."""
-    count, blank = 0, []
-    with open(path, "rb") as f:
-        for count, line in enumerate(f, 1):
-            if not line.strip():
-                blank.append(count)
-    return count, blank
-
-
-def _lines_listed(numbers: Sequence[int]) -> str:
-    shown = ", ".join(map(str, numbers[:5]))
-    return shown + (f" and {len(numbers) - 5} more" if len(numbers) > 5 else "")
-
-
-def check_translate_inputs(src: Optional[str], tgt: Optional[str]) -> None:
-    """-src exists and has no blank line; -tgt, when given, has one non-blank line per -src line."""
-    if not src or src == STDIN:
-        return
-    if not os.path.isfile(src):
-        raise EntmaxOptionError(f"-src {src}: no such file")
-    n_src, blank = blank_lines(src)
-    if blank:
-        raise EntmaxOptionError(
-            f"-src {src} has blank lines ({_lines_listed(blank)}): OpenNMT-py skips them, so every later output "
-            f"line (and -entmax_report id) would belong to another source line; remove them or give them a token")
-    if not tgt:
-        return
-    if not os.path.isfile(tgt):
-        raise EntmaxOptionError(f"-tgt {tgt}: no such file")
-    n_tgt, blank = blank_lines(tgt)
-    if n_tgt != n_src:
-        raise EntmaxOptionError(f"-tgt {tgt} has {n_tgt} lines but -src {src} has {n_src}: every source line needs "
-                                f"its reference (OpenNMT-py would stop at the shorter file)")
-    if blank:
-        raise EntmaxOptionError(f"-tgt {tgt} has blank lines ({_lines_listed(blank)}): OpenNMT-py skips those "
-                                "sentence pairs; give every reference a token")
+from onmt_entmax.options.files import (PNG_OUTPUTS, TRANSLATE_OUTPUTS, check_out_dir, check_outputs,
+                                       check_translate_inputs)
 
 
 def check_translate_files(opt) -> None:
-    """All of the above for an ``onmt_translate`` option namespace."""
+    """Outputs writable and apart from the inputs; -src and -tgt line for line (OpenNMT-py drops a blank
+    source line)."""
     models = getattr(opt, "models", None) or getattr(opt, "model", None)
     inputs = {"model": models, "src": getattr(opt, "src", None), "tgt": getattr(opt, "tgt", None)}
     outputs = {name: getattr(opt, name, None) for name in TRANSLATE_OUTPUTS}
@@ -134,21 +26,4 @@ def wrap_validate_translate_opts(upstream):
     return validate_translate_opts
 
 
-def check_out_dir(option: str, path: str, names: Iterable[str], inputs: Mapping[str, object]) -> None:
-    """An output folder for files ``names``: creatable or a folder, and none of its files an input."""
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise EntmaxOptionError(f"-{option} {path} is a file, not a folder")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.exists(path) and not os.path.isdir(parent):
-        raise EntmaxOptionError(f"-{option} {path}: its parent folder {parent} does not exist")
-    for name in names:
-        target = os.path.join(path, name)
-        for other, values in inputs.items():
-            for given in _paths(values):
-                if same_file(target, given):
-                    raise EntmaxOptionError(f"-{option} {path}: writing {name} there would overwrite the -{other} "
-                                            f"file {given}")
-
-
-__all__ = ["check_outputs", "check_out_dir", "check_translate_files", "check_translate_inputs", "check_writable",
-           "same_file", "wrap_validate_translate_opts"]
+__all__ = ["check_out_dir", "check_outputs", "check_translate_files", "wrap_validate_translate_opts"]

@@ -114,6 +114,17 @@ def test_alpha_relu_resolves_tau_on_the_first_batch_and_decodes_with_it(workdir,
     assert len(out) == 4 and "per-step sum of output probabilities: mean" in log
 
 
+def test_predict_refuses_to_write_over_its_source_in_one_line(workdir, trained):
+    model_dir, _, _ = trained("rnn")
+    src = workdir / "keep.src.txt"
+    src.write_text("".join((DATA / "src-dev.txt").read_text().splitlines(keepends=True)[:3]))
+    before = src.read_bytes()
+    proc = run_eole(["predict", "-model_path", model_dir, "-src", src, "-output", src], cwd=workdir, check=False)
+    assert proc.returncode != 0 and src.read_bytes() == before
+    assert proc.stderr.strip().splitlines()[-1] == (f"onmt-entmax: -output {src} is the -src file: it would be "
+                                                    "written over; choose another -output")
+
+
 def test_a_bad_option_is_one_line_naming_it_before_anything_runs(workdir):
     (workdir / "bad").mkdir()
     config = small_config("rnn-entmax15", workdir / "bad", steps=1)

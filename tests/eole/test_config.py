@@ -90,3 +90,30 @@ def test_predict_config_has_the_decoding_options_of_onmt_translate():
         assert fields[option.name].default == option.default and fields[option.name].description == option.help
     with pytest.raises(ValidationError, match="exact_serch"):
         PredictConfig(model_path=["m"], src="s.txt", exact_serch=True)
+
+
+@pytest.fixture
+def predict_files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model").mkdir()
+    (tmp_path / "src.txt").write_text("a b\n\nc\n")  # (Eole keeps a blank source line: it is translated)
+    (tmp_path / "tgt.txt").write_text("b a\nx\nc\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("args,says", [
+    ({"output": "src.txt"}, "-output src.txt is the -src file: it would be written over"),
+    ({"entmax_report": "pred.txt"}, "-entmax_report pred.txt is also -output: one would overwrite the other"),
+    ({"output": "nowhere/pred.txt"}, "-output nowhere/pred.txt: the folder"),
+    ({"src": "missing.txt"}, "-src missing.txt: no such file"),
+    ({"tgt": "src.txt"}, "-tgt src.txt has blank lines (2): Eole skips those sentence pairs"),
+    ({"attn_heatmap": "heat.pdf"}, "-attn_heatmap writes a PNG image"),
+])
+def test_predict_files_that_would_be_written_over_or_lose_lines_are_refused(predict_files, args, says):
+    from onmt_entmax.eole.config import check_predict_files
+
+    config = PredictConfig(**{"model_path": "model", "src": "src.txt", "output": "pred.txt", **args})
+    with pytest.raises(ConfigError) as err:
+        check_predict_files(config)
+    assert says in str(err.value)
+    check_predict_files(PredictConfig(model_path="model", src="src.txt", output="pred.txt", tgt="tgt.txt"))

@@ -61,6 +61,12 @@ def test_blank_source_lines_are_refused_naming_them(files):
         _validate()
 
 
+def test_an_empty_source_is_refused_rather_than_crashing_inside_opennmt(files):
+    (files / "src.txt").write_text("")
+    with pytest.raises(EntmaxOptionError, match=r"^-src src.txt is empty: nothing to translate$"):
+        _validate()
+
+
 @pytest.mark.parametrize("tgt,message", [
     ("b a\n", r"-tgt tgt.txt has 1 lines but -src src.txt has 2"),
     ("b a\nc\nd\n", r"-tgt tgt.txt has 3 lines but -src src.txt has 2"),
