@@ -23,13 +23,13 @@ from pydantic import Field, ValidationError, create_model
 
 from onmt_entmax import data_order
 from onmt_entmax.options.decoding import DECODING_OPTIONS, DecodingConfig
-from onmt_entmax.options.files import PNG_OUTPUTS, TRANSLATE_OUTPUTS, check_outputs, check_translate_inputs
 from onmt_entmax.options.model import (ATTENTION_KINDS, EntmaxOptionError, generator_transformation,
                                        model_option_help, model_option_names, validate_entmax_opts)
 from onmt_entmax.registry import transformation_names
 
 from . import cuda_graphs, lr_halving
 from .errors import ConfigError
+from .files import check_predict_files, check_train_files
 
 Alpha = Optional[Annotated[float, Field(ge=1.0, allow_inf_nan=False)]]
 
@@ -144,20 +144,6 @@ def check_predict_config(config) -> None:
         raise ConfigError(str(err)) from None
 
 
-def check_predict_files(config) -> None:
-    """``eole predict``'s files (``onmt_entmax.options.files``), before it loads the model or opens its
-    output: each output writable and neither an input nor another output, ``-src`` there and not empty,
-    ``-tgt`` line for line with it and without a blank line (Eole drops that pair). A blank source line
-    passes: Eole keeps it (its output line is the translation of the empty input)."""
-    inputs = {"model_path": config.model_path, "src": config.src, "tgt": getattr(config, "tgt", None)}
-    outputs = {name: getattr(config, name, None) for name in TRANSLATE_OUTPUTS}
-    try:
-        check_outputs(outputs, inputs, {name: ".png" for name in PNG_OUTPUTS})
-        check_translate_inputs(config.src, inputs["tgt"], toolkit="Eole", drops_blank_sources=False)
-    except EntmaxOptionError as err:
-        raise ConfigError(str(err)) from None
-
-
 # --- one-line errors ----------------------------------------------------------------------------------
 def _known_keys() -> list:
     """Every key of every Eole config section (ours included): where a misspelling's match is found."""
@@ -169,6 +155,19 @@ def _known_keys() -> list:
     return sorted(keys)
 
 
+def _sections_of(key: str) -> list:
+    """The config sections that have a key ``key``: "" (the top level), "training", "model"."""
+    from eole.config import models, run, training
+
+    where = {"": [run.TrainConfig, run.PredictConfig], "training": _family(training.TrainingConfig),
+             "model": _family(models.BaseModelConfig)}
+    return [section for section, classes in where.items() if any(key in c.__pydantic_fields__ for c in classes)]
+
+
+def _section_name(section: str) -> str:
+    return f"{section}: section" if section else "top level"
+
+
 def describe(err: ValidationError, known: Callable[[], list] = lambda: model_option_names()) -> str:
     """One line for a pydantic error: ``model.generator_alpha: Input should be ... (got 0.5)``, with a
     suggestion for an unknown key."""
@@ -177,9 +176,12 @@ def describe(err: ValidationError, known: Callable[[], list] = lambda: model_opt
         loc = [str(x) for x in e.get("loc", ()) if "[" not in str(x)]
         path = ".".join(_drop_tags(loc))
         if e.get("type") == "extra_forbidden":
-            close = difflib.get_close_matches(str(loc[-1]) if loc else "", known(), n=1, cutoff=0.75)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
-            parts.append(f"{path}: unknown option{hint}")
+            key = str(loc[-1]) if loc else ""
+            elsewhere = [s for s in _sections_of(key) if s != (loc[0] if len(loc) > 1 else "")]
+            close = difflib.get_close_matches(key, known(), n=1, cutoff=0.75)
+            hint = (f"; it belongs in the {' or '.join(map(_section_name, elsewhere))}" if elsewhere
+                    else f"; did you mean '{close[0]}'?" if close else "")
+            parts.append(f"{path}: unknown option{' here' if elsewhere else ''}{hint}")
         else:
             parts.append(f"{path}: {e.get('msg')} (got {e.get('input')!r})")
     return "; ".join(parts)
@@ -222,6 +224,8 @@ def wrap_build_config(upstream: Callable) -> Callable:
         if hasattr(config, "entmax_report"):
             check_predict_files(config)
             check_predict_config(config)
+        else:
+            check_train_files(config)
         return config
 
     return build_config

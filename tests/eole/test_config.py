@@ -55,6 +55,7 @@ def test_global_attention_function_reaches_the_rnn_decoder_from_the_model_sectio
     ({"generator_alhpa": 1.2}, "model.generator_alhpa: unknown option; did you mean 'generator_alpha'?"),
     ({"attention_function": "alpha_relu"}, "model.attention_function: Input should be"),  # not a normalizer
     ({"bisect_iter": 0}, "model.bisect_iter: Input should be greater than or equal to 1"),
+    ({"label_smoothing": 0.1}, "model.label_smoothing: unknown option here; it belongs in the training: section"),
 ])
 def test_bad_values_and_misspelled_keys_are_refused_naming_the_option(model, says):
     with pytest.raises(ValidationError) as err:
@@ -117,3 +118,25 @@ def test_predict_files_that_would_be_written_over_or_lose_lines_are_refused(pred
         check_predict_files(config)
     assert says in str(err.value)
     check_predict_files(PredictConfig(model_path="model", src="src.txt", output="pred.txt", tgt="tgt.txt"))
+
+
+def test_train_files_that_are_missing_or_in_the_models_way_are_refused_before_training(tmp_path, monkeypatch):
+    from onmt_entmax.eole.files import check_train_files
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("src.txt", "tgt.txt", "a_file"):
+        (tmp_path / name).write_text("a\n")
+
+    def config(training=None, **corpus):
+        data = {"corpus_1": {"path_src": "src.txt", "path_tgt": "tgt.txt", **corpus}}
+        return TrainConfig(src_vocab="v.src", tgt_vocab="v.tgt", data=data, model=TINY,
+                           training={"model_path": "run/model", **(training or {})})
+
+    check_train_files(config())
+    check_train_files(config(path_src="hf://some/dataset"))  # (Eole fetches those)
+    for cfg, says in [(config(path_tgt="missing.txt"), "data.corpus_1.path_tgt missing.txt: no such file"),
+                      (config({"model_path": "a_file"}), "training.model_path a_file is a file"),
+                      (config({"train_from": "run/model/step_9"}), "training.train_from run/model/step_9: no such")]:
+        with pytest.raises(ConfigError) as err:
+            check_train_files(cfg)
+        assert str(err.value).startswith(says)

@@ -1,0 +1,48 @@
+"""Files an Eole command reads and writes, checked on the config it builds, before a model loads or a
+step trains; each problem is one ``ConfigError`` line naming the option. ``eole predict``: as
+``onmt_translate`` (``onmt_entmax.options.files``). ``eole train`` / ``build_vocab``: the corpus files,
+``train_from``, and a ``model_path`` that can become a folder (Eole writes one there at the first save:
+a file in its place would end the run then, after its steps were trained)."""
+from __future__ import annotations
+
+import os
+
+from onmt_entmax.options.files import PNG_OUTPUTS, TRANSLATE_OUTPUTS, check_outputs, check_translate_inputs
+from onmt_entmax.options.model import EntmaxOptionError
+
+from .errors import ConfigError
+
+CORPUS_FILES = ("path_src", "path_tgt", "path_txt", "path_sco", "path_align")
+
+
+def check_predict_files(config) -> None:
+    """Each output writable and neither an input nor another output, ``-src`` there and not empty,
+    ``-tgt`` line for line with it and without a blank line (Eole drops that pair). A blank source line
+    passes: Eole keeps it (its output line is the translation of the empty input)."""
+    inputs = {"model_path": config.model_path, "src": config.src, "tgt": getattr(config, "tgt", None)}
+    outputs = {name: getattr(config, name, None) for name in TRANSLATE_OUTPUTS}
+    try:
+        check_outputs(outputs, inputs, {name: ".png" for name in PNG_OUTPUTS})
+        check_translate_inputs(config.src, inputs["tgt"], toolkit="Eole", drops_blank_sources=False)
+    except EntmaxOptionError as err:
+        raise ConfigError(str(err)) from None
+
+
+def check_train_files(config) -> None:
+    """Every local corpus file there (``hf://`` and other URLs are Eole's to fetch), ``train_from`` there,
+    ``model_path`` a folder or nothing yet."""
+    for name, corpus in (getattr(config, "data", None) or {}).items():
+        for key in CORPUS_FILES:
+            path = getattr(corpus, key, None)
+            if path and "://" not in path and not os.path.isfile(path):
+                raise ConfigError(f"data.{name}.{key} {path}: no such file")
+    training = getattr(config, "training", None)
+    if training is None:
+        return
+    path = getattr(training, "model_path", None)
+    if path and os.path.exists(path) and not os.path.isdir(path):
+        raise ConfigError(f"training.model_path {path} is a file: Eole saves the model as a folder there; "
+                          "give another path")
+    start = getattr(training, "train_from", None)
+    if start and not os.path.exists(start):
+        raise ConfigError(f"training.train_from {start}: no such model folder")
