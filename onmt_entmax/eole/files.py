@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import os
 
-from onmt_entmax.options.files import PNG_OUTPUTS, TRANSLATE_OUTPUTS, check_outputs, check_translate_inputs
+from onmt_entmax.options.files import (CORPUS_FILES, PNG_OUTPUTS, TRANSLATE_OUTPUTS, check_corpus_files, check_outputs,
+                                       check_translate_inputs)
 from onmt_entmax.options.model import EntmaxOptionError
 
 from .errors import ConfigError
-
-CORPUS_FILES = ("path_src", "path_tgt", "path_txt", "path_sco", "path_align")
 
 
 def check_predict_files(config) -> None:
@@ -31,11 +30,11 @@ def check_predict_files(config) -> None:
 def check_train_files(config) -> None:
     """Every local corpus file there (``hf://`` and other URLs are Eole's to fetch), ``train_from`` there,
     ``model_path`` a folder or nothing yet."""
-    for name, corpus in (getattr(config, "data", None) or {}).items():
-        for key in CORPUS_FILES:
-            path = getattr(corpus, key, None)
-            if path and "://" not in path and not os.path.isfile(path):
-                raise ConfigError(f"data.{name}.{key} {path}: no such file")
+    data = getattr(config, "data", None) or {}
+    try:
+        check_corpus_files({name: {key: getattr(c, key, None) for key in CORPUS_FILES} for name, c in data.items()})
+    except EntmaxOptionError as err:
+        raise ConfigError(str(err)) from None
     training = getattr(config, "training", None)
     if training is None:
         return

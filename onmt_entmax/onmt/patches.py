@@ -34,10 +34,12 @@ PATCHES: list[Patch] = [
     Patch("validate_options", "check Entmax options (alpha >= 1, tau, copy_attn, learn_alpha) before training",
           "onmt.utils.parse:ArgumentParser.validate_model_opts", validation.wrap_validate_model_opts),
     Patch("validate_train_options", "training only: options the new model would ignore are refused; "
-          "valid_lr_halving needs validation data and world_size 1",
+          "valid_lr_halving needs validation data and world_size 1; -save_model's folder makeable",
           "onmt.utils.parse:ArgumentParser.validate_train_opts",
-          lambda up: validation.wrap_validate_train_opts(up, lr_halving.check_train_opts,
-                                                         cuda_graphs.check_train_opts)),
+          lambda up: validation.wrap_validate_train_opts(up, lr_halving.check_train_opts, cuda_graphs.check_train_opts,
+                                                         file_checks.check_save_model)),
+    Patch("corpus_files", "onmt_train, onmt_build_vocab: a missing corpus file named in one line, not a traceback",
+          "onmt.utils.parse:DataOptsCheckerMixin.validate_prepare_opts", file_checks.wrap_validate_prepare_opts),
     Patch("train_from_options", "-train_from: name the given model options the checkpoint's replace",
           "onmt.train_single:_get_model_opts", validation.wrap_get_model_opts),
     Patch("build_base_model", "install our generator and attention normalizers before weights are loaded "

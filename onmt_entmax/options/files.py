@@ -119,6 +119,29 @@ def check_translate_inputs(src: Optional[str], tgt: Optional[str], toolkit: str 
                                 "sentence pairs; give every reference a token")
 
 
+CORPUS_FILES = ("path_src", "path_tgt", "path_txt", "path_sco", "path_align")
+
+
+def check_corpus_files(data: Mapping[str, Mapping[str, object]]) -> None:
+    """Every local file a training corpus names is there (``hf://`` and other URLs are the toolkit's to
+    fetch); ``data``: corpus name -> {key: path}, the ``data:`` section of either toolkit's config."""
+    for name, corpus in data.items():
+        for key in CORPUS_FILES:
+            path = corpus.get(key)
+            if path and "://" not in str(path) and not os.path.isfile(str(path)):
+                raise EntmaxOptionError(f"data.{name}.{key} {path}: no such file")
+
+
+def check_creatable_folder(option: str, path: str) -> None:
+    """``path`` is a folder or can be made one: the nearest part of it that exists is a folder (a file
+    there would end the command when it first saves, after its steps were trained)."""
+    part = os.path.abspath(path)
+    while not os.path.exists(part):
+        part = os.path.dirname(part)
+    if not os.path.isdir(part):
+        raise EntmaxOptionError(f"-{option} {path}: {part} is a file, not a folder")
+
+
 def check_out_dir(option: str, path: str, names: Iterable[str], inputs: Mapping[str, object]) -> None:
     """An output folder for files ``names``: creatable or a folder, and none of its files an input."""
     if os.path.exists(path) and not os.path.isdir(path):
@@ -135,5 +158,5 @@ def check_out_dir(option: str, path: str, names: Iterable[str], inputs: Mapping[
                                             f"file {given}")
 
 
-__all__ = ["TRANSLATE_OUTPUTS", "PNG_OUTPUTS", "check_outputs", "check_out_dir", "check_translate_inputs",
-           "check_writable", "same_file"]
+__all__ = ["CORPUS_FILES", "TRANSLATE_OUTPUTS", "PNG_OUTPUTS", "check_corpus_files", "check_creatable_folder",
+           "check_outputs", "check_out_dir", "check_translate_inputs", "check_writable", "same_file"]

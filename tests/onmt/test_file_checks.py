@@ -99,3 +99,22 @@ def test_an_analysis_out_dir_must_be_a_folder_and_never_hold_an_input(tmp_path):
         check_out_dir("out_dir", str(tmp_path), ["head_diversity.json"],
                       {"src": str(tmp_path / "head_diversity.json")})
     check_out_dir("out_dir", str(tmp_path / "new"), ["a.png"], {"src": str(tmp_path / "file")})
+
+
+def test_training_refuses_a_missing_corpus_file_and_a_save_model_under_a_file(tmp_path):
+    """Before the data is read or a model built: one line naming the corpus key or -save_model."""
+    from onmt.bin.train import _get_parser
+    from onmt.utils.parse import ArgumentParser
+
+    (tmp_path / "src.txt").write_text("a\n")
+    (tmp_path / "a_file").write_text("x\n")
+    data = f"{{'corpus_1': {{'path_src': '{tmp_path / 'src.txt'}', 'path_tgt': '{tmp_path / 'tgt.txt'}'}}}}"
+
+    def opt(save_model):
+        return _get_parser().parse_known_args(["-data", data, "-src_vocab", "v", "-save_model", save_model])[0]
+
+    with pytest.raises(EntmaxOptionError, match=r"^data.corpus_1.path_tgt \S*tgt.txt: no such file$"):
+        ArgumentParser.validate_prepare_opts(opt(str(tmp_path / "run/model")))
+    with pytest.raises(EntmaxOptionError, match=r"^-save_model \S*a_file: \S*a_file is a file, not a folder$"):
+        ArgumentParser.validate_train_opts(opt(str(tmp_path / "a_file/model")))
+    ArgumentParser.validate_train_opts(opt(str(tmp_path / "new/folder/model")))  # (made when it saves)

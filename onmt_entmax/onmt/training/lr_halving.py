@@ -12,6 +12,7 @@ import logging
 
 from onmt_entmax import lr_halving as rule
 
+from ..file_checks import corpora
 from ..validation import EntmaxOptionError
 
 
@@ -27,12 +28,7 @@ def add_options(group) -> None:
 
 def check_train_opts(opt) -> None:
     """``rule.refusal`` on onmt_train's options, as ``EntmaxOptionError``."""
-    data = getattr(opt, "data", None) or {}
-    if isinstance(data, str):  # the YAML text until upstream parses it (after validate_train_opts)
-        import yaml
-
-        data = yaml.safe_load(data) or {}
-    why = rule.refusal(opt, "valid" in data)
+    why = rule.refusal(opt, "valid" in corpora(opt))
     if why:
         raise EntmaxOptionError(why)
 
