@@ -59,14 +59,19 @@ def _refusal(path, err: Exception) -> str:
     if found:
         return (f"{path}: refused: loading it would call {found.group(1)} (a checkpoint holds tensors, numbers "
                 f"and its options only; this file could run code when unpickled)")
-    return f"{path}: not a readable PyTorch checkpoint ({text.splitlines()[0] if text else type(err).__name__})"
+    # torch's weights-only failure opens with advice to load without weights_only (the very thing refused
+    # here); the reason follows "WeightsUnpickler error:"
+    reason = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", text)
+    detail = reason.group(1) if reason else text.splitlines()[0] if text else type(err).__name__
+    return f"{path}: not a readable PyTorch checkpoint ({detail})"
 
 
 def load_checkpoint(path, map_location="cpu") -> dict:
     """``torch.load(path, map_location, weights_only=True)`` with the allowlist; CheckpointError (a
     ValueError naming the file) for a file that would run code or is no checkpoint."""
     if isinstance(path, (str, os.PathLike)) and not os.path.isfile(path):
-        raise CheckpointError(f"{path}: no such checkpoint file")
+        what = "a folder, not a checkpoint file" if os.path.isdir(path) else "no such checkpoint file"
+        raise CheckpointError(f"{path}: {what}")
     with allowlisted():
         try:
             return torch.load(path, map_location=map_location, weights_only=True)

@@ -18,6 +18,7 @@ def check_predict_files(config) -> None:
     """Each output writable and neither an input nor another output, ``-src`` there and not empty,
     ``-tgt`` line for line with it and without a blank line (Eole drops that pair). A blank source line
     passes: Eole keeps it (its output line is the translation of the empty input)."""
+    check_model_folders(config.model_path)
     inputs = {"model_path": config.model_path, "src": config.src, "tgt": getattr(config, "tgt", None)}
     outputs = {name: getattr(config, name, None) for name in TRANSLATE_OUTPUTS}
     try:
@@ -25,6 +26,20 @@ def check_predict_files(config) -> None:
         check_translate_inputs(config.src, inputs["tgt"], toolkit="Eole", drops_blank_sources=False)
     except EntmaxOptionError as err:
         raise ConfigError(str(err)) from None
+
+
+def check_model_folders(model_path) -> None:
+    """Each ``model_path`` an Eole model folder (``config.json`` in it), where it names a local path: an
+    absolute or ``./`` path, or one that exists (``org/name`` may be a Hugging Face model, Eole's to fetch)."""
+    for path in [model_path] if isinstance(model_path, str) else model_path or []:
+        if os.path.isfile(path):
+            raise ConfigError(f"-model_path {path} is a file: give the model's folder (config.json, "
+                              "model.00.safetensors)")
+        if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "config.json")):
+            raise ConfigError(f"-model_path {path}: no config.json there, not an Eole model folder")
+        local = os.path.isabs(path) or path.startswith(("./", "../", "~")) or path.count("/") != 1
+        if not os.path.exists(path) and local:
+            raise ConfigError(f"-model_path {path}: no such model folder")
 
 
 def check_train_files(config) -> None:

@@ -97,6 +97,8 @@ def test_predict_config_has_the_decoding_options_of_onmt_translate():
 def predict_files(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text('{"model": {"architecture": "rnn"}}')
+    (tmp_path / "notes").mkdir()
     (tmp_path / "src.txt").write_text("a b\n\nc\n")  # (Eole keeps a blank source line: it is translated)
     (tmp_path / "tgt.txt").write_text("b a\nx\nc\n")
     return tmp_path
@@ -109,6 +111,9 @@ def predict_files(tmp_path, monkeypatch):
     ({"src": "missing.txt"}, "-src missing.txt: no such file"),
     ({"tgt": "src.txt"}, "-tgt src.txt has blank lines (2): Eole skips those sentence pairs"),
     ({"attn_heatmap": "heat.pdf"}, "-attn_heatmap writes a PNG image"),
+    ({"model_path": "src.txt"}, "-model_path src.txt is a file: give the model's folder"),
+    ({"model_path": "notes"}, "-model_path notes: no config.json there, not an Eole model folder"),
+    ({"model_path": "./runs/model"}, "-model_path ./runs/model: no such model folder"),
 ])
 def test_predict_files_that_would_be_written_over_or_lose_lines_are_refused(predict_files, args, says):
     from onmt_entmax.eole.config import check_predict_files
@@ -118,6 +123,7 @@ def test_predict_files_that_would_be_written_over_or_lose_lines_are_refused(pred
         check_predict_files(config)
     assert says in str(err.value)
     check_predict_files(PredictConfig(model_path="model", src="src.txt", output="pred.txt", tgt="tgt.txt"))
+    check_predict_files(PredictConfig(model_path="org/name", src="src.txt"))  # (maybe a Hugging Face model)
 
 
 def test_train_files_that_are_missing_or_in_the_models_way_are_refused_before_training(tmp_path, monkeypatch):

@@ -128,3 +128,17 @@ def test_average_output_that_is_an_input_is_refused_before_anything_is_written(t
     with pytest.raises(ValueError, match="-output .*a.pt is the -models file: it would be written over"):
         average_models.main()
     assert (tmp_path / "a.pt").read_bytes() == before
+
+
+def test_a_folder_or_a_non_checkpoint_is_named_without_torchs_advice_to_drop_weights_only(tmp_path):
+    """torch's weights-only error opens with "re-running with weights_only=False will likely succeed":
+    for a file that is no checkpoint, the line says what is wrong, not that."""
+    from onmt_entmax.analysis.checkpoint import load_checkpoint
+
+    with pytest.raises(CheckpointError, match=r"^\S+: a folder, not a checkpoint file$"):
+        load_checkpoint(str(tmp_path))
+    (tmp_path / "notes.txt").write_text("x\n")
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(str(tmp_path / "notes.txt"))
+    assert str(err.value).startswith(f"{tmp_path / 'notes.txt'}: not a readable PyTorch checkpoint (")
+    assert "weights_only" not in str(err.value) and "\n" not in str(err.value)
