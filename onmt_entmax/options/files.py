@@ -9,6 +9,8 @@ model loads and before the toolkit opens its output):
   (OpenNMT-py), it must have no blank line, or every later output line and report id would move up one;
 - ``-tgt`` must have as many lines as ``-src`` (OpenNMT-py stops at the shorter file, exit status 0),
   none of them blank (both toolkits drop that pair).
+For training (``onmt_train``, ``onmt_build_vocab``, ``eole train``): every corpus file there
+(``check_corpus_files``) and the model's folder a folder or creatable (``check_creatable_folder``).
 Each problem is an ``EntmaxOptionError`` naming the option. The same checks serve other commands'
 outputs (``check_outputs``, ``check_out_dir``).
 """
