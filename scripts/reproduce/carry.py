@@ -103,8 +103,11 @@ def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB
                          f"batch size less {MANIFEST_ROOM // 1024} KiB)")
     if not run_dirs:
         raise CarryError("pack: no trained run selected (no train.log under the selected run folders)")
-    if out.exists() and any(out.iterdir()):
-        raise CarryError(f"{out}: not empty (pack writes new batches only)")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise CarryError(f"{out}: {'not empty' if out.is_dir() else 'a file'} (pack writes new batches only)")
+    blocking = next((a for a in out.parents if a.exists() and not a.is_dir()), None)
+    if blocking is not None:
+        raise CarryError(f"{out}: {blocking} is a file, not a folder")
     staging = Path(tempfile.mkdtemp(prefix="carry-"))
     try:
         runs, numbers = [], itertools.count()  # per run: its folder under work, manifest entries, parts

@@ -106,6 +106,10 @@ def test_unpack_never_writes_over_a_file_and_names_a_corrupt_or_missing_part(tmp
         carry.unpack(folders, tmp_path / "d")
     with pytest.raises(carry.CarryError, match="not empty"):
         carry.pack([run], tmp_path / "a", tmp_path / "out")
+    (tmp_path / "a_file").write_text("x\n")
+    for to, says in [(tmp_path / "a_file", "a_file: a file"), (tmp_path / "a_file" / "x", "a_file is a file, not a")]:
+        with pytest.raises(carry.CarryError, match=says):
+            carry.pack([run], tmp_path / "a", to)
 
 
 def test_each_batch_brings_its_runs_back_whole_when_the_others_are_lost(tmp_path, capsys):
