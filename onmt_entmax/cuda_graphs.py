@@ -137,8 +137,9 @@ class ShapeGraphs:
         self.graphs[key] = graphed
         self.capture_seconds += time.perf_counter() - start
         if len(self.graphs) in (1, 8, 16, 32, 64):
-            self.log.info("%s: %d shapes captured (%.1f s in all)", self.name, len(self.graphs),
-                          self.capture_seconds)
+            # (each capture keeps its own memory pool: what the process holds grows with the shapes)
+            self.log.info("%s: %d shapes captured (%.1f s in all); %.2f GiB held by the CUDA allocator",
+                          self.name, len(self.graphs), self.capture_seconds, torch.cuda.memory_reserved() / 2**30)
         if len(self.graphs) == self.max_graphs:
             self.log.info("%s: %d shapes captured; batches of other shapes run eagerly", self.name,
                           self.max_graphs)

@@ -1,5 +1,6 @@
 """onmt_entmax.cuda_graphs: what both adapters' decoder graphs rely on, without a toolkit or a GPU.
-The graphs themselves are checked against the eager loops on a GPU (tests/onmt/training/test_cuda_graphs.py)."""
+The graphs themselves are checked against the eager loops on a GPU (tests/onmt/training/test_rnn_cuda_graphs.py)."""
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -58,7 +59,8 @@ def test_a_failed_capture_ends_training_with_one_line_naming_the_option_and_its_
     assert not graphs.graphs
 
 
-def test_shapes_beyond_the_cap_are_not_captured(monkeypatch):
+def test_shapes_beyond_the_cap_are_not_captured(monkeypatch, caplog):
+    caplog.set_level("INFO", logger="onmt_entmax.cuda_graphs")
     captured = []
     monkeypatch.setattr(torch.cuda, "make_graphed_callables", lambda module, sample, **kw: captured.append(
         sample[0].shape) or module)
@@ -66,3 +68,6 @@ def test_shapes_beyond_the_cap_are_not_captured(monkeypatch):
     assert graphs.get((torch.zeros(3, 2),)) is not None and graphs.get((torch.zeros(3, 2),)) is not None
     assert graphs.get((torch.zeros(4, 2),)) is not None and graphs.get((torch.zeros(5, 2),)) is None
     assert captured == [(3, 2), (4, 2)]  # each shape once, none beyond the cap
+    # the log says what the captures hold (each keeps its own memory pool)
+    assert re.search(r"cuda graphs: 1 shapes captured \(\d+\.\d s in all\); \d+\.\d\d GiB held by the CUDA allocator",
+                     caplog.text)
