@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import os
 
-from onmt_entmax.options.files import (CORPUS_FILES, PNG_OUTPUTS, TRANSLATE_OUTPUTS, check_corpus_files, check_outputs,
-                                       check_translate_inputs)
+from onmt_entmax.options.files import CORPUS_FILES, check_corpus_files, check_decoding_files
 from onmt_entmax.options.model import EntmaxOptionError
 
 from .errors import ConfigError
@@ -20,10 +19,8 @@ def check_predict_files(config) -> None:
     passes: Eole keeps it (its output line is the translation of the empty input)."""
     check_model_folders(config.model_path)
     inputs = {"model_path": config.model_path, "src": config.src, "tgt": getattr(config, "tgt", None)}
-    outputs = {name: getattr(config, name, None) for name in TRANSLATE_OUTPUTS}
     try:
-        check_outputs(outputs, inputs, {name: ".png" for name in PNG_OUTPUTS})
-        check_translate_inputs(config.src, inputs["tgt"], toolkit="Eole", drops_blank_sources=False)
+        check_decoding_files(config, inputs, toolkit="Eole", drops_blank_sources=False)
     except EntmaxOptionError as err:
         raise ConfigError(str(err)) from None
 

@@ -8,8 +8,8 @@ import os
 
 import yaml
 
-from onmt_entmax.options.files import (PNG_OUTPUTS, TRANSLATE_OUTPUTS, check_corpus_files, check_creatable_folder,
-                                       check_out_dir, check_outputs, check_translate_inputs)
+from onmt_entmax.options.files import (check_corpus_files, check_creatable_folder, check_decoding_files,
+                                       check_out_dir, check_outputs)
 
 
 def corpora(opt) -> dict:
@@ -41,10 +41,7 @@ def check_translate_files(opt) -> None:
     """Outputs writable and apart from the inputs; -src and -tgt line for line (OpenNMT-py drops a blank
     source line)."""
     models = getattr(opt, "models", None) or getattr(opt, "model", None)
-    inputs = {"model": models, "src": getattr(opt, "src", None), "tgt": getattr(opt, "tgt", None)}
-    outputs = {name: getattr(opt, name, None) for name in TRANSLATE_OUTPUTS}
-    check_outputs(outputs, inputs, {name: ".png" for name in PNG_OUTPUTS})
-    check_translate_inputs(inputs["src"], inputs["tgt"])
+    check_decoding_files(opt, {"model": models, "src": getattr(opt, "src", None), "tgt": getattr(opt, "tgt", None)})
 
 
 def wrap_validate_translate_opts(upstream):

@@ -121,6 +121,16 @@ def check_translate_inputs(src: Optional[str], tgt: Optional[str], toolkit: str 
                                 "sentence pairs; give every reference a token")
 
 
+def check_decoding_files(opt, inputs: Mapping[str, object], toolkit: str = "OpenNMT-py",
+                         drops_blank_sources: bool = True) -> None:
+    """A decoding command's files: its outputs (``TRANSLATE_OUTPUTS`` read from ``opt``; a heatmap a
+    ``.png``) writable and apart from ``inputs`` (option -> path(s); ``src`` and ``tgt`` among them), then
+    ``check_translate_inputs`` on ``src`` and ``tgt``."""
+    outputs = {name: getattr(opt, name, None) for name in TRANSLATE_OUTPUTS}
+    check_outputs(outputs, inputs, {name: ".png" for name in PNG_OUTPUTS})
+    check_translate_inputs(inputs.get("src"), inputs.get("tgt"), toolkit, drops_blank_sources)
+
+
 CORPUS_FILES = ("path_src", "path_tgt", "path_txt", "path_sco", "path_align")
 
 
@@ -161,4 +171,5 @@ def check_out_dir(option: str, path: str, names: Iterable[str], inputs: Mapping[
 
 
 __all__ = ["CORPUS_FILES", "TRANSLATE_OUTPUTS", "PNG_OUTPUTS", "check_corpus_files", "check_creatable_folder",
-           "check_outputs", "check_out_dir", "check_translate_inputs", "check_writable", "same_file"]
+           "check_decoding_files", "check_outputs", "check_out_dir", "check_translate_inputs", "check_writable",
+           "same_file"]

@@ -75,17 +75,21 @@ def resume_command(run_dir: Path, cmd: list[str]) -> list[str]:
     return [str(c) for c in cmd] + (["-train_from", str(ckpt)] if ckpt is not None else [])
 
 
+def _nvidia_smi(*args: str) -> str:
+    """nvidia-smi's output for ``args`` (no CUDA context opened in this process); "" without it."""
+    try:
+        return subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
 def missing_gpus(gpus: list[int]) -> str | None:
     """Why GPU ids ``gpus`` cannot be used here (negative ids, no NVIDIA GPU, ids past the machine's
     GPUs as nvidia-smi counts them, whatever CUDA_VISIBLE_DEVICES says), or None: a run sent to a GPU
     that is not there would fail inside onmt_train, or train on the CPU for hours."""
     if min(gpus) < 0:
         return "GPU ids are 0 or more"
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=60).stdout.split()
-    except (OSError, subprocess.TimeoutExpired):
-        out = []
+    out = _nvidia_smi("--query-gpu=index", "--format=csv,noheader").split()
     if not out:
         return "no NVIDIA GPU here (nvidia-smi lists none); leave the option out to run on the CPU"
     if max(gpus) >= len(out):
@@ -98,12 +102,7 @@ def device_name(gpu: int | None) -> str:
     CUDA context opened in this process), or "cpu"."""
     if gpu is None:
         return "cpu"
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", str(gpu)],
-                             capture_output=True, text=True, timeout=60).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        out = ""
-    return out or f"GPU {gpu}"
+    return _nvidia_smi("--query-gpu=name", "--format=csv,noheader", "-i", str(gpu)) or f"GPU {gpu}"
 
 
 def _log_line(text: str) -> str:
