@@ -298,8 +298,9 @@ def analyze(name: str, seeds: list[int], gpus: list[int] | None, only: str | lis
             out.write_text(json.dumps({**summarize(read_jsonl(str(report))), "checkpoint": ckpt,
                                        "decode": list(e.decode)}, indent=1) + "\n")
 
-    check_only(only, [e.name for e in analysis_runs(name)], name)
-    todo = [e for e in analysis_runs(name) if selected(e.name, only)]
+    runs = analysis_runs(name)
+    check_only(only, [e.name for e in runs], name)
+    todo = [e for e in runs if selected(e.name, only)]
     if a.layout == "best":  # only the column's best validated configuration is reported: decode only it
         columns: dict[str, list[E.Experiment]] = {}
         for e in todo:
