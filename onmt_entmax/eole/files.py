@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from onmt_entmax.options.files import CORPUS_FILES, check_corpus_files, check_decoding_files
+from onmt_entmax.options.files import CORPUS_FILES, blocking_file, check_corpus_files, check_decoding_files
 from onmt_entmax.options.model import EntmaxOptionError
 
 from .errors import ConfigError
@@ -51,9 +51,12 @@ def check_train_files(config) -> None:
     if training is None:
         return
     path = getattr(training, "model_path", None)
-    if path and os.path.exists(path) and not os.path.isdir(path):
+    blocking = blocking_file(path) if path else None
+    if blocking is not None and blocking == os.path.abspath(path):
         raise ConfigError(f"training.model_path {path} is a file: Eole saves the model as a folder there; "
                           "give another path")
+    if blocking is not None:
+        raise ConfigError(f"training.model_path {path}: {blocking} is a file, not a folder")
     start = getattr(training, "train_from", None)
     if start and not os.path.exists(start):
         raise ConfigError(f"training.train_from {start}: no such model folder")

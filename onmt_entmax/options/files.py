@@ -144,13 +144,20 @@ def check_corpus_files(data: Mapping[str, Mapping[str, object]]) -> None:
                 raise EntmaxOptionError(f"data.{name}.{key} {path}: no such file")
 
 
-def check_creatable_folder(option: str, path: str) -> None:
-    """``path`` is a folder or can be made one: the nearest part of it that exists is a folder (a file
-    there would end the command when it first saves, after its steps were trained)."""
+def blocking_file(path: str | os.PathLike) -> str | None:
+    """The file that keeps ``path`` from being a folder: the nearest part of it that exists (``path``
+    itself or a folder above it) when that part is not a folder; None when ``path`` is or can be one."""
     part = os.path.abspath(path)
     while not os.path.exists(part):
         part = os.path.dirname(part)
-    if not os.path.isdir(part):
+    return None if os.path.isdir(part) else part
+
+
+def check_creatable_folder(option: str, path: str) -> None:
+    """``path`` is a folder or can be made one (a file in the way would end the command when it first
+    saves, after its steps were trained)."""
+    part = blocking_file(path)
+    if part is not None:
         raise EntmaxOptionError(f"-{option} {path}: {part} is a file, not a folder")
 
 
@@ -170,6 +177,6 @@ def check_out_dir(option: str, path: str, names: Iterable[str], inputs: Mapping[
                                             f"file {given}")
 
 
-__all__ = ["CORPUS_FILES", "TRANSLATE_OUTPUTS", "PNG_OUTPUTS", "check_corpus_files", "check_creatable_folder",
+__all__ = ["CORPUS_FILES", "TRANSLATE_OUTPUTS", "PNG_OUTPUTS", "blocking_file", "check_corpus_files", "check_creatable_folder",
            "check_decoding_files", "check_outputs", "check_out_dir", "check_translate_inputs", "check_writable",
            "same_file"]

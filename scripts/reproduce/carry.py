@@ -30,6 +30,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from onmt_entmax.options.files import blocking_file
 from pieces import best_checkpoint, latest_checkpoint, scored_step, step_of
 from results_csv import scores_of
 
@@ -105,7 +106,7 @@ def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB
         raise CarryError("pack: no trained run selected (no train.log under the selected run folders)")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise CarryError(f"{out}: {'not empty' if out.is_dir() else 'a file'} (pack writes new batches only)")
-    blocking = next((a for a in out.parents if a.exists() and not a.is_dir()), None)
+    blocking = blocking_file(out)
     if blocking is not None:
         raise CarryError(f"{out}: {blocking} is a file, not a folder")
     staging = Path(tempfile.mkdtemp(prefix="carry-"))

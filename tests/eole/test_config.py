@@ -142,6 +142,7 @@ def test_train_files_that_are_missing_or_in_the_models_way_are_refused_before_tr
     check_train_files(config(path_src="hf://some/dataset"))  # (Eole fetches those)
     for cfg, says in [(config(path_tgt="missing.txt"), "data.corpus_1.path_tgt missing.txt: no such file"),
                       (config({"model_path": "a_file"}), "training.model_path a_file is a file"),
+                      (config({"model_path": "a_file/model"}), "training.model_path a_file/model: "),
                       (config({"train_from": "run/model/step_9"}), "training.train_from run/model/step_9: no such")]:
         with pytest.raises(ConfigError) as err:
             check_train_files(cfg)
