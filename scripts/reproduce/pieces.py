@@ -110,10 +110,22 @@ def _log_line(text: str) -> str:
     return f"[reproduce] {time.strftime('%Y-%m-%d %H:%M:%S')} {text}\n"
 
 
-def _start(run_dir: Path, cmd: list[str], cwd: Path, gpu: int | None = None) -> subprocess.Popen:
+def cpu_threads(jobs: int, cores: int | None = None) -> dict[str, str]:
+    """The environment that gives each of ``jobs`` trainers on the CPU its share of the ``cores``
+    (default: all of them) as torch's threads: left to itself, each takes every core and their threads
+    spin against each other (docs/benchmarks.md: on 2 cores, two SIGMORPHON trainers made 0.34
+    steps/s each so, 3.4 with a thread each). Empty for one job, or when OMP_NUM_THREADS is set already
+    (the user's choice)."""
+    if jobs <= 1 or "OMP_NUM_THREADS" in os.environ:
+        return {}
+    return {"OMP_NUM_THREADS": str(max(1, (cores or os.cpu_count() or 1) // jobs))}
+
+
+def _start(run_dir: Path, cmd: list[str], cwd: Path, gpu: int | None = None, jobs: int = 1) -> subprocess.Popen:
     run_dir.mkdir(parents=True, exist_ok=True)
     base_cmd, cmd = cmd, resume_command(run_dir, cmd)
-    env = None if gpu is None else {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
+    extra = cpu_threads(jobs) if gpu is None else {"CUDA_VISIBLE_DEVICES": str(gpu)}
+    env = {**os.environ, **extra} if extra else None
     # the console output, not -log_file: with num_workers 0 OpenNMT-py 3.5.1's data iterator calls
     # init_logger() in the main process and drops the file handler after the model summary.
     log = open(run_dir / "train.log", "a", encoding="utf-8")
@@ -187,7 +199,7 @@ def run_pieces(runs: list[tuple[Path, list[str]]], cwd: Path, jobs: int = 1,
     restarts = {d: 0 for d, _ in todo}
     while todo or running:
         while todo and len(running) < jobs and (deadline is None or time.monotonic() < deadline):
-            running.append(_start(*todo.pop(0), cwd, least_busy(gpus, running) if gpus else None))
+            running.append(_start(*todo.pop(0), cwd, least_busy(gpus, running) if gpus else None, jobs))
         for proc in [p for p in running if p.poll() is not None]:
             running.remove(proc)
             proc.log.close()

@@ -1,5 +1,6 @@
 """reproduce.py: best-validation checkpoint, scoring of predictions, tables and Figure 4 from finished runs."""
 import json
+import os
 import re
 from pathlib import Path
 
@@ -389,6 +390,26 @@ def test_training_runs_are_spread_over_the_gpus(tmp_path):
     e = next(x for x in E.all_experiments() if x.table == "peters2019-table1")
     cmd = rep.train_command(e, 1, gpu=True)
     assert cmd[cmd.index("-gpu_ranks") + 1] == "0" and "-gpu_ranks" not in rep.train_command(e, 1, gpu=False)
+
+
+def test_runs_side_by_side_on_the_cpu_share_its_cores_instead_of_each_taking_all(tmp_path, monkeypatch):
+    """--jobs 2 without --gpus: each trainer gets half the cores as torch threads (OMP_NUM_THREADS);
+    one job keeps torch's default, and an OMP_NUM_THREADS the user set is left alone."""
+    import sys
+
+    pieces = rep.sys.modules["pieces"]
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert pieces.cpu_threads(2, cores=2) == {"OMP_NUM_THREADS": "1"}
+    assert pieces.cpu_threads(3, cores=16) == {"OMP_NUM_THREADS": "5"}
+    assert pieces.cpu_threads(4, cores=2) == {"OMP_NUM_THREADS": "1"}
+    assert pieces.cpu_threads(1, cores=16) == {}
+    show = [sys.executable, "-c", "import os; print('threads', os.environ.get('OMP_NUM_THREADS'))"]
+    runs = [(tmp_path / f"r{i}", show) for i in range(2)]
+    assert rep.run_pieces(runs, tmp_path, jobs=2) == []
+    want = f"threads {max(1, (os.cpu_count() or 1) // 2)}"
+    assert all(want in (tmp_path / f"r{i}" / "train.log").read_text() for i in range(2))
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    assert pieces.cpu_threads(2, cores=2) == {}
 
 
 def test_resume_only_refuses_a_run_without_a_checkpoint_before_starting_any(tmp_path):
