@@ -15,8 +15,9 @@ replaces an older one instead of running behind it.
 from __future__ import annotations
 
 PTH_NAME = "onmt_entmax-autoload.pth"
-# 1: activate() after import onmt; 2: upstream's import-time warnings filtered first; 3: Eole too
-HOOK_VERSION = 3
+# 1: activate() after import onmt; 2: upstream's import-time warnings filtered first; 3: Eole too;
+# 4: a hook whose package is gone says so in one line
+HOOK_VERSION = 4
 # toolkit -> (its adapter, the function run before the toolkit's modules execute, or None)
 ADAPTERS = {
     "onmt": ("onmt_entmax.onmt", ("onmt_entmax.onmt.upstream_noise", "filter_upstream_warnings")),
@@ -44,6 +45,14 @@ def _onmt_entmax_install():
     def _plugin(toolkit, module, function):
         try:
             getattr(importlib.import_module(module), function)()
+        except ModuleNotFoundError as err:
+            if (err.name or "").split(".")[0] != "onmt_entmax":
+                raise
+            # the hook outlived its package (a broken or half-removed install): say so in one line
+            sys.stderr.write("onmt-entmax: its start-up hook (%s in site-packages) runs, but the package "
+                             "itself is not importable (%s): reinstall onmt-entmax, or set "
+                             "ONMT_ENTMAX_DISABLE=1 to run %s stock\n" % (@PTH_NAME@, err, toolkit))
+            raise SystemExit(1)
         except Exception as err:  # fail loudly: a silently stock run would ignore the user's options
             if not getattr(err, "onmt_entmax_refusal", False):  # (a refusal says it all in one line)
                 sys.stderr.write("onmt-entmax: activation for %s failed (ONMT_ENTMAX_DISABLE=1 runs it "
@@ -76,7 +85,8 @@ def _onmt_entmax_install():
     sys.meta_path.insert(0, _Finder())
 
 _onmt_entmax_install()
-'''.replace("@HOOK_VERSION@", str(HOOK_VERSION)).replace("@ADAPTERS@", repr(ADAPTERS))
+'''.replace("@HOOK_VERSION@", str(HOOK_VERSION)).replace("@ADAPTERS@", repr(ADAPTERS)).replace(
+    "@PTH_NAME@", repr(PTH_NAME))
 
 
 def pth_line() -> str:

@@ -46,6 +46,25 @@ def test_a_newer_hook_replaces_the_one_of_an_earlier_install(tmp_path):
     assert proc.stdout.strip() == f"[{HOOK_VERSION}]", proc.stderr[-2000:]
 
 
+def test_a_hook_whose_package_is_gone_says_so_in_one_line(tmp_path):
+    """A start-up hook left behind by a broken install (the package no longer importable) ends
+    `import onmt` with one line that says what to do, not a traceback from inside the import system."""
+    code = ("import os, sys\n"
+            "os.environ.pop('ONMT_ENTMAX_DISABLE', None)\n"
+            "from onmt_entmax.autoload import HOOK_SOURCE\n"
+            "for name in [m for m in sys.modules if m.startswith('onmt_entmax')]:\n"
+            "    del sys.modules[name]\n"
+            "sys.modules['onmt_entmax'] = None  # (what a removed package looks like to import)\n"
+            "exec(HOOK_SOURCE, {'__name__': 'onmt_entmax_autoload'})\n"
+            "import onmt\n")
+    proc = run_console([sys.executable, "-c", code], cwd=tmp_path, env={"ONMT_ENTMAX_DISABLE": "1"})
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"onmt-entmax: its start-up hook ({PTH_NAME} in site-packages)"), \
+        proc.stderr[-2000:]
+    assert "reinstall onmt-entmax, or set ONMT_ENTMAX_DISABLE=1 to run onmt stock" in lines[0]
+
+
 SPAWN = """
 import multiprocessing as mp
 
