@@ -177,6 +177,6 @@ def check_out_dir(option: str, path: str, names: Iterable[str], inputs: Mapping[
                                             f"file {given}")
 
 
-__all__ = ["CORPUS_FILES", "TRANSLATE_OUTPUTS", "PNG_OUTPUTS", "blocking_file", "check_corpus_files", "check_creatable_folder",
-           "check_decoding_files", "check_outputs", "check_out_dir", "check_translate_inputs", "check_writable",
-           "same_file"]
+__all__ = ["CORPUS_FILES", "TRANSLATE_OUTPUTS", "PNG_OUTPUTS", "blocking_file", "check_corpus_files",
+           "check_creatable_folder", "check_decoding_files", "check_outputs", "check_out_dir",
+           "check_translate_inputs", "check_writable", "same_file"]
