@@ -23,8 +23,13 @@ import torch.optim
 
 def set_adam_eps(eps: float) -> None:
     """Make every ``torch.optim.Adam`` built from now on use ``eps`` (OpenNMT-py's optimizer builder
-    looks the class up on ``torch.optim`` when it builds, and passes its own ε, replaced here)."""
-    class Adam(torch.optim.Adam):
+    looks the class up on ``torch.optim`` when it builds, and passes its own ε, replaced here). Called
+    again, it replaces the ε rather than wrapping the previous replacement (whose ε would win)."""
+    upstream = getattr(torch.optim.Adam, "__wrapped__", torch.optim.Adam)
+
+    class Adam(upstream):
+        __wrapped__ = upstream
+
         def __init__(self, *args, **kwargs):
             kwargs["eps"] = eps
             super().__init__(*args, **kwargs)

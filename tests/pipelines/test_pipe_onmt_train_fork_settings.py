@@ -20,6 +20,8 @@ def test_opennmt_builds_adam_with_the_given_eps(monkeypatch):
     assert build_torch_optimizer(model, opt).param_groups[0]["eps"] == 1e-8  # OpenNMT-py 3.5.1's own
     script.set_adam_eps(1e-9)
     assert build_torch_optimizer(model, opt).param_groups[0]["eps"] == 1e-9
+    script.set_adam_eps(1e-7)  # (again: the new ε, not the first replacement's)
+    assert build_torch_optimizer(model, opt).param_groups[0]["eps"] == 1e-7
 
 
 def test_a_non_positive_eps_is_refused_before_training(capsys):
