@@ -43,18 +43,17 @@ import sys
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[2]
+try:
+    import onmt_entmax.evaluation  # noqa: F401
+except ImportError:  # source checkout without `pip install -e .` (before the helpers: carry imports it too)
+    sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import experiments as E  # noqa: E402
 import results_csv  # noqa: E402
 import carry  # noqa: E402
 from pieces import (_VALID, best_checkpoint, device_name, latest_checkpoint, missing_gpus,  # noqa: E402,F401
                     run_pieces, scored_step, step_of)  # (re-exported)
-
-ROOT = Path(__file__).resolve().parents[2]
-try:
-    import onmt_entmax.evaluation  # noqa: F401
-except ImportError:  # source checkout without `pip install -e .`
-    sys.path.insert(0, str(ROOT))
 from onmt_entmax.evaluation import bleu, sigmorphon, tables  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
