@@ -112,13 +112,22 @@ def _log_line(text: str) -> str:
 
 def cpu_threads(jobs: int, cores: int | None = None) -> dict[str, str]:
     """The environment that gives each of ``jobs`` trainers on the CPU its share of the ``cores``
-    (default: all of them) as torch's threads. Left to itself, each takes every core and their threads
-    spin against each other: on 2 cores two SIGMORPHON trainers made 0.34 steps/s each that way and
+    (default: all this process may use) as torch's threads. Left to itself, each takes every core and
+    their threads spin against each other: on 2 cores two SIGMORPHON trainers made 0.34 steps/s each that way and
     3.4 with one thread each (docs/benchmarks.md). Empty for one job, or when OMP_NUM_THREADS is set
     already (the user's choice)."""
     if jobs <= 1 or "OMP_NUM_THREADS" in os.environ:
         return {}
-    return {"OMP_NUM_THREADS": str(max(1, (cores or os.cpu_count() or 1) // jobs))}
+    return {"OMP_NUM_THREADS": str(max(1, (cores or usable_cores()) // jobs))}
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: a container or ``taskset`` can allow fewer
+    than the machine has), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # no sched_getaffinity (macOS, Windows)
+        return os.cpu_count() or 1
 
 
 def _start(run_dir: Path, cmd: list[str], cwd: Path, gpu: int | None = None, jobs: int = 1) -> subprocess.Popen:

@@ -406,10 +406,24 @@ def test_runs_side_by_side_on_the_cpu_share_its_cores_instead_of_each_taking_all
     show = [sys.executable, "-c", "import os; print('threads', os.environ.get('OMP_NUM_THREADS'))"]
     runs = [(tmp_path / f"r{i}", show) for i in range(2)]
     assert rep.run_pieces(runs, tmp_path, jobs=2) == []
-    want = f"threads {max(1, (os.cpu_count() or 1) // 2)}"
+    want = f"threads {max(1, pieces.usable_cores() // 2)}"
     assert all(want in (tmp_path / f"r{i}" / "train.log").read_text() for i in range(2))
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
     assert pieces.cpu_threads(2, cores=2) == {}
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")
+def test_cpu_share_counts_the_cores_this_process_may_use_not_the_machines():
+    """Pinned to one core (taskset, a container's cpuset), the trainers share that core, not the
+    machine's count."""
+    pieces = rep.sys.modules["pieces"]
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(allowed)})
+    try:
+        assert pieces.usable_cores() == 1
+    finally:
+        os.sched_setaffinity(0, allowed)
+    assert pieces.usable_cores() == len(allowed)
 
 
 def test_resume_only_refuses_a_run_without_a_checkpoint_before_starting_any(tmp_path):
