@@ -37,6 +37,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 PAIRS = 64  # training pairs compared
 TOLERANCE = 1e-5  # relative: float32 rounding of the same computation in another order
+IN_FORK = "ONMT_ENTMAX_FORK_CHECK_CHILD"  # set in the fork's interpreter only
 FORK_ATTENTION = {"softmax": "softmax", "sparsemax": "sparsemax", "entmax15": "tsallis15"}
 # the only classes in the fork's preprocessed files besides containers and tensors
 FORK_PICKLED = ("torchtext.vocab.Vocab", "onmt.inputters.text_dataset.TextDataset", "torchtext.data.example.Example")
@@ -168,7 +169,7 @@ def _fork_model(fork_data: str, attention: str, data: Path, out: Path) -> None:
 # --- in ours -----------------------------------------------------------------------------------------
 
 def _fork_env(fork: Path, pythonpath: list[str]) -> dict:
-    env = dict(os.environ, ONMT_ENTMAX_DISABLE="1")  # the fork's interpreter: its onmt, not ours
+    env = dict(os.environ, ONMT_ENTMAX_DISABLE="1", **{IN_FORK: "1"})  # the fork's interpreter: its onmt, not ours
     env["PYTHONPATH"] = os.pathsep.join([str(fork), *pythonpath])
     return env
 
@@ -260,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (a.fork / "onmt" / "modules" / "global_attention.py").is_file():
         ap.error(f"--fork {a.fork}: not a checkout of deep-spin/OpenNMT-entmax (no onmt/modules/global_attention.py)")
     if a.command == "run":
-        if "ONMT_ENTMAX_DISABLE" not in os.environ:
+        if IN_FORK not in os.environ:
             return _child(a.fork, a.pythonpath, "run", a.script, *rest)
         _fork_run(a.fork, a.script, rest)
         return 0
