@@ -104,11 +104,11 @@ def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB
                          f"batch size less {MANIFEST_ROOM // 1024} KiB)")
     if not run_dirs:
         raise CarryError("pack: no trained run selected (no train.log under the selected run folders)")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise CarryError(f"{out}: {'not empty' if out.is_dir() else 'a file'} (pack writes new batches only)")
-    blocking = blocking_file(out)
+    blocking = blocking_file(out)  # (out itself, or a folder above it)
     if blocking is not None:
         raise CarryError(f"{out}: {blocking} is a file, not a folder")
+    if out.is_dir() and any(out.iterdir()):
+        raise CarryError(f"{out}: not empty (pack writes new batches only)")
     staging = Path(tempfile.mkdtemp(prefix="carry-"))
     try:
         runs, numbers = [], itertools.count()  # per run: its folder under work, manifest entries, parts
