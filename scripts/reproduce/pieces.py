@@ -15,6 +15,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -193,7 +194,10 @@ def run_pieces(runs: list[tuple[Path, list[str]]], cwd: Path, jobs: int = 1,
     stop what is still going after ``max_minutes``. Returns the folders not finished.
     A run whose piece fails (a non-zero exit before the time limit, e.g. a data-loader worker that died)
     is started again from its newest checkpoint, at most ``retries`` times, so one transient failure
-    does not cost it the rest of a lease; the failure stays in its ``train.log``.
+    does not cost it the rest of a lease; the failure stays in its ``train.log``. A trainer that was
+    asked to stop (SIGTERM or SIGINT sent to it: ``stop_on_signal`` saved its step) stays stopped and is
+    returned as unfinished. Ctrl-C or SIGTERM to this runner stops every trainer the same way before
+    it exits (the trainers run in sessions of their own: the terminal's Ctrl-C does not reach them).
     ``resume_only``: refuse (before starting any) when an unfinished run has no checkpoint to resume,
     e.g. on a fresh machine the carried runs were not unpacked on: a run started there from scratch
     would cost a whole piece and, carried back, compete with the real one."""
@@ -205,32 +209,64 @@ def run_pieces(runs: list[tuple[Path, list[str]]], cwd: Path, jobs: int = 1,
                          + " (unpack the carried runs first)")
     running: list[subprocess.Popen] = []
     failed: list[str] = []
+    stopped: list[Path] = []
+    unfinished: list[Path] = []
     restarts = {d: 0 for d, _ in todo}
-    while todo or running:
-        while todo and len(running) < jobs and (deadline is None or time.monotonic() < deadline):
-            running.append(_start(*todo.pop(0), cwd, least_busy(gpus, running) if gpus else None, jobs))
-        for proc in [p for p in running if p.poll() is not None]:
-            running.remove(proc)
-            proc.log.close()
-            _end_group(proc)
-            if proc.returncode == 0:
-                (proc.run_dir / "train.done").write_text("")
-            elif restarts[proc.run_dir] < retries and (deadline is None or time.monotonic() < deadline):
-                restarts[proc.run_dir] += 1
-                _note(proc.run_dir, f"exit status {proc.returncode}: started again from its newest checkpoint "
-                                    f"(retry {restarts[proc.run_dir]} of {retries})")
-                todo.insert(0, (proc.run_dir, proc.base_cmd))
-            else:
-                failed.append(f"{proc.run_dir} (exit {proc.returncode}; see its train.log)")
-        if deadline is not None and time.monotonic() >= deadline:
-            _stop(running)
-            unfinished = [p.run_dir for p in running] + [d for d, _ in todo]
-            print(f"time limit of {max_minutes:g} min: {len(unfinished)} run(s) stopped or not started; "
-                  "the same command resumes them from their newest checkpoints", flush=True)
-            break
-        time.sleep(1.0)
-    else:
-        unfinished = []
+    with _stops_trainers_on_interrupt(running):
+        while todo or running:
+            while todo and len(running) < jobs and (deadline is None or time.monotonic() < deadline):
+                running.append(_start(*todo.pop(0), cwd, least_busy(gpus, running) if gpus else None, jobs))
+            for proc in [p for p in running if p.poll() is not None]:
+                running.remove(proc)
+                proc.log.close()
+                _end_group(proc)
+                if proc.returncode == 0:
+                    (proc.run_dir / "train.done").write_text("")
+                elif was_asked_to_stop(proc.returncode):
+                    _note(proc.run_dir, f"exit status {proc.returncode}: stopped by a signal at its newest "
+                                        "checkpoint (not started again; the same command resumes it)")
+                    stopped.append(proc.run_dir)
+                elif restarts[proc.run_dir] < retries and (deadline is None or time.monotonic() < deadline):
+                    restarts[proc.run_dir] += 1
+                    _note(proc.run_dir, f"exit status {proc.returncode}: started again from its newest checkpoint "
+                                        f"(retry {restarts[proc.run_dir]} of {retries})")
+                    todo.insert(0, (proc.run_dir, proc.base_cmd))
+                else:
+                    failed.append(f"{proc.run_dir} (exit {proc.returncode}; see its train.log)")
+            if deadline is not None and time.monotonic() >= deadline:
+                _stop(running)
+                unfinished = [p.run_dir for p in running] + [d for d, _ in todo]
+                print(f"time limit of {max_minutes:g} min: {len(unfinished)} run(s) stopped or not started; "
+                      "the same command resumes them from their newest checkpoints", flush=True)
+                break
+            time.sleep(1.0)
     if failed:
         raise SystemExit("training failed: " + "; ".join(failed))
-    return unfinished
+    return stopped + unfinished
+
+
+def was_asked_to_stop(returncode: int) -> bool:
+    """The exit of a trainer stopped by SIGTERM or SIGINT: 128 + the signal once ``stop_on_signal``
+    saved its step, minus the signal when the signal itself ended the process."""
+    return returncode in {128 + signal.SIGTERM, 128 + signal.SIGINT, -signal.SIGTERM, -signal.SIGINT}
+
+
+@contextlib.contextmanager
+def _stops_trainers_on_interrupt(running: list[subprocess.Popen]):
+    """Ctrl-C or SIGTERM to the runner: each running trainer saves its step and stops (``_stop``),
+    then the runner exits with status 130."""
+    def on_sigterm(signum, frame):
+        raise KeyboardInterrupt
+
+    main_thread = threading.current_thread() is threading.main_thread()  # (signals: main thread only)
+    previous = signal.signal(signal.SIGTERM, on_sigterm) if main_thread else None
+    try:
+        yield
+    except KeyboardInterrupt:
+        print(f"interrupted: stopping {len(running)} trainer(s) at their current step; the same command "
+              "resumes them", flush=True)
+        _stop(running)
+        raise SystemExit(130) from None
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_helpers import load_script
+from pipeline_helpers import ROOT, load_script
 
 rep = load_script("scripts/reproduce/reproduce.py")
 E = rep.E
@@ -614,6 +614,52 @@ def test_a_failed_piece_is_started_again_from_its_checkpoint_once(tmp_path):
     (tmp_path / "flaky" / "train.done").unlink()
     with pytest.raises(SystemExit, match=r"\S*flaky \(exit 3"):
         rep.run_pieces(runs[:1], tmp_path, retries=0)
+
+
+def test_a_trainer_asked_to_stop_stays_stopped_and_is_returned_unfinished(tmp_path):
+    """SIGTERM or Ctrl-C sent to one trainer (exit 128 + the signal once it saved its step) is a stop,
+    not a failure: the run is not started again, and the same command resumes it later."""
+    import sys
+
+    (tmp_path / "r").mkdir()
+    stops = [sys.executable, "-c", "import sys; sys.exit(143)"]
+    assert rep.run_pieces([(tmp_path / "r", stops)], tmp_path, retries=1) == [tmp_path / "r"]
+    log = (tmp_path / "r" / "train.log").read_text()
+    assert log.count("piece on") == 1 and "stopped by a signal" in log
+    assert not (tmp_path / "r" / "train.done").exists()
+    assert pieces_mod.was_asked_to_stop(-2) and not pieces_mod.was_asked_to_stop(-9)  # Ctrl-C, not the OOM killer
+
+
+def test_interrupting_the_runner_stops_its_trainers_instead_of_orphaning_them(tmp_path):
+    """The trainers run in sessions of their own, so the terminal's Ctrl-C reaches only the runner; it
+    asks each trainer to save and stop (SIGTERM) before it exits, instead of leaving them training."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    trainer = ("import signal, sys, time, pathlib\n"
+               "def stop(*a):\n"
+               "    pathlib.Path(sys.argv[1], 'saved').write_text('step saved'); sys.exit(143)\n"
+               "signal.signal(signal.SIGTERM, stop)\n"
+               "pathlib.Path(sys.argv[1], 'started').write_text('')\n"
+               "time.sleep(120)\n")
+    run = tmp_path / "r"
+    run.mkdir()
+    runner = (f"import sys; sys.path.insert(0, {str(ROOT / 'scripts' / 'reproduce')!r})\n"
+              "from pathlib import Path; import pieces\n"
+              f"pieces.run_pieces([(Path({str(run)!r}), [sys.executable, '-c', {trainer!r}, {str(run)!r}])], "
+              f"Path({str(tmp_path)!r}))\n")
+    proc = subprocess.Popen([sys.executable, "-c", runner], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for _ in range(300):
+        if (run / "started").exists():
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    assert (run / "saved").read_text() == "step saved"
+    assert "the same command resumes them" in out
 
 
 def test_negative_retries_are_refused_by_name(capsys):
