@@ -124,9 +124,27 @@ def _pairs(data: Path) -> tuple[list[list[str]], list[list[str]]]:
     return src, tgt
 
 
-def _fork_model(fork_data: str, attention: str, data: Path, out: Path) -> None:
-    """The fork's model (its options as the paper's configs set them), its logits, attention and
-    gradients of a summed cross-entropy on the first pairs, saved for ``model``."""
+def fork_model_options(config: dict, where: str) -> list[str]:
+    """The fork's model options for one of our RNN configs (``where`` names it in errors)."""
+    if config.get("decoder_type", "rnn") != "rnn" or config.get("encoder_type", "rnn") not in ("rnn", "brnn"):
+        raise ValueError(f"{where}: not an RNN config (the check covers the fork's RNN models)")
+    name = config.get("global_attention_function", "softmax")
+    if name not in FORK_ATTENTION:
+        raise ValueError(f"{where}: global_attention_function {name} has no counterpart in the fork "
+                         f"(it has {', '.join(FORK_ATTENTION)})")
+    layers = {config.get("enc_layers", config.get("layers", 2)), config.get("dec_layers", config.get("layers", 2))}
+    if len(layers) != 1:
+        raise ValueError(f"{where}: enc_layers and dec_layers differ (the fork's -layers sets both)")
+    return ["-encoder_type", config.get("encoder_type", "rnn"), "-rnn_type", config.get("rnn_type", "LSTM"),
+            "-layers", str(layers.pop()), "-rnn_size", str(config.get("hidden_size", 500)),
+            "-word_vec_size", str(config.get("word_vec_size", 500)), "-input_feed", str(config.get("input_feed", 1)),
+            "-global_attention", config.get("global_attention", "general"),
+            "-global_attention_function", FORK_ATTENTION[name]]
+
+
+def _fork_model(fork_data: str, data: Path, out: Path, options: list[str]) -> None:
+    """The fork's model (``options``: ``fork_model_options``), its logits, attention and gradients of
+    a summed cross-entropy on the first pairs, saved for ``model``."""
     import configargparse
     import onmt.opts as opts
     from onmt.inputters.inputter import load_fields_from_vocab
@@ -138,9 +156,7 @@ def _fork_model(fork_data: str, attention: str, data: Path, out: Path) -> None:
     parser = configargparse.ArgumentParser()
     opts.model_opts(parser)
     opts.train_opts(parser)
-    opt = parser.parse_args(["-data", fork_data, "-encoder_type", "brnn", "-layers", "2", "-rnn_size", "300",
-                             "-word_vec_size", "300", "-global_attention", "general",
-                             "-global_attention_function", attention, "-dropout", "0.3", "-seed", "1"])
+    opt = parser.parse_args(["-data", fork_data, *options, "-seed", "1"])
     opt = training_opt_postprocessing(opt, -1)
     fields = load_fields_from_vocab(torch.load(fork_data + ".vocab.pt", weights_only=True))
     torch.manual_seed(1)
@@ -255,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     model.add_argument("--data", type=Path, default=ROOT / "work/data/sigmorphon2018-medium",
                        help="the folder with src-train.txt / tgt-train.txt (default: %(default)s)")
     inner = sub.add_parser("_fork_model")  # (the fork's half of `model`, run in its interpreter)
-    for name in ("fork_data", "attention", "data", "out"):
+    for name in ("fork_data", "data", "out"):
         inner.add_argument(name)
     a, rest = ap.parse_known_args(argv)
     if not (a.fork / "onmt" / "modules" / "global_attention.py").is_file():
@@ -266,17 +282,18 @@ def main(argv: list[str] | None = None) -> int:
         _fork_run(a.fork, a.script, rest)
         return 0
     if a.command == "_fork_model":
-        _fork_model(a.fork_data, a.attention, Path(a.data), Path(a.out))
+        _fork_model(a.fork_data, Path(a.data), Path(a.out), rest)
         return 0
     import yaml
 
-    name = (yaml.safe_load(open(a.config, encoding="utf-8")) or {}).get("global_attention_function", "softmax")
-    if name not in FORK_ATTENTION:
-        ap.error(f"--config {a.config}: global_attention_function {name} has no counterpart in the fork "
-                 f"(it has {', '.join(FORK_ATTENTION)})")
+    try:
+        with open(a.config, encoding="utf-8") as f:
+            options = fork_model_options(yaml.safe_load(f) or {}, f"--config {a.config}")
+    except (OSError, ValueError) as e:
+        ap.error(str(e) if isinstance(e, ValueError) else f"--config {a.config}: {e.strerror}")
     with tempfile.TemporaryDirectory() as tmp:
         fork_file = Path(tmp) / "fork.pt"
-        if _child(a.fork, a.pythonpath, "_fork_model", a.fork_data, FORK_ATTENTION[name], str(a.data), str(fork_file)):
+        if _child(a.fork, a.pythonpath, "_fork_model", a.fork_data, str(a.data), str(fork_file), *options):
             return 1
         diffs = compare_model(a.config, fork_file, a.data)
     print("| quantity | largest relative difference, ours against the fork |\n|---|---|")

@@ -39,6 +39,21 @@ def test_a_folder_that_is_not_the_fork_is_refused_in_one_line(tmp_path, capsys):
     assert f"--fork {tmp_path}: not a checkout of deep-spin/OpenNMT-entmax" in err
 
 
+def test_the_forks_options_come_from_our_config_and_other_models_are_refused():
+    import yaml
+
+    cfg = yaml.safe_load((ROOT / "configs/peters2019-sigmorphon/medium/out1-attn1.5.yaml").read_text())
+    opts = fc.fork_model_options(cfg, "out1-attn1.5")
+    pairs = dict(zip(opts[::2], opts[1::2]))
+    assert pairs == {"-encoder_type": "brnn", "-rnn_type": "LSTM", "-layers": "2", "-rnn_size": "300",
+                     "-word_vec_size": "300", "-input_feed": "1", "-global_attention": "general",
+                     "-global_attention_function": "tsallis15"}
+    with pytest.raises(ValueError, match="x.yaml: not an RNN config"):
+        fc.fork_model_options({"decoder_type": "transformer"}, "x.yaml")
+    with pytest.raises(ValueError, match="global_attention_function entmax_bisect has no counterpart"):
+        fc.fork_model_options({"global_attention_function": "entmax_bisect"}, "x.yaml")
+
+
 FORK = os.environ.get("ONMT_ENTMAX_FORK")
 DATA = ROOT / "work" / "data" / "sigmorphon2018-medium"
 
