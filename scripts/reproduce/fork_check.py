@@ -16,12 +16,12 @@ attention's ``1 - mask`` (a bool mask, refused by torch ≥ 1.2) means ``~mask``
 logs ``attn nnz:``, the mean number of source positions with nonzero attention per non-pad target
 token over each report window, as the plugin's ``onmt_train`` reports do.
 
-``model`` builds the fork's model of a config (its attention mapping; uniform(±0.1) initialisation,
-seed 1) and ours from the same YAML, copies the fork's weights into ours token by token (the
-vocabularies' orders differ; the few entries only ours has, OpenNMT-py 3.5.1's vocabulary padding
-to a multiple of 8 and the source's <s> </s>, are kept out of the softmax), and compares, on the
-first 64 training pairs in eval mode: the logits, the attention, a cross-entropy loss and every
-parameter's gradient. Exit status 1 if they differ by more than float32 rounding.
+``model`` builds the fork's model of an RNN config (sizes, layers, attention read from the YAML;
+uniform(±0.1) initialisation, seed 1) and ours from the same YAML, copies the fork's weights into
+ours token by token (the vocabularies' orders differ; the target entries only ours has, OpenNMT-py
+3.5.1's padding of the vocabulary to a multiple of 8, are kept out of the softmax), and compares, on
+the first 64 training pairs in eval mode: the logits, the attention and every parameter's gradient
+of a summed cross-entropy. Exit status 1 if they differ by more than float32 rounding.
 """
 from __future__ import annotations
 
