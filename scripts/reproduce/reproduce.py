@@ -96,11 +96,16 @@ def selected(name: str, only: str | list[str] | None) -> bool:
 
 
 def experiments(table: str, only: str | list[str] | None = None) -> list[E.Experiment]:
+    """The experiments of ``table`` that ``only`` selects, in the order its globs name them (each
+    glob's matches in the table's order), so that ``train --jobs N`` starts the first N named first."""
     if table not in E.TABLES:
         raise SystemExit(f"unknown table {table!r}; tables: {', '.join(E.TABLES)}")
     found = [e for e in E.all_experiments() if e.table == table]
     check_only(only, [e.name for e in found], table)
-    return [e for e in found if selected(e.name, only)]
+    ordered: list[E.Experiment] = []
+    for glob in [only] if isinstance(only, str) or not only else only:
+        ordered += [e for e in found if selected(e.name, glob) and e not in ordered]
+    return ordered
 
 
 def check_only(only: str | list[str] | None, names: list[str], table: str) -> None:

@@ -662,6 +662,14 @@ def test_interrupting_the_runner_stops_its_trainers_instead_of_orphaning_them(tm
     assert "the same command resumes them" in out
 
 
+def test_runs_come_in_the_order_only_names_them():
+    """`train --only B A --jobs 1` trains B first: a lease can finish the carried runs before it starts
+    a new one, whatever the table's order (each glob's own matches keep the table's order)."""
+    names = [e.name for e in rep.experiments("peters2019-table1", ["medium/out2-attn2", "medium/out1-attn*"])]
+    assert names == ["medium/out2-attn2", "medium/out1-attn1", "medium/out1-attn1.5", "medium/out1-attn2"]
+    assert [e.name for e in rep.experiments("peters2019-table1", "medium/*")][0] == "medium/out1-attn1"
+
+
 def test_negative_retries_are_refused_by_name(capsys):
     with pytest.raises(SystemExit):
         rep.main(["train", "peters2019-table1", "--only", "medium/out1-attn1", "--retries", "-1"])
