@@ -236,16 +236,16 @@ def compare_model(config: str, fork_file: Path, data: Path) -> list[tuple[str, f
         t[j, :len(ids), 0] = torch.tensor(ids)
     dec_out, attns = model(s, t, lengths)
     logits = model.generator(dec_out)[..., shared_tgt]  # (EntmaxGenerator: a Linear's logits)
-    gold = t[:, 1:, 0]
+    column = torch.cumsum(shared_tgt, 0) - 1  # a shared token's column among the shared ones
+    gold = column[t[:, 1:, 0]]
     torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), gold.reshape(-1),
-                                      ignore_index=tv.lookup_token("<blank>"), reduction="sum").backward()
+                                      ignore_index=int(column[tv.lookup_token("<blank>")]), reduction="sum").backward()
 
     def rel(a, b):
         return ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()
 
     fork_logits = fork["logits"][..., tgt_rows[shared_tgt]]
-    attn = attns["std"].detach()
-    attn = attn.transpose(0, 1) if attn.shape != fork["attn"].shape else attn
+    attn = attns["std"].detach().transpose(0, 1)  # (tgt, batch, src) as the fork's file: (batch, tgt, src)
     out = [("logits", rel(logits.detach(), fork_logits)), ("attention", rel(attn, fork["attn"]))]
     for name, grad in fork["grads"].items():
         name = renamed.get(name, name)
