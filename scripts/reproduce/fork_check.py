@@ -117,11 +117,19 @@ def _fork_run(fork: Path, script: str, args: list[str]) -> None:
     runpy.run_path(str(fork / script), run_name="__main__")
 
 
-def _pairs(data: Path) -> tuple[list[list[str]], list[list[str]]]:
+def padded_pairs(data: Path, src_id, tgt_id) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The first ``PAIRS`` training pairs of ``data`` as ids (``src_id`` / ``tgt_id``: token -> id),
+    batch-first and padded with <blank>, longest source first (the encoder packs): sources
+    (batch × len × 1), targets with <s> … </s> (batch × len × 1) and source lengths."""
     with open(data / "src-train.txt", encoding="utf-8") as s, open(data / "tgt-train.txt", encoding="utf-8") as t:
-        src = [next(s).split() for _ in range(PAIRS)]
-        tgt = [next(t).split() for _ in range(PAIRS)]
-    return src, tgt
+        pairs = sorted(([next(s).split(), next(t).split()] for _ in range(PAIRS)), key=lambda p: -len(p[0]))
+    src = torch.full((PAIRS, max(len(p[0]) for p in pairs), 1), src_id("<blank>"))
+    tgt = torch.full((PAIRS, max(len(p[1]) for p in pairs) + 2, 1), tgt_id("<blank>"))
+    for j, (words, form) in enumerate(pairs):
+        src[j, :len(words), 0] = torch.tensor([src_id(w) for w in words])
+        ids = [tgt_id("<s>"), *map(tgt_id, form), tgt_id("</s>")]
+        tgt[j, :len(ids), 0] = torch.tensor(ids)
+    return src, tgt, torch.tensor([len(p[0]) for p in pairs])
 
 
 def fork_model_options(config: dict, where: str) -> list[str]:
@@ -162,15 +170,8 @@ def _fork_model(fork_data: str, data: Path, out: Path, options: list[str]) -> No
     torch.manual_seed(1)
     model = build_base_model(opt, fields, False).eval()
     sv, tv = fields["src"].vocab, fields["tgt"].vocab
-    src, tgt = _pairs(data)
-    order = sorted(range(PAIRS), key=lambda i: -len(src[i]))  # longest first: the encoder packs
-    s = torch.full((max(map(len, src)), PAIRS, 1), sv.stoi["<blank>"])
-    t = torch.full((max(map(len, tgt)) + 2, PAIRS, 1), tv.stoi["<blank>"])
-    lengths = torch.tensor([len(src[i]) for i in order])
-    for j, i in enumerate(order):
-        s[:len(src[i]), j, 0] = torch.tensor([sv.stoi[w] for w in src[i]])
-        ids = [tv.stoi["<s>"], *(tv.stoi[w] for w in tgt[i]), tv.stoi["</s>"]]
-        t[:len(ids), j, 0] = torch.tensor(ids)
+    s, t, lengths = padded_pairs(data, sv.stoi.__getitem__, tv.stoi.__getitem__)
+    s, t = s.transpose(0, 1), t.transpose(0, 1)  # the fork is time-major
     out_, attns = model(s, t, lengths)
     logits = model.generator(out_)
     gold = t[1:, :, 0]
@@ -178,7 +179,7 @@ def _fork_model(fork_data: str, data: Path, out: Path, options: list[str]) -> No
                                       ignore_index=tv.stoi["<blank>"], reduction="sum").backward()
     torch.save({"state": {n: p.detach() for n, p in model.named_parameters()},
                 "grads": {n: p.grad for n, p in model.named_parameters()},
-                "src_itos": list(sv.itos), "tgt_itos": list(tv.itos), "order": order,
+                "src_itos": list(sv.itos), "tgt_itos": list(tv.itos),
                 "logits": logits.detach().transpose(0, 1), "attn": attns["std"].detach().transpose(0, 1)}, out)
 
 
@@ -226,14 +227,7 @@ def compare_model(config: str, fork_file: Path, data: Path) -> list[tuple[str, f
             params[name].copy_(value[rows[name]] if name in rows else value)
         model.generator.weight[~shared_tgt] = 0  # entries only ours has: out of the softmax
         model.generator.bias[~shared_tgt] = -1e4
-    src, tgt = _pairs(data)
-    s = torch.full((PAIRS, max(map(len, src)), 1), sv.lookup_token("<blank>"))
-    t = torch.full((PAIRS, max(map(len, tgt)) + 2, 1), tv.lookup_token("<blank>"))
-    lengths = torch.tensor([len(src[i]) for i in fork["order"]])
-    for j, i in enumerate(fork["order"]):
-        s[j, :len(src[i]), 0] = torch.tensor([sv.lookup_token(w) for w in src[i]])
-        ids = [tv.lookup_token("<s>"), *(tv.lookup_token(w) for w in tgt[i]), tv.lookup_token("</s>")]
-        t[j, :len(ids), 0] = torch.tensor(ids)
+    s, t, lengths = padded_pairs(data, sv.lookup_token, tv.lookup_token)
     dec_out, attns = model(s, t, lengths)
     logits = model.generator(dec_out)[..., shared_tgt]  # (EntmaxGenerator: a Linear's logits)
     column = torch.cumsum(shared_tgt, 0) - 1  # a shared token's column among the shared ones
