@@ -20,6 +20,7 @@ import time
 import zipfile
 from pathlib import Path
 
+from onmt_entmax.patching import STOP_SIGNALS
 from results_csv import scores_of
 
 
@@ -246,9 +247,9 @@ def run_pieces(runs: list[tuple[Path, list[str]]], cwd: Path, jobs: int = 1,
 
 
 def was_asked_to_stop(returncode: int) -> bool:
-    """The exit of a trainer stopped by SIGTERM or SIGINT: 128 + the signal once ``stop_on_signal``
-    saved its step, minus the signal when the signal itself ended the process."""
-    return returncode in {128 + signal.SIGTERM, 128 + signal.SIGINT, -signal.SIGTERM, -signal.SIGINT}
+    """The exit of a trainer stopped by one of the plugin's stop signals (SIGTERM, SIGINT): 128 + the
+    signal once ``stop_on_signal`` saved its step, minus the signal when the signal itself ended it."""
+    return any(returncode in (128 + sig, -sig) for sig in STOP_SIGNALS)
 
 
 @contextlib.contextmanager
