@@ -88,11 +88,14 @@ def run(cmd: list[str], cwd: Path | None = None, log: Path | None = None, gpu: i
                          f"the last lines of {log}:\n{tail.rstrip()}")
 
 
+def globs_of(only: str | list[str] | None) -> list[str]:
+    """``--only`` as a list of globs (a single glob, a list of them, or none)."""
+    return [only] if isinstance(only, str) else list(only or [])
+
+
 def selected(name: str, only: str | list[str] | None) -> bool:
     """Whether an experiment name matches ``only``: a glob or a list of globs (any of them); None: all."""
-    if not only:
-        return True
-    return any(fnmatch.fnmatch(name, pattern) for pattern in ([only] if isinstance(only, str) else only))
+    return not only or any(fnmatch.fnmatch(name, pattern) for pattern in globs_of(only))
 
 
 def experiments(table: str, only: str | list[str] | None = None) -> list[E.Experiment]:
@@ -103,7 +106,7 @@ def experiments(table: str, only: str | list[str] | None = None) -> list[E.Exper
     found = [e for e in E.all_experiments() if e.table == table]
     check_only(only, [e.name for e in found], table)
     ordered: list[E.Experiment] = []
-    for glob in [only] if isinstance(only, str) or not only else only:
+    for glob in globs_of(only) or ["*"]:
         ordered += [e for e in found if selected(e.name, glob) and e not in ordered]
     return ordered
 
@@ -111,8 +114,7 @@ def experiments(table: str, only: str | list[str] | None = None) -> list[E.Exper
 def check_only(only: str | list[str] | None, names: list[str], table: str) -> None:
     """Refuse, in one line, an ``--only`` glob that matches none of ``names`` (a typo would otherwise
     select nothing and the command would do nothing without a word)."""
-    globs = [only] if isinstance(only, str) else only or []
-    unmatched = [g for g in globs if not any(selected(n, g) for n in names)]
+    unmatched = [g for g in globs_of(only) if not any(selected(n, g) for n in names)]
     if unmatched:
         raise SystemExit(f"--only {' '.join(unmatched)}: no experiment of {table} matches; its names: "
                          + ", ".join(names))
