@@ -32,17 +32,22 @@ S_STEP = 8  # its source positions to a multiple of this
 _log = logging.getLogger("onmt_entmax.cuda_graphs")
 
 
+class _ThreadLocalGraph(torch.cuda.graph):
+    """``torch.cuda.graph`` capturing in "thread_local" mode. One class for the process: the capture
+    stream it makes at its first capture (``default_capture_stream``, a class attribute) is the stream
+    of every later capture, and the caching allocator reuses a free block of a memory pool only on the
+    stream that freed it, so the shapes' captures can share one pool (``ShapeGraphs``)."""
+
+    def __init__(self, cuda_graph, pool=None, stream=None, capture_error_mode: str = "thread_local", **kwargs):
+        super().__init__(cuda_graph, pool=pool, stream=stream, capture_error_mode=capture_error_mode, **kwargs)
+
+
 @contextlib.contextmanager
 def thread_local_capture() -> Iterator[None]:
     """``torch.cuda.make_graphed_callables`` captures in CUDA's "global" mode, where an unsafe CUDA call
     from *any* thread of the process (a data loader's pinned-memory thread, Triton's set-up) ends the
     capture; here captures run in "thread_local" mode: only the capturing thread's calls count."""
-
-    class Graph(torch.cuda.graph):
-        def __init__(self, cuda_graph, pool=None, stream=None, capture_error_mode: str = "thread_local"):
-            super().__init__(cuda_graph, pool=pool, stream=stream, capture_error_mode=capture_error_mode)
-
-    with mock.patch.object(torch.cuda, "graph", Graph):
+    with mock.patch.object(torch.cuda, "graph", _ThreadLocalGraph):
         yield
 
 
@@ -105,8 +110,17 @@ class ShapeGraphs:
     into. None once ``max_graphs`` shapes are captured (the caller runs eagerly). A failed capture
     raises ``CaptureError``.
 
-    Not for gradient accumulation: a replay overwrites the activations that the previous replay of the
-    same graph saved for its backward, so each forward must be followed by its backward.
+    All shapes capture into one memory pool (``pool``), so the process holds about one shape's
+    activations rather than one set per shape (a separate pool each took ~35 GiB at 96 SIGMORPHON
+    shapes, and four runs on one 140 GiB GPU ran out of memory). Sharing is safe under this class's
+    contract: each forward replay is followed by its backward before any other replay, and what must
+    outlive a replay (input buffers, outputs, gradients: the graphed callable keeps them referenced) is
+    never handed to a later capture; a later capture reuses only an earlier graph's temporaries and
+    saved activations, which are dead once its backward has run. A graph's outputs are read before the
+    next replay of *any* shape overwrites them.
+
+    Not for gradient accumulation: a replay overwrites the activations that the previous replay saved
+    for its backward, so each forward must be followed by its backward.
     """
 
     def __init__(self, make_module: Callable[[], nn.Module], max_graphs: int = MAX_GRAPHS,
@@ -117,6 +131,7 @@ class ShapeGraphs:
         self.name = name  # (the option, in messages)
         self.graphs: dict[tuple, Callable] = {}
         self.capture_seconds = 0.0
+        self.pool = None  # the memory pool every shape's graphs capture into (made at the first capture)
 
     def get(self, args: tuple) -> Optional[Callable]:
         key = tuple((tuple(a.shape), a.dtype, a.requires_grad) for a in args)
@@ -128,16 +143,21 @@ class ShapeGraphs:
         module = self.make_module()  # (make_graphed_callables replaces the forward of the module it gets)
         start = time.perf_counter()
         try:
+            if self.pool is None:
+                self.pool = torch.cuda.graph_pool_handle()
             with thread_local_capture():
-                graphed = torch.cuda.make_graphed_callables(module, sample, allow_unused_input=True)
+                graphed = torch.cuda.make_graphed_callables(module, sample, allow_unused_input=True,
+                                                            pool=self.pool)
         except Exception as err:  # a kernel that syncs with the host, an op graphs do not take
             raise CaptureError(f"{self.name}: a CUDA graph capture failed ({first_error(err)}); this "
                                f"process cannot continue: train without {self.name} (-train_from the last "
                                "checkpoint resumes the run)") from err
         self.graphs[key] = graphed
+        # (each capture warms up on a new side stream, whose freed blocks the allocator keeps for that
+        # stream alone: released here, or every shape would keep its warm-up's activations cached)
+        torch.cuda.empty_cache()
         self.capture_seconds += time.perf_counter() - start
         if len(self.graphs) in (1, 8, 16, 32, 64):
-            # (each capture keeps its own memory pool: what the process holds grows with the shapes)
             self.log.info("%s: %d shapes captured (%.1f s in all); %.2f GiB held by the CUDA allocator",
                           self.name, len(self.graphs), self.capture_seconds, torch.cuda.memory_reserved() / 2**30)
         if len(self.graphs) == self.max_graphs:

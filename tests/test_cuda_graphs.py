@@ -49,6 +49,7 @@ def test_a_failed_capture_ends_training_with_one_line_naming_the_option_and_its_
             raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
 
     monkeypatch.setattr(torch.cuda, "make_graphed_callables", capture)
+    monkeypatch.setattr(torch.cuda, "graph_pool_handle", object)
     graphs = ShapeGraphs(lambda: nn.Linear(2, 2), name="rnn_cuda_graphs")
     with pytest.raises(CaptureError) as err:
         graphs.get((torch.zeros(3, 2),))
@@ -59,15 +60,59 @@ def test_a_failed_capture_ends_training_with_one_line_naming_the_option_and_its_
     assert not graphs.graphs
 
 
-def test_shapes_beyond_the_cap_are_not_captured(monkeypatch, caplog):
+def test_shapes_beyond_the_cap_are_not_captured_and_every_shape_captures_into_one_memory_pool(
+        monkeypatch, caplog):
     caplog.set_level("INFO", logger="onmt_entmax.cuda_graphs")
-    captured = []
+    captured, pools = [], []
+    monkeypatch.setattr(torch.cuda, "graph_pool_handle", object)  # (a fresh handle at each call)
     monkeypatch.setattr(torch.cuda, "make_graphed_callables", lambda module, sample, **kw: captured.append(
-        sample[0].shape) or module)
+        sample[0].shape) or pools.append(kw["pool"]) or module)
     graphs = ShapeGraphs(lambda: nn.Linear(2, 2), max_graphs=2)
     assert graphs.get((torch.zeros(3, 2),)) is not None and graphs.get((torch.zeros(3, 2),)) is not None
     assert graphs.get((torch.zeros(4, 2),)) is not None and graphs.get((torch.zeros(5, 2),)) is None
     assert captured == [(3, 2), (4, 2)]  # each shape once, none beyond the cap
-    # the log says what the captures hold (each keeps its own memory pool)
+    assert pools[0] is not None and pools[1] is pools[0]  # memory held once, not once per shape
+    # the log says what the captures hold
     assert re.search(r"cuda graphs: 1 shapes captured \(\d+\.\d s in all\); \d+\.\d\d GiB held by the CUDA allocator",
                      caplog.text)
+
+
+def test_every_capture_of_the_process_runs_on_one_capture_stream():
+    # (torch.cuda.graph makes its capture stream once per class: one class, one stream, so the blocks a
+    # capture frees in the shared pool are free for the next one, which the allocator allows per stream)
+    from onmt_entmax.cuda_graphs import thread_local_capture
+
+    with thread_local_capture():
+        first = torch.cuda.graph
+    with thread_local_capture():
+        assert torch.cuda.graph is first and first is not torch.cuda.graphs.graph
+    assert torch.cuda.graph is torch.cuda.graphs.graph  # restored after each capture
+
+
+class _Activations(nn.Module):
+    """(rows, 1) -> (rows,) through four tanh(x * w) layers of width 512: each layer saves (rows, 512)
+    activations for its backward, while what a graph keeps between replays (its input and output buffers,
+    the gradient of the 512 weights) is small; its memory pool holds mostly activations."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.linspace(0.5, 1.5, 512, device="cuda"))
+
+    def forward(self, x):
+        for _ in range(4):
+            x = torch.tanh(x * self.w)
+        return x.sum(1)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_the_graphs_of_several_shapes_hold_about_one_shapes_activations_not_one_set_each():
+    graphs = ShapeGraphs(_Activations)
+    torch.cuda.synchronize()
+    start = torch.cuda.memory_reserved()
+    graphs.get((torch.randn(4096, 1, device="cuda"),))
+    first = torch.cuda.memory_reserved() - start  # its pool: ~60 MiB of activations
+    for rows in (3584, 3072, 2560, 2048):  # a pool each would add ~50, 45, 35, 30 MiB
+        graphs.get((torch.randn(rows, 1, device="cuda"),))
+    total = torch.cuda.memory_reserved() - start
+    assert len(graphs.graphs) == 5 and first > 0
+    assert total < 1.5 * first, (first / 2**20, total / 2**20)
