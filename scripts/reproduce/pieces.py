@@ -151,6 +151,34 @@ def _start(run_dir: Path, cmd: list[str], cwd: Path, gpu: int | None = None, job
     return proc
 
 
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b[^\n]*$", re.M)
+
+
+def failure_of(log: Path, tail: int = 65536) -> str | None:
+    """The exception of the last traceback in a piece's log, its first sentence (a CUDA out-of-memory
+    error goes on for five more), or None when the piece died without one (killed, a worker's exit)."""
+    with contextlib.suppress(OSError), open(log, "rb") as f:
+        f.seek(max(0, f.seek(0, os.SEEK_END) - tail))
+        text = f.read().decode("utf-8", "replace")
+        start = text.rfind("Traceback (most recent call last):")
+        found = _ERROR_LINE.search(text, start) if start >= 0 else None
+        if found:
+            return re.split(r"(?<=\.) ", found.group(0), maxsplit=1)[0]
+    return None
+
+
+def _failure(proc: subprocess.Popen, running: list) -> str:
+    """``exit status N`` and, when its log has one, the exception that ended the piece; for a GPU out of
+    memory, how many runs shared it."""
+    cause = failure_of(proc.run_dir / "train.log")
+    if not cause:
+        return f"exit status {proc.returncode}"
+    if "out of memory" in cause and proc.gpu is not None:
+        sharing = 1 + sum(p.gpu == proc.gpu for p in running)
+        cause += f" ({sharing} run(s) on GPU {proc.gpu}: fewer --jobs a GPU leave each more memory)"
+    return f"exit status {proc.returncode}, {cause}"
+
+
 def _note(run_dir: Path, text: str) -> None:
     """A line in the run's ``train.log`` and on the console."""
     with open(run_dir / "train.log", "a", encoding="utf-8") as log:
@@ -229,11 +257,11 @@ def run_pieces(runs: list[tuple[Path, list[str]]], cwd: Path, jobs: int = 1,
                     stopped.append(proc.run_dir)
                 elif restarts[proc.run_dir] < retries and (deadline is None or time.monotonic() < deadline):
                     restarts[proc.run_dir] += 1
-                    _note(proc.run_dir, f"exit status {proc.returncode}: started again from its newest checkpoint "
+                    _note(proc.run_dir, f"{_failure(proc, running)}: started again from its newest checkpoint "
                                         f"(retry {restarts[proc.run_dir]} of {retries})")
                     todo.insert(0, (proc.run_dir, proc.base_cmd))
                 else:
-                    failed.append(f"{proc.run_dir} (exit {proc.returncode}; see its train.log)")
+                    failed.append(f"{proc.run_dir} ({_failure(proc, running)}; see its train.log)")
             if deadline is not None and time.monotonic() >= deadline:
                 _stop(running)
                 unfinished = [p.run_dir for p in running] + [d for d, _ in todo]

@@ -602,7 +602,7 @@ def test_a_failed_piece_is_started_again_from_its_checkpoint_once(tmp_path):
         with zipfile.ZipFile(tmp_path / name / "model_step_1490.pt", "w") as z:
             z.writestr("data.pkl", b"weights")
         runs.append((tmp_path / name, cmd + ([str(tmp_path / name)] if name == "flaky" else [])))
-    with pytest.raises(SystemExit, match=r"training failed: \S*broken \(exit 4"):
+    with pytest.raises(SystemExit, match=r"training failed: \S*broken \(exit status 4"):
         rep.run_pieces(runs, tmp_path, retries=1)
     log = (tmp_path / "flaky" / "train.log").read_text()
     assert "exit status 3: started again from its newest checkpoint (retry 1 of 1)" in log
@@ -612,8 +612,27 @@ def test_a_failed_piece_is_started_again_from_its_checkpoint_once(tmp_path):
 
     (tmp_path / "flaky" / "survived").unlink()
     (tmp_path / "flaky" / "train.done").unlink()
-    with pytest.raises(SystemExit, match=r"\S*flaky \(exit 3"):
+    with pytest.raises(SystemExit, match=r"\S*flaky \(exit status 3"):
         rep.run_pieces(runs[:1], tmp_path, retries=0)
+
+
+def test_a_failed_piece_is_named_with_the_exception_that_ended_it_and_an_oom_with_the_gpus_sharers(tmp_path):
+    """A GPU out of memory (four runs on one H200 did run out) is named in the run's train.log and on
+    the console in one line, with how many runs shared the GPU, instead of a bare exit status."""
+    import sys
+
+    oom = ("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 356.00 MiB. GPU 0 has a total "
+           "capacity of 139.80 GiB of which 342.38 MiB is free.\n")
+    dies = [sys.executable, "-c", f"import sys; print({oom!r}); sys.exit(1)"]
+    (tmp_path / "r").mkdir()
+    with pytest.raises(SystemExit) as err:
+        rep.run_pieces([(tmp_path / "r", dies)], tmp_path, retries=1, gpus=[0])
+    cause = ("exit status 1, torch.OutOfMemoryError: CUDA out of memory. (1 run(s) on GPU 0: fewer --jobs a "
+             "GPU leave each more memory)")
+    assert f"{cause}: started again from its newest checkpoint" in (tmp_path / "r" / "train.log").read_text()
+    assert f"({cause}; see its train.log)" in str(err.value.code)
+    assert pieces_mod.failure_of(tmp_path / "missing.log") is None
 
 
 def test_a_trainer_asked_to_stop_stays_stopped_and_is_returned_unfinished(tmp_path):
