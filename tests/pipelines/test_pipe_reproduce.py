@@ -633,6 +633,10 @@ def test_a_failed_piece_is_named_with_the_exception_that_ended_it_and_an_oom_wit
     assert f"{cause}: started again from its newest checkpoint" in (tmp_path / "r" / "train.log").read_text()
     assert f"({cause}; see its train.log)" in str(err.value.code)
     assert pieces_mod.failure_of(tmp_path / "missing.log") is None
+    # a later piece killed without a traceback is not named with the earlier piece's exception
+    with open(tmp_path / "r" / "train.log", "a") as log:
+        log.write("[reproduce] 2026-11-29 09:30:38 piece on cpu: onmt_train ...\n")
+    assert pieces_mod.failure_of(tmp_path / "r" / "train.log") is None
 
 
 def test_a_trainer_asked_to_stop_stays_stopped_and_is_returned_unfinished(tmp_path):
