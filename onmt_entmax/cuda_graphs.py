@@ -110,8 +110,8 @@ class ShapeGraphs:
     into. None once ``max_graphs`` shapes are captured (the caller runs eagerly). A failed capture
     raises ``CaptureError``.
 
-    All shapes capture into one memory pool (``pool``), so the process holds about one shape's
-    activations rather than one set per shape (a separate pool each took ~35 GiB at 96 SIGMORPHON
+    All shapes capture into one memory pool (``pool``), so that the process holds about one shape's
+    activations rather than one set per shape (with a pool each, a SIGMORPHON run held 30 GiB at 64
     shapes, and four runs on one 140 GiB GPU ran out of memory). Sharing is safe under this class's
     contract: each forward replay is followed by its backward before any other replay, and what must
     outlive a replay (input buffers, outputs, gradients: the graphed callable keeps them referenced) is
