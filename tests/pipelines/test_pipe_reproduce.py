@@ -673,13 +673,16 @@ def test_interrupting_the_runner_stops_its_trainers_instead_of_orphaning_them(tm
               "from pathlib import Path; import pieces\n"
               f"pieces.run_pieces([(Path({str(run)!r}), [sys.executable, '-c', {trainer!r}, {str(run)!r}])], "
               f"Path({str(tmp_path)!r}))\n")
-    proc = subprocess.Popen([sys.executable, "-c", runner], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for _ in range(1200):  # (generous: on 2 busy cores two Python start-ups took over 30 s)
+    # (as from a terminal: a suite started in the background by a shell inherits SIGINT ignored, and
+    # Python then installs no KeyboardInterrupt handler)
+    proc = subprocess.Popen([sys.executable, "-c", runner], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    for _ in range(300):
         if (run / "started").exists():
             break
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=180)
+    out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out
     assert (run / "saved").read_text() == "step saved"
     assert "the same command resumes them" in out
