@@ -21,10 +21,9 @@ import zipfile
 from pathlib import Path
 
 from onmt_entmax.patching import STOP_SIGNALS
-from results_csv import scores_of
+from results_csv import last_piece, scores_of
 
 
-_PIECE = "piece on "  # a piece's first line in its run's train.log (after the runner's prefix)
 _VALID = re.compile(r"Validation accuracy: ([0-9.eE+-]+|nan)")
 _SAVED = re.compile(r"Saving checkpoint (\S+_step_\d+\.pt)")
 
@@ -143,7 +142,7 @@ def _start(run_dir: Path, cmd: list[str], cwd: Path, gpu: int | None = None, job
     log = open(run_dir / "train.log", "a", encoding="utf-8")
     on = "" if gpu is None else f"CUDA_VISIBLE_DEVICES={gpu} "
     # the device is named in the log: a run resumed lease after lease may train on several kinds
-    log.write(_log_line(f"{_PIECE}{device_name(gpu)}: {on}{' '.join(cmd)}"))
+    log.write(_log_line(f"piece on {device_name(gpu)}: {on}{' '.join(cmd)}"))
     log.flush()
     print("+", on + " ".join(cmd), ">>", run_dir / "train.log", flush=True)
     # own process group, so that a time limit stops the data-loader workers too
@@ -156,14 +155,14 @@ _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b[^\n]*$"
 
 
 def failure_of(log: Path, tail: int = 65536) -> str | None:
-    """The exception of the last piece's traceback in a run's log, its first sentence (a CUDA
-    out-of-memory error goes on for five more), or None when the piece died without one (killed, a
-    worker's exit; an earlier piece's traceback is not this one's)."""
+    """The exception of the last piece's traceback in a run's log (``last_piece`` of its last ``tail``
+    bytes), its first sentence (a CUDA out-of-memory error goes on for five more), or None when the
+    piece died without one (killed, a worker's exit; an earlier piece's traceback is not this one's)."""
     with contextlib.suppress(OSError), open(log, "rb") as f:
         f.seek(max(0, f.seek(0, os.SEEK_END) - tail))
-        text = f.read().decode("utf-8", "replace")
+        text = last_piece(f.read().decode("utf-8", "replace"))
         start = text.rfind("Traceback (most recent call last):")
-        found = _ERROR_LINE.search(text, start) if start > text.rfind(_PIECE) else None
+        found = _ERROR_LINE.search(text, start) if start >= 0 else None
         if found:
             return re.split(r"(?<=\.) ", found.group(0), maxsplit=1)[0]
     return None

@@ -147,13 +147,18 @@ def training_devices(log_text: str) -> str | None:
     return " + ".join(dict.fromkeys(named)) + (f" ({unnamed} earlier pieces unnamed)" if unnamed else "")
 
 
-def last_piece_rate(log_text: str) -> float | None:
-    """Training steps a second in a log's last piece (after its last ``[reproduce] … piece`` line, or
-    in the whole log if none): from the first to the last ``Step N/M`` report line's timestamp, so the
-    validations and checkpoints between them are counted in. None: fewer than two reports."""
+def last_piece(log_text: str) -> str:
+    """What a log's last piece wrote: the text after its last ``[reproduce] … piece`` line, or the
+    whole text if it has none."""
     starts = list(_PIECE.finditer(log_text))
-    last = log_text[starts[-1].end():] if starts else log_text
-    reports = _STEP_AT.findall(last)
+    return log_text[starts[-1].end():] if starts else log_text
+
+
+def last_piece_rate(log_text: str) -> float | None:
+    """Training steps a second in a log's last piece (``last_piece``): from the first to the last
+    ``Step N/M`` report line's timestamp, so the validations and checkpoints between them are counted
+    in. None: fewer than two reports."""
+    reports = _STEP_AT.findall(last_piece(log_text))
     if len(reports) < 2:
         return None
     (t0, s0), (t1, s1) = reports[0], reports[-1]
