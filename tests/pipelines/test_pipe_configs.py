@@ -28,6 +28,19 @@ def test_every_table_cell_has_one_experiment():
         assert {r for r, _ in cells} == set(table.rows), name
 
 
+def test_the_fork_settings_runs_differ_from_their_table1_twins_only_by_those_settings():
+    """peters2019-table1-fork measures what the three settings do: nothing else may differ, and the
+    runs keep a folder of their own."""
+    twins = {(e.column, e.row): e for e in E.all_experiments() if e.table == "peters2019-table1"}
+    fork = [e for e in E.all_experiments() if e.table == "peters2019-table1-fork"]
+    assert fork
+    for e in fork:
+        twin = twins[(e.column, e.row)]
+        differ = {k for k in {*e.config, *twin.config} if e.config.get(k) != twin.config.get(k)}
+        assert differ == {"save_model", *E.FORK_SETTINGS}, e.name
+        assert e.run_dir != twin.run_dir and e.config["save_model"].startswith(e.run_dir + "/")
+
+
 @pytest.fixture(scope="module")
 def train_parser():
     pytest.importorskip("onmt")
