@@ -209,11 +209,28 @@ def _find_parts(folders: list[Path]) -> tuple[list[tuple[dict, dict[str, Path]]]
     return chosen, runs
 
 
+def _continues(entry: dict, pool: dict[str, Path], here: Path) -> bool:
+    """Whether the carried file begins with every byte of the shorter file ``here`` (a train.log this
+    machine last wrote, which the run's next piece extended elsewhere): replacing it loses nothing."""
+    if here.stat().st_size >= entry["size"]:
+        return False
+    with open(here, "rb") as f:
+        for name in entry["parts"]:
+            part = pool[name].read_bytes()
+            mine = f.read(len(part))
+            if part[: len(mine)] != mine:
+                return False
+            if len(mine) < len(part):  # the file here ends inside this part
+                return True
+    return True
+
+
 def unpack(folders: list[Path], work: Path) -> list[Path]:
     """Put the carried runs in place under ``work``: every run whose files all came (a run is unpacked
     whole or not at all; the others are named on stderr, and none complete is an error). Every file is
     joined and checked before any is put in place. Returns the files written (those already there with
-    the same content are left as they are)."""
+    the same content are left as they are; one that the carried file continues, as a run's train.log
+    after its next piece elsewhere, is replaced; any other is an error, and nothing is written)."""
     entries, packed = _find_parts(folders)
     by_run: dict[str, list[tuple[dict, dict[str, Path]]]] = {}
     for entry, pool in entries:
@@ -240,8 +257,10 @@ def unpack(folders: list[Path], work: Path) -> list[Path]:
             raise CarryError(f"{MANIFEST}: {entry['path']} is not a path inside the work folder")
         target = work / rel
         if target.exists() and sha256(target) != entry["sha256"]:
-            raise CarryError(f"{target}: exists with other content; carried runs never write over a file "
-                             "(move it away first)")
+            if not _continues(entry, pool, target):
+                raise CarryError(f"{target}: exists with other content, not the start of the carried file; "
+                                 "carried runs never write over a file (move it away first)")
+            plan.append((entry, pool, target))  # a log that went on on the other machine: nothing here is lost
         if not target.exists():
             plan.append((entry, pool, target))
     joined = []  # (temporary file, target): all checked before the first is put in place

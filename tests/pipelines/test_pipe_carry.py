@@ -113,6 +113,37 @@ def test_unpack_never_writes_over_a_file_and_names_a_corrupt_or_missing_part(tmp
             carry.pack([run], tmp_path / "a", to)
 
 
+def test_unpack_replaces_a_log_that_the_carried_one_continues(tmp_path):
+    """After a lease the carried train.log is this machine's log plus the lines of the piece trained
+    there: it replaces the one here (nothing of it is lost) with the new checkpoints beside it."""
+    run = _run(tmp_path / "a")
+    log = (run / "train.log").read_text()
+    folders = carry.pack([run], tmp_path / "a", tmp_path / "out")
+    there = tmp_path / "b" / RUN
+    there.mkdir(parents=True)
+    (there / "train.log").write_text(log[: len(log) // 2])  # the log as the previous piece left it
+    assert there / "train.log" in carry.unpack(folders, tmp_path / "b")
+    assert (there / "train.log").read_text() == log and (there / "model_step_3.pt").exists()
+
+
+@pytest.mark.parametrize("here, continues", [
+    (b"abcdefg", True),  # ends inside the third part
+    (b"abcdef", True),  # ends where a part ends
+    (b"a", True),
+    (b"abcdeX", False),  # differs in the second part
+    (b"abcdefghX", False),  # the same length, other content: another file
+    (b"abcdefghij", False),  # longer than the carried file
+])
+def test_a_file_here_is_continued_only_by_a_carried_file_that_starts_with_all_of_it(tmp_path, here, continues):
+    pool = {}
+    for name, data in (("p0", b"abc"), ("p1", b"def"), ("p2", b"ghi")):
+        pool[name] = tmp_path / name
+        pool[name].write_bytes(data)
+    (tmp_path / "here").write_bytes(here)
+    entry = {"size": 9, "parts": ["p0", "p1", "p2"]}
+    assert carry._continues(entry, pool, tmp_path / "here") is continues
+
+
 def test_each_batch_brings_its_runs_back_whole_when_the_others_are_lost(tmp_path, capsys):
     """A lease can end between two returns: the runs of each batch that came are unpacked, a run is
     never unpacked in part (a log without its checkpoint), and the lost ones are named."""
