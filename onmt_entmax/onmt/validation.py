@@ -72,11 +72,27 @@ def model_option_defaults() -> dict:
     return {a.dest: a.default for a in parser._actions if a.dest != "help"}
 
 
+# training options that upstream builds the model's modules from, so that -train_from takes the
+# checkpoint's values for them as for the model options
+BUILT_FROM_TRAINING_OPTIONS = ("dropout", "attention_dropout", "embeddings_dropout")
+
+
+def built_from_training_defaults() -> dict:
+    """{name: default} of ``BUILT_FROM_TRAINING_OPTIONS`` (``onmt.opts._add_train_general_opts``)."""
+    import onmt.opts
+    from onmt.utils.parse import ArgumentParser
+
+    parser = ArgumentParser(description="training options")
+    onmt.opts._add_train_general_opts(parser)
+    return {a.dest: a.default for a in parser._actions if a.dest in BUILT_FROM_TRAINING_OPTIONS}
+
+
 def overridden_by_checkpoint(opt, model_opt) -> list[tuple[str, object, object]]:
-    """(name, value given, checkpoint's value) for each model option set away from its default
-    and different from the checkpoint's: what a ``-train_from`` run ignores."""
+    """(name, value given, checkpoint's value) for each model option (or training option the model is
+    built from) set away from its default and different from the checkpoint's: what a ``-train_from``
+    run ignores."""
     out = []
-    for name, default in sorted(model_option_defaults().items()):
+    for name, default in sorted({**model_option_defaults(), **built_from_training_defaults()}.items()):
         if name in _IGNORED_IN_COMPARISON or not hasattr(opt, name):
             continue
         mine, theirs = getattr(opt, name), getattr(model_opt, name, default)

@@ -161,8 +161,8 @@ def test_train_from_names_the_model_options_the_checkpoint_replaces(toy, caplog)
     assert "generator_function" not in caplog.text  # resumed with the same options: nothing to say
     with caplog.at_level("WARNING"):
         train(config, "-train_from", str(toy / "run/model_step_2.pt"), "-train_steps", "3",
-              "-generator_function", "sparsemax", "-hidden_size", "16")
+              "-generator_function", "sparsemax", "-hidden_size", "16", "-embeddings_dropout", "0")
     assert ("-train_from uses the checkpoint's model options; these given ones are ignored (-override_opts would use "
-            "them): generator_function='sparsemax' (checkpoint: 'entmax15'), hidden_size=16 (checkpoint: 8)"
-            in caplog.text)
+            "them): embeddings_dropout=0.0 (checkpoint: None), generator_function='sparsemax' (checkpoint: "
+            "'entmax15'), hidden_size=16 (checkpoint: 8)" in caplog.text)
     assert torch.load(toy / "run/model_step_3.pt")["opt"].generator_function == "entmax15"
