@@ -29,6 +29,33 @@ class SupportTooLarge(ValueError):
     """The nonzero support has more sequences than the cap allows (or is not finite)."""
 
 
+class PrefixSteps:
+    """Breadth-first steps over a ``NextLogProbs``: the rows of one depth are the children of rows of
+    the previous one. A scorer with ``start``/``advance`` of its own (an adapter keeping the decoder's
+    state per row, one decoder step a depth) replaces this one, which scores every prefix from BOS:
+    O(length) decoder steps a row instead of O(1)."""
+
+    def __init__(self, next_log_probs: NextLogProbs, batch_size: int = 64):
+        self.next_log_probs, self.batch_size, self.prefixes = next_log_probs, batch_size, [()]
+
+    def _rows(self) -> Tensor:
+        out = []
+        for start in range(0, len(self.prefixes), self.batch_size):
+            chunk = self.prefixes[start : start + self.batch_size]
+            out.append(_check_rows(self.next_log_probs(chunk), len(chunk)))
+        return torch.cat(out)
+
+    def start(self) -> Tensor:
+        """(1, V): log p(. | BOS, x)."""
+        self.prefixes = [()]
+        return self._rows()
+
+    def advance(self, parents: Sequence[int], tokens: Sequence[int]) -> Tensor:
+        """(N, V): row i is log p(. | prefix of the last call's row ``parents[i]`` + ``tokens[i]``, x)."""
+        self.prefixes = [self.prefixes[p] + (t,) for p, t in zip(parents, tokens)]
+        return self._rows()
+
+
 @dataclass
 class Support:
     """Every sequence with nonzero probability, most probable first."""
@@ -67,36 +94,41 @@ def enumerate_support(
     with p > 0: finished + live is a lower bound on |support|, and exceeding ``cap`` proves
     the support is larger than the cap. A live prefix at ``max_length`` means the support
     is longer than allowed (possibly infinite): also SupportTooLarge.
+
+    ``next_log_probs`` is scored one depth at a time through its ``start``/``advance`` when it has
+    them (``PrefixSteps`` says what they return), else through ``PrefixSteps``.
     """
     if cap < 1:
         raise ValueError(f"enumeration cap must be >= 1, got {cap}")
     if max_length < 1:
         raise ValueError(f"max_length must be >= 1, got {max_length}")
+    steps = next_log_probs if hasattr(next_log_probs, "advance") else PrefixSteps(next_log_probs, batch_size)
     live: list = [((), 0.0)]
     done: list = []
-    rows = 0
+    lp = _check_rows(steps.start(), 1)
+    rows = 1
     for depth in range(max_length):
         nxt: list = []
-        for start in range(0, len(live), batch_size):
-            chunk = live[start : start + batch_size]
-            lp = _check_rows(next_log_probs([p for p, _ in chunk]), len(chunk))
-            rows += len(chunk)
-            for (prefix, score), row in zip(chunk, lp):
-                for v in torch.nonzero(torch.isfinite(row)).flatten().tolist():
-                    s = score + float(row[v])
-                    if v == eos:
-                        done.append((prefix, s))
-                    else:
-                        nxt.append((prefix + (v,), s))
-                if len(done) + len(nxt) > cap:
-                    raise SupportTooLarge(
-                        f"more than cap={cap} sequences have nonzero probability "
-                        f"(found {len(done)} finished and {len(nxt)} live at length {depth + 1}); "
-                        "raise the enumeration cap or use beam search"
-                    )
+        parents: list = []
+        for i, ((prefix, score), row) in enumerate(zip(live, lp)):
+            for v in torch.nonzero(torch.isfinite(row)).flatten().tolist():
+                s = score + float(row[v])
+                if v == eos:
+                    done.append((prefix, s))
+                else:
+                    nxt.append((prefix + (v,), s))
+                    parents.append(i)
+            if len(done) + len(nxt) > cap:
+                raise SupportTooLarge(
+                    f"more than cap={cap} sequences have nonzero probability "
+                    f"(found {len(done)} finished and {len(nxt)} live at length {depth + 1}); "
+                    "raise the enumeration cap or use beam search"
+                )
         live = nxt
-        if not live:
+        if not live or depth == max_length - 1:
             break
+        lp = _check_rows(steps.advance(parents, [p[-1] for p, _ in live]), len(live))
+        rows += len(live)
     if live:
         raise SupportTooLarge(
             f"{len(live)} prefixes still have nonzero probability at max_length={max_length}; "

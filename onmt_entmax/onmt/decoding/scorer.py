@@ -3,7 +3,8 @@
 Gives the pure algorithms of ``onmt_entmax.decoding`` / ``analysis`` the model they need: for
 a list of target prefixes, log p(. | prefix, x) at every position, computed by the
 translator's own ``_decode_and_generate`` (so the model's mapping, -inf for zeros, ensembles
-included) in one full-sequence decoder pass (no incremental cache).
+included) in one full-sequence decoder pass; and, for breadth-first enumeration, ``start`` /
+``advance``: one decoder step a depth from the decoder's state, as the beam search steps.
 """
 from __future__ import annotations
 
@@ -60,3 +61,30 @@ class SentenceScorer(PrefixScorer):
                 attn = attn.transpose(0, 1)
             attn = attn[:, :, : self.src.size(1)]
         return log_probs.float(), (attn.float() if (with_attn and attn is not None) else None)
+
+    # --- one decoder step a depth (``decoding.search.PrefixSteps``): the beam search's own cache
+    @torch.no_grad()
+    def start(self):
+        """(1, V): log p(. | BOS, x), with the decoder's state set to this sentence alone."""
+        src, enc_final_hs, enc_out, src_len = self._encode(1)
+        self.t.model.decoder.init_state(src, enc_out, enc_final_hs)
+        self._enc_out, self._src_len, self._step = enc_out, src_len, 0
+        return self._step_from([self.t._tgt_start_with])
+
+    @torch.no_grad()
+    def advance(self, parents: Sequence[int], tokens: Sequence[int]):
+        """(N, V): row i = log p(. | the last call's row ``parents[i]`` followed by ``tokens[i]``, x)."""
+        idx = torch.tensor(list(parents), dtype=torch.long, device=self.src.device)
+        self.t.model.decoder.map_state(lambda state, dim: state.index_select(dim, idx))
+        self._enc_out = (tuple(e.index_select(0, idx) for e in self._enc_out)  # an ensemble's: one a model
+                         if isinstance(self._enc_out, tuple) else self._enc_out.index_select(0, idx))
+        self._src_len = self._src_len.index_select(0, idx)
+        return self._step_from(tokens)
+
+    def _step_from(self, tokens: Sequence[int]):
+        dec_in = torch.tensor(list(tokens), dtype=torch.long, device=self.src.device).view(-1, 1, 1)
+        log_probs, _ = self.t._decode_and_generate(dec_in, self._enc_out, {"srclen": self._src_len},
+                                                  src_len=self._src_len, step=self._step)
+        self._step += 1
+        return log_probs.view(len(tokens), -1).float()
+

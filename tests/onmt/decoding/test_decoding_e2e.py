@@ -373,6 +373,58 @@ def test_python_api_support_sets_suggestions_enumeration(workdir):
     assert enumerated > 0
 
 
+def test_enumeration_steps_the_decoder_as_the_beam_does_and_finds_what_scoring_each_prefix_finds(workdir):
+    """Enumeration advances each live prefix by one decoder step from its parent's state (the beam
+    search's cache) instead of decoding every prefix from BOS: the same outputs and probabilities, or
+    the same refusal, for an RNN and an ensemble. (The Transformer here gives the padding token p > 0,
+    and a prefix holding it is masked as padding when decoded from BOS: there only stepping computes
+    what the beam search computes, checked against its scores.)"""
+    from onmt_entmax.decoding import SupportTooLarge, enumerate_support
+    from onmt_entmax.onmt.decoding.api import SparseDecoder
+
+    def enumerated(scorer, eos):
+        try:
+            sup = enumerate_support(scorer, eos=eos, max_length=12, cap=30)
+        except SupportTooLarge as err:
+            return str(err)
+        return {tokens: lp for tokens, lp in sup.sequences}
+
+    src = (workdir / "src-test.txt").read_text().splitlines()[:8]
+    compared = 0
+    for models in ([SPARSE], [SPARSE, DENSE]):
+        dec = SparseDecoder([str(workdir / m) for m in models] if len(models) > 1 else str(workdir / models[0]))
+        eos = dec.translator._tgt_eos_idx
+        for s in src:
+            stepped = enumerated(dec.scorer(s), eos)
+            prefixes = dec.scorer(s)
+            from_bos = enumerated(lambda p: prefixes(p), eos)  # (a plain callable: every prefix from BOS)
+            if isinstance(from_bos, str):
+                assert stepped == from_bos
+                continue
+            assert stepped.keys() == from_bos.keys()
+            assert [stepped[k] for k in from_bos] == pytest.approx(list(from_bos.values()), rel=1e-4, abs=1e-4)
+            compared += 1
+    assert compared >= 4
+    translate(workdir, "-model", RELU, "-src", "src-test.txt", "-output", "relu_beam.txt", "-beam_size", 3,
+              "-n_best", 3, "-with_score", "-length_penalty", "none")
+    dec = SparseDecoder(str(workdir / RELU))
+    vocab, eos = dec.translator._tgt_vocab, dec.translator._tgt_eos_idx
+    lines = (workdir / "relu_beam.txt").read_text().splitlines()[:24]
+    for k in range(0, len(lines), 3):  # a sentence's three hypotheses stepped side by side, as enumeration does
+        hyps = [[vocab.tokens_to_ids[w] for w in line.split("\t")[0].split()] + [eos] for line in lines[k : k + 3]]
+        scorer, scores = dec.scorer(src[k // 3]), [0.0, 0.0, 0.0]
+        row, lp = {0: 0, 1: 0, 2: 0}, scorer.start()  # hypothesis -> its row of lp
+        for t in range(max(map(len, hyps))):
+            for i, r in row.items():
+                scores[i] += float(lp[r, hyps[i][t]])
+            going = [i for i in row if t + 1 < len(hyps[i])]
+            if not going:
+                break
+            lp = scorer.advance([row[i] for i in going], [hyps[i][t] for i in going])
+            row = {i: n for n, i in enumerate(going)}
+        assert scores == pytest.approx([float(line.split("\t")[1]) for line in lines[k : k + 3]], rel=1e-4, abs=1e-4)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_every_analysis_runs_on_the_gpu_and_agrees_with_the_cpu(workdir, sparse_run):
     """The analyses index the model's log-probabilities with token ids; on a GPU those live on CUDA
