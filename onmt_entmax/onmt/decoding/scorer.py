@@ -87,4 +87,3 @@ class SentenceScorer(PrefixScorer):
                                                   src_len=self._src_len, step=self._step)
         self._step += 1
         return log_probs.view(len(tokens), -1).float()
-

@@ -8,8 +8,10 @@ the fork did (docs/results.md, "Where the scores differ from the paper's").
   value stays. As for ``-dropout`` itself, a run resumed with ``-train_from`` builds its model with the
   checkpoint's value.
 - ``adam_eps``: ε of Adam's update  θ ← θ − lr · m̂ / (√v̂ + ε),  which OpenNMT-py 3.5.1 hard-codes
-  to 1e-8 (the fork: 1e-9). It matters only where √v̂ is that small. Set, it also holds after
-  ``-train_from`` loads an optimizer state saved with another ε.
+  to 1e-8 (the fork: 1e-9). It matters only where √v̂ is that small. A run resumed with
+  ``-train_from`` takes it from the checkpoint's options, as upstream's other optimizer options
+  (``-reset_optim none`` or ``states``); with ``keep_states`` or ``all`` the given one holds, also over
+  an optimizer state loaded with another ε.
 """
 from __future__ import annotations
 
