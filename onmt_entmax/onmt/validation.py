@@ -62,14 +62,20 @@ _DERIVED = {"enc_hid_size": "hidden_size", "dec_hid_size": "hidden_size", "enc_l
             "brnn": "encoder_type"}
 
 
+def _option_defaults(add_options) -> dict:
+    """{name: default} of the options ``add_options(parser)`` adds to a fresh OpenNMT-py parser."""
+    from onmt.utils.parse import ArgumentParser
+
+    parser = ArgumentParser(description="options")
+    add_options(parser)
+    return {a.dest: a.default for a in parser._actions if a.dest != "help"}
+
+
 def model_option_defaults() -> dict:
     """{name: default} of every option of ``onmt.opts.model_opts`` (stock and ours)."""
     import onmt.opts
-    from onmt.utils.parse import ArgumentParser
 
-    parser = ArgumentParser(description="model options")
-    onmt.opts.model_opts(parser)
-    return {a.dest: a.default for a in parser._actions if a.dest != "help"}
+    return _option_defaults(onmt.opts.model_opts)
 
 
 # training options that upstream builds the model's modules from, so that -train_from takes the
@@ -80,11 +86,9 @@ BUILT_FROM_TRAINING_OPTIONS = ("dropout", "attention_dropout", "embeddings_dropo
 def built_from_training_defaults() -> dict:
     """{name: default} of ``BUILT_FROM_TRAINING_OPTIONS`` (``onmt.opts._add_train_general_opts``)."""
     import onmt.opts
-    from onmt.utils.parse import ArgumentParser
 
-    parser = ArgumentParser(description="training options")
-    onmt.opts._add_train_general_opts(parser)
-    return {a.dest: a.default for a in parser._actions if a.dest in BUILT_FROM_TRAINING_OPTIONS}
+    defaults = _option_defaults(onmt.opts._add_train_general_opts)
+    return {name: defaults[name] for name in BUILT_FROM_TRAINING_OPTIONS}
 
 
 def overridden_by_checkpoint(opt, model_opt) -> list[tuple[str, object, object]]:

@@ -256,13 +256,13 @@ def unpack(folders: list[Path], work: Path) -> list[Path]:
         if rel.is_absolute() or ".." in rel.parts:
             raise CarryError(f"{MANIFEST}: {entry['path']} is not a path inside the work folder")
         target = work / rel
-        if target.exists() and sha256(target) != entry["sha256"]:
+        if not target.exists():
+            plan.append((entry, pool, target))
+        elif sha256(target) != entry["sha256"]:
             if not _continues(entry, pool, target):
                 raise CarryError(f"{target}: exists with other content, not the start of the carried file; "
                                  "carried runs never write over a file (move it away first)")
             plan.append((entry, pool, target))  # a log that went on on the other machine: nothing here is lost
-        if not target.exists():
-            plan.append((entry, pool, target))
     joined = []  # (temporary file, target): all checked before the first is put in place
     try:
         for entry, pool, target in plan:
