@@ -141,6 +141,8 @@ def _start(run_dir: Path, cmd: list[str], cwd: Path, gpu: int | None = None, job
     # init_logger() in the main process and drops the file handler after the model summary.
     log = open(run_dir / "train.log", "a", encoding="utf-8")
     on = "" if gpu is None else f"CUDA_VISIBLE_DEVICES={gpu} "
+    if gpu is not None and os.environ.get("CUDA_MPS_PIPE_DIRECTORY"):  # (reproduce.py --mps)
+        on = f"CUDA_MPS_PIPE_DIRECTORY={os.environ['CUDA_MPS_PIPE_DIRECTORY']} {on}"
     # the device is named in the log: a run resumed lease after lease may train on several kinds
     log.write(_log_line(f"piece on {device_name(gpu)}: {on}{' '.join(cmd)}"))
     log.flush()

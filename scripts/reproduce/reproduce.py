@@ -34,6 +34,7 @@ tezekbayev-table2, tezekbayev-table3, multi30k-transformer-analysis.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
 import json
 import os
@@ -53,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import experiments as E  # noqa: E402
 import results_csv  # noqa: E402
 import carry  # noqa: E402
+import mps  # noqa: E402
 from pieces import (_VALID, best_checkpoint, device_name, latest_checkpoint, missing_gpus,  # noqa: E402,F401
                     run_pieces, scored_step, step_of)  # (re-exported)
 from onmt_entmax.evaluation import bleu, sigmorphon, tables  # noqa: E402
@@ -645,6 +647,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--gpus", type=int, nargs="+",
                    help="GPU ids to spread the runs over (each training run starts on the least busy one; "
                         "--jobs runs at a time in all)")
+    p.add_argument("--mps", action="store_true",
+                   help="train, all: the runs that share a GPU go through NVIDIA's Multi-Process Service (their "
+                        "kernels run at the same time instead of in turns; mps.py), started and stopped here")
     p.add_argument("--commit", help="record: the commit the runs were made at (default: this checkout's HEAD)")
     p.add_argument("--only", nargs="+", metavar="GLOB",
                    help="globs on experiment names (any of them), e.g. 'medium/*' or 'de-en/*'")
@@ -700,6 +705,10 @@ def main(argv: list[str] | None = None) -> None:
     if a.runs is not None and not a.runs.is_dir():
         p.error(f"--runs {a.runs}: no such folder")
     gpus = a.gpus or ([a.gpu] if a.gpu is not None else None)
+    if a.mps and a.step not in ("all", "train"):
+        p.error(f"--mps: for the training steps (train, all), not {a.step}")
+    if a.mps and not gpus:
+        p.error("--mps: give the GPUs the runs share (--gpus); on the CPU there is nothing to share")
     if gpus and a.step in ("all", "train", "evaluate", "analyze") and (why := missing_gpus(gpus)):
         p.error(f"{'--gpus' if a.gpus else '--gpu'} {' '.join(map(str, gpus))}: {why}")
     global TRANSLATE_BATCH
@@ -740,9 +749,13 @@ def main(argv: list[str] | None = None) -> None:
     if a.step in ("all", "train"):
         for e in todo:
             build_vocab(e.config, ROOT / e.path)
-        unfinished = train_all([(e, seed) for e in todo for seed in a.seeds], gpus, a.train_args.split(),
-                               jobs=a.jobs, max_minutes=a.max_minutes, resume_only=a.resume_only,
-                               retries=a.retries)
+        try:
+            with mps.daemon() if a.mps else contextlib.nullcontext():
+                unfinished = train_all([(e, seed) for e in todo for seed in a.seeds], gpus, a.train_args.split(),
+                                       jobs=a.jobs, max_minutes=a.max_minutes, resume_only=a.resume_only,
+                                       retries=a.retries)
+        except mps.MpsError as err:
+            raise SystemExit(str(err)) from None
         if unfinished and a.step == "all":
             print("evaluating the newest validated checkpoints of the unfinished runs too", flush=True)
     if a.step in ("all", "evaluate"):
