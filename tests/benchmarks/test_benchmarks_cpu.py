@@ -143,3 +143,16 @@ def test_bench_rnn_graphs_leaves_validation_windows_out_of_the_rate_and_times_th
     assert speed(log, skip=200)[0] == pytest.approx(100.0)
     with pytest.raises(ValueError, match="no report window"):
         speed(log, skip=400)
+
+
+def test_bench_mps_reports_each_trainers_rate_and_last_loss_on_a_cpu(tmp_path):
+    """On the CPU only the trainers as they are (MPS needs a GPU): one row, a rate and a loss a seed."""
+    out = _run("benchmarks/bench_mps.py", "configs/examples/rnn-entmax15.yaml", "--trainers", "2", "--steps", "15",
+               "--report-every", "5", "--skip", "5", "--workdir", str(tmp_path))
+    rows = _table(out)
+    assert rows.pop("trainers")[0] == "way" and list(rows) == ["2"]
+    way, each, in_all, losses = rows["2"]
+    rates = [float(r) for r in each.split(", ")]
+    assert way == "as is" and len(rates) == 2 and all(r > 0 for r in rates)
+    assert float(in_all) == pytest.approx(sum(rates), abs=0.11)
+    assert len(losses.split(", ")) == 2 and all(float(x) > 0 for x in losses.split(", "))
