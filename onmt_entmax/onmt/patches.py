@@ -20,7 +20,7 @@ from onmt_entmax.resume_state import wrap_load_state_dict, wrap_state_dict
 
 from . import checkpoint, file_checks, options, refusals, upstream_noise, validation
 from .model import building, fused_attention, loading, rnn_attention
-from .training import cuda_graphs, data_order, fork_settings, loss, lr_halving, reporting, valid_batches
+from .training import adam_fused, cuda_graphs, data_order, fork_settings, loss, lr_halving, reporting, valid_batches
 
 PATCHES: list[Patch] = [
     Patch("upstream_noise", "upstream's deprecation warnings (at their source) and repeated corpus lines filtered",
@@ -37,7 +37,8 @@ PATCHES: list[Patch] = [
           "valid_lr_halving needs validation data and world_size 1; -save_model's folder makeable",
           "onmt.utils.parse:ArgumentParser.validate_train_opts",
           lambda up: validation.wrap_validate_train_opts(up, lr_halving.check_train_opts, cuda_graphs.check_train_opts,
-                                                         fork_settings.check_train_opts, file_checks.check_save_model)),
+                                                         fork_settings.check_train_opts, adam_fused.check_train_opts,
+                                                         file_checks.check_save_model)),
     Patch("corpus_files", "onmt_train, onmt_build_vocab: a missing corpus file named in one line, not a traceback",
           "onmt.utils.parse:DataOptsCheckerMixin.validate_prepare_opts", file_checks.wrap_validate_prepare_opts),
     Patch("train_from_options", "-train_from: name the given model options the checkpoint's replace",
@@ -79,19 +80,23 @@ PATCHES: list[Patch] = [
     Patch("load_test_model", "translate-time overrides; refuse an alpha_relu model without tau",
           "onmt.model_builder:load_test_model", loading.wrap_load_test_model),
     Patch("train_options", "the training options valid_lr_halving (Peters et al.'s learning-rate schedule), "
-          "shuffle_each_pass (their data order), embeddings_dropout and adam_eps (their code's values) and "
-          "rnn_cuda_graphs, in the Entmax group",
+          "shuffle_each_pass (their data order), embeddings_dropout and adam_eps (their code's values), "
+          "rnn_cuda_graphs and adam_fused, in the Entmax group",
           "onmt.opts:_add_train_general_opts",
           lambda up: options.wrap_train_opts(up, lr_halving.add_options, data_order.add_options,
-                                             fork_settings.add_options, cuda_graphs.add_options)),
+                                             fork_settings.add_options, cuda_graphs.add_options,
+                                             adam_fused.add_options)),
     Patch("embeddings_dropout", "with it, the word embeddings drop that share of their output instead of -dropout's",
           "onmt.model_builder:build_embeddings", fork_settings.wrap_build_embeddings),
-    Patch("adam_eps", "with it, Adam is built with that epsilon instead of upstream's fixed 1e-8",
-          "onmt.utils.optimizers:build_torch_optimizer", fork_settings.wrap_build_torch_optimizer),
+    Patch("adam_eps", "with it, Adam is built with that epsilon instead of upstream's fixed 1e-8; with adam_fused, "
+          "as torch's fused Adam",
+          "onmt.utils.optimizers:build_torch_optimizer",
+          lambda up: adam_fused.wrap_build_torch_optimizer(fork_settings.wrap_build_torch_optimizer(up))),
     Patch("valid_lr_halving_flag", "the optimizer remembers whether to halve, and has no step decay then; "
-          "adam_eps holds after a resumed optimizer state is loaded",
+          "adam_eps and adam_fused hold after a resumed optimizer state is loaded",
           "onmt.utils.optimizers:Optimizer.from_opt",
-          lambda up: fork_settings.wrap_optimizer_from_opt(lr_halving.wrap_from_opt(up))),
+          lambda up: adam_fused.wrap_optimizer_from_opt(
+              fork_settings.wrap_optimizer_from_opt(lr_halving.wrap_from_opt(up)))),
     Patch("resume_state_save", "the learning-rate halvings, the last validation loss and the early-stopping "
           "counts go into the checkpoint (with the optimizer's state)",
           "onmt.utils.optimizers:Optimizer.state_dict", wrap_state_dict),
