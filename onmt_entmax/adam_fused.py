@@ -9,6 +9,8 @@ parameter, the others as a CPU tensor. A saved state carries its groups' flags, 
 """
 from __future__ import annotations
 
+from typing import Callable, Optional
+
 import torch
 
 
@@ -21,3 +23,23 @@ def set_fused(optimizer: torch.optim.Optimizer, fused: bool) -> None:
             state = optimizer.state.get(p)
             if state and torch.is_tensor(state.get("step")):
                 state["step"] = state["step"].to(p.device if fused else "cpu", torch.float32)
+
+
+HELP = ("Adam (optim adam): update the parameters with torch's fused Adam, one kernel a step for all of them, "
+        "instead of torch's default (on a GPU about a dozen kernels a step). The same update up to the order of "
+        "floating-point operations; on the CPU too. A training option: a resumed run takes it from the command.")
+
+
+def refusal(fused: bool, optim: str, name: Callable[[str], str] = lambda n: f"-{n}") -> Optional[str]:
+    """Why ``adam_fused`` cannot be honoured with this ``optim``, or None (only ``adam`` builds one
+    ``torch.optim.Adam``; ``sparseadam`` builds a SparseAdam beside it)."""
+    if fused and optim != "adam":
+        return f"{name('adam_fused')} is an implementation of Adam: it needs {name('optim')} adam, not {optim}"
+    return None
+
+
+def apply(optimizer: object, fused: bool) -> None:
+    """After an optimizer is built or its saved state loaded: a ``torch.optim.Adam`` updates fused when
+    ``fused`` is asked, with torch's default when not (also when its loaded state said fused)."""
+    if isinstance(optimizer, torch.optim.Adam) and (fused or any(g.get("fused") for g in optimizer.param_groups)):
+        set_fused(optimizer, fused)

@@ -6,7 +6,7 @@ options (``onmt_entmax.options.model``) as fields of every model config (``model
 model-level ``global_attention_function`` reaches the RNN decoder as Eole's other model-level fields
 do), widens the two stock ``Literal``s to the registry's names, adds the decoding options to
 ``PredictConfig`` and the training options ``shuffle_each_pass``, ``rnn_cuda_graphs``,
-``valid_lr_halving`` and ``valid_lr_halving_every`` to ``TrainingConfig``, and rebuilds the pydantic
+``valid_lr_halving``, ``valid_lr_halving_every`` and ``adam_fused`` to ``TrainingConfig``, and rebuilds the pydantic
 schemas that embed them. Unknown or misspelled keys are still refused; the field types
 refuse bad values (a name not in the registry, alpha < 1, a tau that is neither a number nor
 auto/formula). Cross-option checks (``validate_entmax_opts``) run when a run's
@@ -27,7 +27,7 @@ from onmt_entmax.options.model import (ATTENTION_KINDS, EntmaxOptionError, gener
                                        model_option_help, model_option_names, validate_entmax_opts)
 from onmt_entmax.registry import transformation_names
 
-from . import cuda_graphs, lr_halving
+from . import adam_fused, cuda_graphs, lr_halving
 from .errors import ConfigError
 from .files import check_predict_files, check_train_files
 
@@ -75,7 +75,7 @@ def training_fields() -> dict:
     made = create_model("EntmaxTrainingOptions",
                         shuffle_each_pass=(bool, Field(default=False, description=data_order.HELP)),
                         rnn_cuda_graphs=(bool, Field(default=False, description=cuda_graphs.HELP)),
-                        **lr_halving.fields())
+                        **lr_halving.fields(), **adam_fused.fields())
     return dict(made.__pydantic_fields__)
 
 
@@ -221,6 +221,7 @@ def wrap_build_config(upstream: Callable) -> Callable:
             check_model_config(config.model)
             cuda_graphs.check(config)
         lr_halving.check(config)
+        adam_fused.check(config)
         if hasattr(config, "entmax_report"):
             check_predict_files(config)
             check_predict_config(config)

@@ -14,14 +14,14 @@ from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_an
 from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread, stop_between_steps, stop_on_signal
 from onmt_entmax.resume_state import wrap_load_state_dict, wrap_state_dict
 
-from . import attention, building, config, cuda_graphs, decoding, lr_halving, training
+from . import adam_fused, attention, building, config, cuda_graphs, decoding, lr_halving, training
 from .errors import install_one_line_hook
 
 MHA = "eole.modules.multi_headed_attn"
 
 PATCHES: list[Patch] = [
     Patch("config_fields", "our model options in every model config, decoding options in PredictConfig, "
-          "shuffle_each_pass, rnn_cuda_graphs and valid_lr_halving(_every) in TrainingConfig",
+          "shuffle_each_pass, rnn_cuda_graphs, valid_lr_halving(_every) and adam_fused in TrainingConfig",
           apply=config.extend_configs),
     Patch("config_checks", "cross-option checks on a run's config; config errors as one line naming the option",
           "eole.bin.run:RunBin.build_config", config.wrap_build_config, deferred=True),
@@ -70,7 +70,9 @@ PATCHES: list[Patch] = [
           "later validation", "eole.inputters.dynamic_iterator:build_dynamic_dataset_iter",
           training.wrap_build_dynamic_dataset_iter, aliases=("eole.train_single:build_dynamic_dataset_iter",)),
     Patch("valid_lr_halving_flag", "training.valid_lr_halving: the optimizer remembers whether to halve, and has "
-          "no step decay then", "eole.utils.optimizers:Optimizer.from_config", lr_halving.wrap_from_config),
+          "no step decay then; training.adam_fused: Adam fused, also after a train_from state is loaded",
+          "eole.utils.optimizers:Optimizer.from_config",
+          lambda up: adam_fused.wrap_from_config(lr_halving.wrap_from_config(up))),
     Patch("valid_lr_halving", "halve the learning rate when the validation loss rises",
           "eole.trainer:Trainer.validate", lr_halving.wrap_validate),
     Patch("resume_state_save", "the learning-rate halvings, the last validation loss and the early-stopping "

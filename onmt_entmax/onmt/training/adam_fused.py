@@ -11,25 +11,19 @@ optimizer state is loaded (with the flags it was saved with), the command's valu
 """
 from __future__ import annotations
 
-import torch
-
-from onmt_entmax.adam_fused import set_fused
+from onmt_entmax import adam_fused as rule
 
 from ..validation import EntmaxOptionError
 
 
 def add_options(group) -> None:
-    group.add("--adam_fused", "-adam_fused", action="store_true",
-              help="-optim adam: update the parameters with torch's fused Adam (one kernel a step for all of "
-                   "them) instead of upstream's default (a dozen on a GPU). The same update up to the order of "
-                   "floating-point operations; on the CPU too.")
+    group.add("--adam_fused", "-adam_fused", action="store_true", help=rule.HELP)
 
 
 def check_train_opts(opt) -> None:
-    """Only ``-optim adam`` builds one ``torch.optim.Adam`` (sparseadam: a SparseAdam beside it)."""
-    if getattr(opt, "adam_fused", False) and getattr(opt, "optim", "sgd") != "adam":
-        raise EntmaxOptionError(f"-adam_fused is an implementation of Adam: it needs -optim adam, "
-                                f"not {getattr(opt, 'optim', None)}")
+    why = rule.refusal(getattr(opt, "adam_fused", False), getattr(opt, "optim", "sgd"))
+    if why:
+        raise EntmaxOptionError(why)
 
 
 def wrap_build_torch_optimizer(upstream):
@@ -37,8 +31,7 @@ def wrap_build_torch_optimizer(upstream):
 
     def build_torch_optimizer(model, opt):
         optimizer = upstream(model, opt)
-        if getattr(opt, "adam_fused", False) and isinstance(optimizer, torch.optim.Adam):
-            set_fused(optimizer, True)
+        rule.apply(optimizer, getattr(opt, "adam_fused", False))
         return optimizer
 
     return build_torch_optimizer
@@ -50,11 +43,7 @@ def wrap_optimizer_from_opt(upstream):
 
     def from_opt(cls, model, opt, checkpoint=None):
         optim = upstream(cls, model, opt, checkpoint)
-        inner = optim._optimizer
-        if isinstance(inner, torch.optim.Adam):
-            wanted = bool(getattr(opt, "adam_fused", False))
-            if wanted or any(g.get("fused") for g in inner.param_groups):
-                set_fused(inner, wanted)
+        rule.apply(optim._optimizer, getattr(opt, "adam_fused", False))
         return optim
 
     return from_opt
