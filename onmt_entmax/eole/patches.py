@@ -78,8 +78,10 @@ PATCHES: list[Patch] = [
     Patch("resume_state_save", "the learning-rate halvings, the last validation loss and the early-stopping "
           "state are saved with the optimizer (optimizer.pt)",
           "eole.utils.optimizers:Optimizer.state_dict", wrap_state_dict),
-    Patch("resume_state_load", "train_from resumes at the halved learning rate and keeps that state",
-          "eole.utils.optimizers:Optimizer.load_state_dict", wrap_load_state_dict),
+    Patch("resume_state_load", "train_from resumes at the halved learning rate and keeps that state; a state "
+          "without step counters (reset_optim keep_states) loads instead of a KeyError",
+          "eole.utils.optimizers:Optimizer.load_state_dict",
+          lambda up: wrap_load_state_dict(training.wrap_load_counters(up))),
     Patch("loss_forward", "resolve generator_tau auto on the first batch; attended source tokens",
           "eole.utils.loss:LossCompute.forward", training.wrap_forward),
     Patch("loss_stats", "name the loss; nonzero output probabilities per token",

@@ -56,3 +56,4 @@ def test_adam_fused_without_adam_is_refused_in_one_line(config):
     with pytest.raises(ConfigError, match="training.adam_fused is an implementation of Adam: it needs "
                                           "training.optim adam, not sgd"):
         adam_fused.check(config(optim="sgd", adam_fused=True))
+
