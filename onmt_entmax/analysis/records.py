@@ -154,21 +154,23 @@ class DecodingRun:
         / length_penalty, its best scores at least as high as the exact one), ``search`` (the beam
         pruned a better output), ``unsplit`` (a coverage penalty: the beam's score of the exact output
         is not known here)."""
-        try:
+        beam = trim_eos(best, self.eos)
+        finished = bool(best) and best[-1] == self.eos
+        beam_lp = scorer.score(best) if finished else None
+        try:  # (the beam's finished best, its log p known, is a first bound: prefixes below it are pruned)
             found = exact_search(scorer, eos=self.eos, max_length=max_length,
-                                 max_expansions=self.cfg.exact_max_expansions)
+                                 max_expansions=self.cfg.exact_max_expansions,
+                                 known=[(tuple(beam), beam_lp)] if finished else [])
         except ValueError as err:  # SupportTooLarge, or unnormalised scores
             return {"error": str(err)}
         tokens, score = found[0] if found else ((), NEG_INF)
-        beam = trim_eos(best, self.eos)
         out = {"text": self.text(list(tokens)), "score": score, "agrees": list(tokens) == beam,
                "beam_log_prob": None, "cause": None}
         if out["agrees"] or not found:
             return out
-        if not best or best[-1] != self.eos:
+        if not finished:
             out["cause"] = "cut"
             return out
-        beam_lp = scorer.score(best)
         out["beam_log_prob"] = beam_lp
         if math.isclose(beam_lp, score, rel_tol=1e-6, abs_tol=1e-9):
             out["cause"] = "tie"

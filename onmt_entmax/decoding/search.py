@@ -10,9 +10,8 @@ Lengths: ``max_length`` counts generated tokens *including* EOS (as OpenNMT-py's
 """
 from __future__ import annotations
 
-import heapq
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
@@ -138,10 +137,33 @@ def enumerate_support(
     return Support(done, rows)
 
 
-@dataclass(order=True)
-class _Best:
-    score: float
-    tokens: tuple = field(compare=False)
+def _normalised(rows: Tensor) -> Tensor:
+    """``rows`` unchanged, or ValueError where some p > 1: there a prefix's score no longer bounds its
+    completions (an unnormalised alpha-ReLU output)."""
+    if (rows > 1e-6).any():
+        raise ValueError(
+            "exact search needs normalised probabilities (every p <= 1) so that prefix scores bound "
+            "their completions; this step has p > 1 (an unnormalised alpha-ReLU output?)"
+        )
+    return rows
+
+
+def greedy_path(steps, eos: int, max_length: int) -> list:
+    """The sequence that takes the most probable token at every step, [(tokens, log p)] if it ends with
+    EOS within ``max_length`` tokens, else []: one row a step, a first lower bound for exact search."""
+    row, prefix, score = _normalised(_check_rows(steps.start(), 1))[0], (), 0.0
+    for _ in range(max_length):
+        v = int(row.argmax())
+        if not math.isfinite(float(row[v])):
+            return []
+        score += float(row[v])
+        if v == eos:
+            return [(prefix, score)]
+        prefix += (v,)
+        if len(prefix) == max_length:
+            return []
+        row = _normalised(_check_rows(steps.advance([0], [v]), 1))[0]
+    return []
 
 
 def exact_search(
@@ -150,56 +172,66 @@ def exact_search(
     max_length: int,
     n_best: int = 1,
     max_expansions: int = 100_000,
+    known: Sequence[tuple] = (),
+    batch_size: int = 64,
 ) -> list:
-    """The n_best most probable sequences, exactly: depth-first over the nonzero support.
+    """The n_best most probable sequences, exactly: breadth first over the nonzero support, pruned.
 
-    Pruning is sound because log p(y_<=t) is non-increasing in t (each factor p <= 1): a
-    prefix whose score is already <= the current n-th best can only lead to worse sequences.
-    Children are visited most probable first so good bounds come early. Zero-probability
-    tokens are never expanded, which is what makes this tractable for sparse models.
-    Raises ValueError for an unnormalised step (some p > 1, e.g. alpha-ReLU), where the bound
-    fails, and SupportTooLarge after ``max_expansions`` model rows.
+    Pruning is sound because log p(y_<=t) is non-increasing in t (each factor p <= 1): a prefix whose
+    score is at most the n-th best complete sequence found so far can only lead to worse sequences,
+    and is dropped. The n best start from ``known`` complete sequences with their exact log p (the
+    beam search's outputs, say) and from the greedy path (``greedy_path``), so that from the first
+    depth on only prefixes more probable than those are expanded. Zero-probability tokens are never
+    expanded, which is what makes this tractable for sparse models. One depth at a time: through the
+    scorer's ``start``/``advance`` when it has them (one decoder step a row, from its parent's state),
+    else through ``PrefixSteps``.
+    Raises ValueError for an unnormalised step (some p > 1, e.g. alpha-ReLU), where the bound fails,
+    and SupportTooLarge after ``max_expansions`` rows of the breadth-first search (the greedy path's
+    at most ``max_length`` rows come on top).
     Returns [(tokens without EOS, log p)], best first (fewer if the support is smaller).
     """
     if n_best < 1:
         raise ValueError(f"n_best must be >= 1, got {n_best}")
-    best: list = []  # min-heap of _Best, size <= n_best
-    expansions = 0
+    steps = next_log_probs if hasattr(next_log_probs, "advance") else PrefixSteps(next_log_probs, batch_size)
+    best: dict = {}  # tokens -> log p, the n best complete sequences so far
 
     def bound() -> float:
-        return best[0].score if len(best) == n_best else NEG_INF
+        return min(best.values()) if len(best) == n_best else NEG_INF
 
-    stack: list = [((), 0.0)]
-    while stack:
-        prefix, score = stack.pop()
-        if score <= bound():
-            continue
-        expansions += 1
+    def offer(tokens: tuple, score: float) -> None:
+        if math.isfinite(score) and score > bound() and tokens not in best:
+            best[tokens] = score
+            if len(best) > n_best:
+                del best[min(best, key=best.get)]
+
+    for tokens, score in [*known, *greedy_path(steps, eos, max_length)]:
+        offer(tuple(tokens), float(score))
+    live: list = [((), 0.0)]
+    rows = _normalised(_check_rows(steps.start(), 1))
+    expansions = 1
+    for depth in range(max_length):
+        nxt, parents = [], []
+        for i, ((prefix, score), row) in enumerate(zip(live, rows)):
+            for v in torch.nonzero(torch.isfinite(row)).flatten().tolist():
+                s = score + float(row[v])
+                if s <= bound():
+                    continue
+                if v == eos:
+                    offer(prefix, s)
+                elif depth + 1 < max_length:  # (room for EOS after it)
+                    nxt.append((prefix + (v,), s))
+                    parents.append(i)
+        keep = [k for k, (_, s) in enumerate(nxt) if s > bound()]  # (the bound rose during this depth)
+        live, parents = [nxt[k] for k in keep], [parents[k] for k in keep]
+        if not live:
+            break
+        expansions += len(live)
         if expansions > max_expansions:
             raise SupportTooLarge(
                 f"exact search exceeded max_expansions={max_expansions}; the problem is too large for exact search"
             )
-        row = _check_rows(next_log_probs([prefix]), 1)[0]
-        if (row > 1e-6).any():
-            raise ValueError(
-                "exact search needs normalised probabilities (every p <= 1) so that prefix scores bound "
-                "their completions; this step has p > 1 (an unnormalised alpha-ReLU output?)"
-            )
-        finite = torch.nonzero(torch.isfinite(row)).flatten()
-        children = []
-        for v in finite.tolist():
-            s = score + float(row[v])
-            if s <= bound():
-                continue
-            if v == eos:
-                heapq.heappush(best, _Best(s, prefix))
-                if len(best) > n_best:
-                    heapq.heappop(best)
-            elif len(prefix) + 1 < max_length:
-                children.append((s, prefix + (v,)))
-        children.sort()  # ascending: the most probable child is pushed last, popped first
-        stack.extend((p, s) for s, p in children)
-    return [(b.tokens, b.score) for b in sorted(best, reverse=True)]
+        rows = _normalised(_check_rows(steps.advance(parents, [p[-1] for p, _ in live]), len(live)))
+    return sorted(best.items(), key=lambda x: -x[1])
 
 
 @dataclass

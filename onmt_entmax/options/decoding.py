@@ -31,10 +31,11 @@ DECODING_OPTIONS = (
     DecodingOption("enumerate_cap", int, 100,
                    "Largest support enumerate_support lists; a larger one is reported as exceeding the cap."),
     DecodingOption("exact_search", bool, False,
-                   "Also find the most probable output exactly (depth-first over the nonzero support with pruning) "
+                   "Also find the most probable output exactly (breadth first over the nonzero support, pruning every "
+                   "prefix less probable than the beam's best or the greedy output) "
                    "and report whether beam search agrees. For small problems."),
     DecodingOption("exact_max_expansions", int, 20000,
-                   "Give up exact search for a sentence after this many expanded prefixes."),
+                   "Give up exact search for a sentence after this many expanded prefixes (decoder steps)."),
     DecodingOption("empty_check", bool, False,
                    "Report the share of sentences whose empty output (EOS first) is more probable than the beam "
                    "hypothesis ('cat got your tongue')."),
@@ -113,7 +114,7 @@ class DecodingConfig:
                              "so its support is every sequence (infinite).")
         if cfg.exact_search and cfg.unnormalised:
             raise EntmaxOptionError("-exact_search needs a normalised output layer: alpha_relu scores can exceed 1, so a "
-                             "prefix's score does not bound its completions and depth-first pruning is unsound.")
+                             "prefix's score does not bound its completions and the search's pruning is unsound.")
         if cfg.forced_support and not get("tgt"):
             raise EntmaxOptionError("-forced_support decodes the reference: give it with -tgt (one line per -src line)")
         if cfg.enumerate_cap < 1:

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from onmt_entmax.decoding import SupportTooLarge, beam_search, enumerate_support, exact_search
+from onmt_entmax.decoding.search import PrefixSteps
 from decoding_toys import DRAW_SUPPORT, EOS, RandomSparseModel, brute_force, draw_model, spell
 
 
@@ -165,3 +166,43 @@ def test_a_hypothesis_cut_at_max_length_is_not_exhaustive():
     assert res.certificate.truncated > 0 and not res.certificate.exhaustive
     assert not res.certificate.optimal(res.hypotheses[0][1])
     assert beam_search(draw_model(), eos=EOS, beam_size=5, max_length=10, n_best=5).certificate.exhaustive
+
+
+class _CountedSteps(PrefixSteps):
+    """A scorer with start/advance of its own (as the adapters' are), counting the rows it scores."""
+
+    def __init__(self, model):
+        super().__init__(model)
+        self.rows = 0
+
+    def _rows(self):
+        self.rows += len(self.prefixes)
+        return super()._rows()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 3, 4, 5])  # (seed 2: the greedy path alone gives the bound)
+def test_exact_search_seeded_with_the_beams_outputs_finds_the_same_n_best_in_fewer_rows(seed):
+    model = RandomSparseModel(vocab_size=6, seed=seed, scale=0.7, stop=5)
+    truth = sorted(brute_force(model, EOS, 7, 6).items(), key=lambda x: -x[1])
+    beam = beam_search(model, eos=EOS, beam_size=2, max_length=7, n_best=2).hypotheses
+    plain, seeded = _CountedSteps(model), _CountedSteps(model)
+    got = exact_search(plain, eos=EOS, max_length=7, n_best=2)
+    with_beam = exact_search(seeded, eos=EOS, max_length=7, n_best=2, known=beam)
+    for found in (got, with_beam):
+        assert [s for _, s in found] == pytest.approx([s for _, s in truth[:2]], abs=1e-5)
+    assert seeded.rows < plain.rows
+    worse = [((1, 1, 1), -50.0)]  # a known sequence far below the best changes nothing
+    assert [t for t, _ in exact_search(model, eos=EOS, max_length=7, n_best=2, known=worse)] == \
+        [t for t, _ in got]
+
+
+def test_exact_search_steps_a_scorer_that_keeps_its_state_one_row_a_prefix():
+    """With start/advance, the search asks the scorer for each expanded prefix as one row of a depth
+    (an adapter's scorer steps it from its parent's decoder state), never the model directly."""
+    model = RandomSparseModel(vocab_size=6, seed=3, scale=0.5, stop=6)
+    steps = _CountedSteps(model)
+    best = exact_search(steps, eos=EOS, max_length=8)
+    assert model.calls == steps.rows  # every row through start/advance
+    full = enumerate_support(model, eos=EOS, max_length=8, cap=100_000)
+    assert best[0][1] == pytest.approx(full.sequences[0][1], abs=1e-5)
+    assert steps.rows < full.expansions

@@ -108,7 +108,7 @@ class SparseDecoder:
         return [(self._words(list(t)), float(torch.tensor(s).exp())) for t, s in sup.sequences]
 
     def exact(self, src: str, n_best: int = 1, max_expansions: int = 100_000) -> list:
-        """The n_best most probable outputs found by exact depth-first search: [(text, log p)]."""
+        """The n_best most probable outputs, found by exact search (``decoding.exact_search``): [(text, log p)]."""
         found = exact_search(self.scorer(src), eos=self.translator._tgt_eos_idx, max_length=self.max_length,
                              n_best=n_best, max_expansions=max_expansions)
         return [(self._words(list(t)), s) for t, s in found]
