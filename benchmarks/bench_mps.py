@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_rnn_graphs import speed, variant_config  # noqa: E402
+from bench_rnn_graphs import add_run_options, speed, variant_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts" / "reproduce"))
@@ -64,10 +64,7 @@ def main() -> None:
     ap.add_argument("config", type=Path, help="an onmt_train YAML with its vocabularies built (run from the repo root)")
     ap.add_argument("--gpu", type=int, default=None, help="the GPU they share (none: the CPU, without MPS)")
     ap.add_argument("--trainers", type=int, nargs="+", default=[2, 4], help="how many side by side")
-    ap.add_argument("--steps", type=int, default=2500)
-    ap.add_argument("--report-every", type=int, default=250)
-    ap.add_argument("--skip", type=int, default=1000, help="report windows before this step are left out")
-    ap.add_argument("--workdir", type=Path, default=ROOT / "runs" / "bench-mps")
+    add_run_options(ap, steps=2500, skip=1000, workdir="bench-mps")
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     # the config as it is (vocabularies built into workdir when the config's are missing)

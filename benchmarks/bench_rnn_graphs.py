@@ -61,6 +61,14 @@ def speed(log: str, skip: int) -> tuple[float, list[float]]:
     return rate, [s - n / rate for n, s in with_valid]
 
 
+def add_run_options(ap: argparse.ArgumentParser, steps: int, skip: int, workdir: str) -> None:
+    """The options of a benchmark that trains whole onmt_train runs and reads their rates with ``speed``."""
+    ap.add_argument("--steps", type=int, default=steps)
+    ap.add_argument("--report-every", type=int, default=250)
+    ap.add_argument("--skip", type=int, default=skip, help="report windows before this step are left out")
+    ap.add_argument("--workdir", type=Path, default=ROOT / "runs" / workdir)
+
+
 def variant_config(config: Path, workdir: Path, name: str, graphs: bool) -> Path:
     """The config with rnn_cuda_graphs set, saving into workdir (vocabularies built there when the
     config's are missing)."""
@@ -82,11 +90,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("config", type=Path, help="an onmt_train YAML of an input-feed RNN (run from the repo root)")
     ap.add_argument("--gpus", type=int, nargs="*", default=[], help="GPU ids (none: CPU)")
-    ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--valid-steps", type=int, default=1490)
-    ap.add_argument("--report-every", type=int, default=250)
-    ap.add_argument("--skip", type=int, default=1500, help="report windows before this step are left out")
-    ap.add_argument("--workdir", type=Path, default=ROOT / "runs" / "bench-rnn-graphs")
+    add_run_options(ap, steps=3000, skip=1500, workdir="bench-rnn-graphs")
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     procs = []
