@@ -67,8 +67,10 @@ def wrap_inference_init(upstream: Callable) -> Callable:
 
 # --- teacher-forced scoring for the analyses ------------------------------------------------------------
 class EoleScorer(PrefixScorer):
-    """log p(. | prefix, x) of one source sentence with an Eole ``Translator`` (full-sequence decoder
-    passes, no KV cache: call it only after the beam search of the batch).
+    """log p(. | prefix, x) of one source sentence with an Eole ``Translator``: full-sequence decoder
+    passes (``forced``), or one decoder step a depth from each row's parent state as the beam search
+    steps (``start``/``advance``, for ``decoding.search``). Call it only after the beam search of the
+    batch: it sets the decoder's state (and, stepping, its KV cache) to this sentence's.
 
     The source row keeps the batch's padding: Eole's RNN encoder does not pack sequences, so its states
     depend on the padding, and the analyses must score with the function the beam search used."""
@@ -79,8 +81,42 @@ class EoleScorer(PrefixScorer):
         self.src = batch["src"][b : b + 1]
         self.srclen = batch["srclen"][b : b + 1]
 
+    def _no_cache(self) -> None:
+        """A full-sequence pass must not read the KV cache a stepped search left (the beam search
+        disables its own at its end)."""
+        disable = getattr(self.t.model.decoder, "_disable_cache", None)
+        if disable is not None:
+            disable()
+
+    # --- one decoder step a depth (``decoding.search.PrefixSteps``), as Eole's beam search steps
+    @torch.no_grad()
+    def start(self):
+        """(1, V): log p(. | BOS, x), the decoder's state (and cache) set to this sentence alone."""
+        _, enc_final_hs, enc_out, src_len = self.t._run_encoder({"src": self.src, "srclen": self.srclen})
+        self.t.model.decoder.init_state(enc_out=enc_out, enc_final_hs=enc_final_hs)
+        self._enc_out, self._src_len, self._step = enc_out, src_len, 0
+        return self._step_from([self.t._tgt_start_with])
+
+    @torch.no_grad()
+    def advance(self, parents: Sequence[int], tokens: Sequence[int]):
+        """(N, V): row i = log p(. | the last call's row ``parents[i]`` followed by ``tokens[i]``, x)."""
+        idx = torch.tensor(list(parents), dtype=torch.long, device=self.src.device)
+        self.t.model.decoder.map_state(lambda state: state.index_select(0, idx))
+        self._enc_out, self._src_len = self._enc_out.index_select(0, idx), self._src_len.index_select(0, idx)
+        return self._step_from(tokens)
+
+    def _step_from(self, tokens: Sequence[int]):
+        dec_in = torch.tensor(list(tokens), dtype=torch.long, device=self.src.device).view(-1, 1)
+        log_probs, _ = self.t._decode_and_generate(dec_in, self._enc_out, src_len=self._src_len, step=self._step)
+        self._step += 1
+        extend = getattr(self.t.model.decoder, "_extend_cache", None)
+        if extend is not None:  # (as the beam search after each step; nothing unless the cache grows)
+            extend()
+        return log_probs.view(len(tokens), -1).float()
+
     @torch.no_grad()
     def forced(self, prefixes: Sequence[Sequence[int]], with_attn: bool = False):
+        self._no_cache()
         n = len(prefixes)
         # (at least 2 positions: Eole's Transformer decoder takes a one-position input for a KV-cache
         # step; the padding after a prefix is never attended to, the decoder being causal)

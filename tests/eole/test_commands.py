@@ -82,6 +82,40 @@ def test_rnn_entmax15_trains_with_its_fenchel_young_loss_and_decodes_with_every_
     assert "[entmax] 12 sentences" in log and "exactness certificate" in log
 
 
+@pytest.mark.parametrize("example", ["rnn", "learned"])
+def test_the_scorer_steps_the_decoder_as_the_teacher_forced_pass_scores_and_exact_search_agrees(trained, example):
+    """EoleScorer.start/advance (one decoder step a prefix, the KV cache for the Transformer) give the rows of
+    the full-sequence pass: the same zeros, the same probabilities up to float rounding; exact search
+    stepping finds what it finds scoring every prefix from BOS."""
+    from eole.config.run import PredictConfig
+    from eole.predict import build_predictor
+    from onmt_entmax.decoding import exact_search
+    from onmt_entmax.eole.decoding import EoleScorer
+
+    model, _, _ = trained(example)
+    predictor = build_predictor(PredictConfig(model_path=[str(model)], src=str(DATA / "src-dev.txt")), -1)
+    voc = predictor.vocabs["src"]
+    eos = predictor._tgt_eos_idx[0] if isinstance(predictor._tgt_eos_idx, list) else predictor._tgt_eos_idx
+    for line in (DATA / "src-dev.txt").read_text().splitlines()[:3]:
+        ids = [voc.lookup_token(t) for t in line.split()]
+        scorer = EoleScorer(predictor, {"src": torch.tensor([ids]), "srclen": torch.tensor([len(ids)])}, 0)
+        prefixes, stepped = [()], [scorer.start()]
+        for _ in range(3):  # each row's two most probable children, one depth a call
+            top = stepped[-1].topk(2, dim=-1).indices.tolist()
+            parents = [i for i, t in enumerate(top) for _ in t]
+            tokens = [v for t in top for v in t]
+            stepped.append(scorer.advance(parents, tokens))
+            prefixes += [prefixes[len(prefixes) - len(top) + p] + (v,) for p, v in zip(parents, tokens)]
+        stepped = torch.cat(stepped)
+        forced = scorer(prefixes)  # (after the steps: a full-sequence pass resets the decoder's state)
+        assert torch.equal(torch.isfinite(stepped), torch.isfinite(forced))
+        torch.testing.assert_close(stepped.exp(), forced.exp(), rtol=1e-3, atol=1e-5)  # probabilities
+        found = exact_search(scorer, eos=eos, max_length=20, n_best=2)
+        again = exact_search(lambda p: scorer(p), eos=eos, max_length=20, n_best=2)
+        assert [t for t, _ in found] == [t for t, _ in again]
+        assert [s for _, s in found] == pytest.approx([s for _, s in again], abs=1e-4)
+
+
 def test_learned_alphas_are_checkpoint_weights_restored_by_predict_and_train_from(workdir, trained):
     model, log, config = trained("learned")
     saved = {k: v for k, v in weights(model).items() if k.endswith("softmax.alpha.a")}
