@@ -41,7 +41,10 @@ def find_control() -> str | None:
 
 
 def _control(control: str, env: dict[str, str], *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([control, *args], input=stdin, env={**os.environ, **env}, capture_output=True,
+    # the daemon sees every GPU: a client's CUDA_VISIBLE_DEVICES (set per run by pieces.py, as nvidia-smi
+    # counts GPUs) is read against the devices the MPS server sees
+    full = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    return subprocess.run([control, *args], input=stdin, env={**full, **env}, capture_output=True,
                           text=True, timeout=60)
 
 

@@ -21,7 +21,7 @@ def _fake_tools(tmp_path, monkeypatch, start_status: int = 0) -> "os.PathLike":
     (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 0\n")
     (bin_dir / mps.CONTROL).write_text(
         "#!/bin/sh\n"
-        f'echo "args=$* pipe=$CUDA_MPS_PIPE_DIRECTORY log=$CUDA_MPS_LOG_DIRECTORY" >> {calls}\n'
+        f'echo "args=$* pipe=$CUDA_MPS_PIPE_DIRECTORY log=$CUDA_MPS_LOG_DIRECTORY${{CUDA_VISIBLE_DEVICES+ visible=$CUDA_VISIBLE_DEVICES}}" >> {calls}\n'
         f'if [ "$1" != "-d" ]; then cat >> {calls}; fi\n'
         f'[ "$1" = "-d" ] && [ {start_status} != 0 ] && echo "cannot start MPS: no permission" >&2\n'
         f"exit {start_status if start_status else 0}\n")
@@ -35,6 +35,7 @@ def _fake_tools(tmp_path, monkeypatch, start_status: int = 0) -> "os.PathLike":
 
 def test_trainers_started_under_mps_are_its_clients_and_the_daemon_is_stopped_after_them(tmp_path, monkeypatch):
     calls = _fake_tools(tmp_path, monkeypatch)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # the runner's own: not the daemon's (it sees every GPU)
     show = [sys.executable, "-c", "import os; print('pipe', os.environ.get('CUDA_MPS_PIPE_DIRECTORY'))"]
     runs = [(tmp_path / f"r{i}", show) for i in range(2)]
     with mps.daemon() as env:
