@@ -7,6 +7,7 @@ into the calls the algorithms make: ``scorer(prefixes)`` (the next step after ea
 """
 from __future__ import annotations
 
+import weakref
 from typing import Optional, Sequence
 
 import torch
@@ -14,9 +15,28 @@ from torch import Tensor
 
 
 class PrefixScorer:
-    """Next-token log-probabilities log p(. | prefix, x) of one source sentence x (BOS excluded from prefixes)."""
+    """Next-token log-probabilities log p(. | prefix, x) of one source sentence x (BOS excluded from prefixes).
+
+    An adapter's scorer may also step the decoder (``start``/``advance``, ``decoding.search.PrefixSteps``).
+    The decoder's state is then the search's, kept in the model that every scorer of the same translator
+    ``self.t`` shares: a teacher-forced pass, or another scorer's ``start``, replaces it. The translator
+    therefore names the scorer whose steps its decoder holds (``_steps_begin``; ``_forced_begins`` clears
+    it), and ``advance`` refuses to step a state that is not its own (``_check_steps``)."""
 
     chunk = 64  # prefixes per decoder pass
+    t = None  # the adapter's translator (holds the model)
+
+    def _steps_begin(self) -> None:
+        self.t._entmax_stepping = weakref.ref(self)  # (weak: a finished search's scorer is not kept alive)
+
+    def _forced_begins(self) -> None:
+        self.t._entmax_stepping = None
+
+    def _check_steps(self) -> None:
+        holder = getattr(self.t, "_entmax_stepping", None)
+        if holder is None or holder() is not self:
+            raise RuntimeError("advance() needs the decoder state of this scorer's start(): a teacher-forced "
+                               "pass or another scorer's start() has replaced it since; call start() again")
 
     def forced(self, prefixes: Sequence[Sequence[int]], with_attn: bool = False) -> tuple[Tensor, Optional[Tensor]]:
         """(N, T, V) float log-probs for inputs [start] + prefix (right-padded), row i, position t being

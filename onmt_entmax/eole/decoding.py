@@ -95,11 +95,13 @@ class EoleScorer(PrefixScorer):
         _, enc_final_hs, enc_out, src_len = self.t._run_encoder({"src": self.src, "srclen": self.srclen})
         self.t.model.decoder.init_state(enc_out=enc_out, enc_final_hs=enc_final_hs)
         self._enc_out, self._src_len, self._step = enc_out, src_len, 0
+        self._steps_begin()
         return self._step_from([self.t._tgt_start_with])
 
     @torch.no_grad()
     def advance(self, parents: Sequence[int], tokens: Sequence[int]):
         """(N, V): row i = log p(. | the last call's row ``parents[i]`` followed by ``tokens[i]``, x)."""
+        self._check_steps()
         idx = torch.tensor(list(parents), dtype=torch.long, device=self.src.device)
         self.t.model.decoder.map_state(lambda state: state.index_select(0, idx))
         self._enc_out, self._src_len = self._enc_out.index_select(0, idx), self._src_len.index_select(0, idx)
@@ -116,6 +118,7 @@ class EoleScorer(PrefixScorer):
 
     @torch.no_grad()
     def forced(self, prefixes: Sequence[Sequence[int]], with_attn: bool = False):
+        self._forced_begins()
         self._no_cache()
         n = len(prefixes)
         # (at least 2 positions: Eole's Transformer decoder takes a one-position input for a KV-cache

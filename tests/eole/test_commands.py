@@ -108,6 +108,8 @@ def test_the_scorer_steps_the_decoder_as_the_teacher_forced_pass_scores_and_exac
             prefixes += [prefixes[len(prefixes) - len(top) + p] + (v,) for p, v in zip(parents, tokens)]
         stepped = torch.cat(stepped)
         forced = scorer(prefixes)  # (after the steps: a full-sequence pass resets the decoder's state)
+        with pytest.raises(RuntimeError, match="call start"):
+            scorer.advance([0], [eos])  # (so stepping on from there is refused)
         assert torch.equal(torch.isfinite(stepped), torch.isfinite(forced))
         torch.testing.assert_close(stepped.exp(), forced.exp(), rtol=1e-3, atol=1e-5)  # probabilities
         found = exact_search(scorer, eos=eos, max_length=20, n_best=2)

@@ -42,6 +42,7 @@ class SentenceScorer(PrefixScorer):
 
         Row i, position t is log p(. | prefix_i[:t], x); positions past len(prefix_i) are padding.
         """
+        self._forced_begins()
         n = len(prefixes)
         t_len = max(len(p) for p in prefixes) + 1
         if t_len == n:  # keep (N, T) and (T, N) layouts distinguishable (time-first RNN attention)
@@ -69,11 +70,13 @@ class SentenceScorer(PrefixScorer):
         src, enc_final_hs, enc_out, src_len = self._encode(1)
         self.t.model.decoder.init_state(src, enc_out, enc_final_hs)
         self._enc_out, self._src_len, self._step = enc_out, src_len, 0
+        self._steps_begin()
         return self._step_from([self.t._tgt_start_with])
 
     @torch.no_grad()
     def advance(self, parents: Sequence[int], tokens: Sequence[int]):
         """(N, V): row i = log p(. | the last call's row ``parents[i]`` followed by ``tokens[i]``, x)."""
+        self._check_steps()
         idx = torch.tensor(list(parents), dtype=torch.long, device=self.src.device)
         self.t.model.decoder.map_state(lambda state, dim: state.index_select(dim, idx))
         self._enc_out = (tuple(e.index_select(0, idx) for e in self._enc_out)  # an ensemble's: one a model

@@ -424,6 +424,16 @@ def test_enumeration_steps_the_decoder_as_the_beam_does_and_finds_what_scoring_e
             row = {i: n for n, i in enumerate(going)}
         assert scores == pytest.approx([float(line.split("\t")[1]) for line in lines[k : k + 3]], rel=1e-4, abs=1e-4)
 
+    # a teacher-forced pass, or another scorer's start, replaces the decoder state a search steps: refused
+    first, second = dec.scorer(src[0]), dec.scorer(src[1])
+    first.start()
+    second.start()
+    with pytest.raises(RuntimeError, match="call start\\(\\) again"):
+        first.advance([0], [eos])
+    second.score([eos])
+    with pytest.raises(RuntimeError, match="a teacher-forced pass or another scorer's start"):
+        second.advance([0], [eos])
+
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_every_analysis_runs_on_the_gpu_and_agrees_with_the_cpu(workdir, sparse_run):
