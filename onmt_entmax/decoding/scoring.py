@@ -3,7 +3,8 @@
 ``PrefixScorer`` turns one method an adapter implements, ``forced(prefixes)`` = the model's next-token
 log-probabilities at every position of a batch of target prefixes (one full-sequence decoder pass),
 into the calls the algorithms make: ``scorer(prefixes)`` (the next step after each prefix, the
-``NextLogProbs`` of ``decoding.search``), ``sequence(tokens)`` and ``score(tokens)``.
+``NextLogProbs`` of ``decoding.search``), ``sequence(tokens)`` and ``score(tokens)``. ``SteppedScorer``
+adds the beam search's way of scoring, one decoder step a prefix (``start``/``advance``).
 """
 from __future__ import annotations
 
@@ -15,28 +16,9 @@ from torch import Tensor
 
 
 class PrefixScorer:
-    """Next-token log-probabilities log p(. | prefix, x) of one source sentence x (BOS excluded from prefixes).
-
-    An adapter's scorer may also step the decoder (``start``/``advance``, ``decoding.search.PrefixSteps``).
-    The decoder's state is then the search's, kept in the model that every scorer of the same translator
-    ``self.t`` shares: a teacher-forced pass, or another scorer's ``start``, replaces it. The translator
-    therefore names the scorer whose steps its decoder holds (``_steps_begin``; ``_forced_begins`` clears
-    it), and ``advance`` refuses to step a state that is not its own (``_check_steps``)."""
+    """Next-token log-probabilities log p(. | prefix, x) of one source sentence x (BOS excluded from prefixes)."""
 
     chunk = 64  # prefixes per decoder pass
-    t = None  # the adapter's translator (holds the model)
-
-    def _steps_begin(self) -> None:
-        self.t._entmax_stepping = weakref.ref(self)  # (weak: a finished search's scorer is not kept alive)
-
-    def _forced_begins(self) -> None:
-        self.t._entmax_stepping = None
-
-    def _check_steps(self) -> None:
-        holder = getattr(self.t, "_entmax_stepping", None)
-        if holder is None or holder() is not self:
-            raise RuntimeError("advance() needs the decoder state of this scorer's start(): a teacher-forced "
-                               "pass or another scorer's start() has replaced it since; call start() again")
 
     def forced(self, prefixes: Sequence[Sequence[int]], with_attn: bool = False) -> tuple[Tensor, Optional[Tensor]]:
         """(N, T, V) float log-probs for inputs [start] + prefix (right-padded), row i, position t being
@@ -64,6 +46,61 @@ class PrefixScorer:
             return 0.0
         lp, _ = self.sequence(tokens, with_attn=False)
         return float(lp.gather(1, torch.tensor(list(tokens), device=lp.device).view(-1, 1)).sum())
+
+
+class SteppedScorer(PrefixScorer):
+    """A ``PrefixScorer`` that also steps the decoder, one step a depth from each row's parent state, as the
+    beam search steps (``start``/``advance``: what ``decoding.search.PrefixSteps`` returns). An adapter
+    gives its translator as ``self.t`` and three hooks: ``_begin`` (encode this sentence, set the
+    decoder's state to it: its encoder output and source lengths), ``_select_state(idx)`` (keep the
+    decoder state's rows ``idx``) and ``_decode_step(tokens)`` ((N, V) log-probs of one step at
+    ``self._step``).
+
+    The decoder's state lives in the model, which every scorer of the translator shares: a teacher-forced
+    pass (``forced`` calls ``_forced_begins``) or another scorer's ``start`` replaces it. The translator
+    names the scorer whose steps its decoder holds, and ``advance`` refuses a state not its own."""
+
+    t = None  # the adapter's translator (holds the model)
+
+    def _begin(self) -> tuple:
+        raise NotImplementedError
+
+    def _select_state(self, idx: Tensor) -> None:
+        raise NotImplementedError
+
+    def _decode_step(self, tokens: Sequence[int]) -> Tensor:
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def start(self) -> Tensor:
+        """(1, V): log p(. | BOS, x), the decoder's state set to this sentence alone."""
+        self._enc_out, self._src_len = self._begin()
+        self._step = 0
+        self.t._entmax_stepping = weakref.ref(self)  # (weak: a finished search's scorer is not kept alive)
+        return self._step_from([self.t._tgt_start_with])
+
+    @torch.no_grad()
+    def advance(self, parents: Sequence[int], tokens: Sequence[int]) -> Tensor:
+        """(N, V): row i = log p(. | the last call's row ``parents[i]`` followed by ``tokens[i]``, x)."""
+        holder = getattr(self.t, "_entmax_stepping", None)
+        if holder is None or holder() is not self:
+            raise RuntimeError("advance() needs the decoder state of this scorer's start(): a teacher-forced "
+                               "pass or another scorer's start() has replaced it since; call start() again")
+        idx = torch.tensor(list(parents), dtype=torch.long, device=self._src_len.device)
+        self._select_state(idx)
+        self._enc_out = (tuple(e.index_select(0, idx) for e in self._enc_out)  # an ensemble's: one a model
+                         if isinstance(self._enc_out, tuple) else self._enc_out.index_select(0, idx))
+        self._src_len = self._src_len.index_select(0, idx)
+        return self._step_from(tokens)
+
+    def _step_from(self, tokens: Sequence[int]) -> Tensor:
+        log_probs = self._decode_step(tokens)
+        self._step += 1
+        return log_probs.view(len(tokens), -1).float()
+
+    def _forced_begins(self) -> None:
+        """A teacher-forced pass replaces the decoder's state: no scorer may step on from it."""
+        self.t._entmax_stepping = None
 
 
 def trim_eos(tokens: Sequence[int], eos: int) -> list:

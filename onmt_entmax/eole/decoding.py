@@ -22,7 +22,7 @@ import torch
 
 from onmt_entmax.analysis.records import DecodingRun, Sentence, decode_file, target_tokens
 from onmt_entmax.decoding.beam_hooks import attach_record, fewer_than_n_best, install
-from onmt_entmax.decoding.scoring import PrefixScorer
+from onmt_entmax.decoding.scoring import SteppedScorer
 from onmt_entmax.modules.models import transformation_of, warm_up_kernels_of
 from onmt_entmax.options.decoding import DecodingConfig
 
@@ -66,7 +66,7 @@ def wrap_inference_init(upstream: Callable) -> Callable:
 
 
 # --- teacher-forced scoring for the analyses ------------------------------------------------------------
-class EoleScorer(PrefixScorer):
+class EoleScorer(SteppedScorer):
     """log p(. | prefix, x) of one source sentence with an Eole ``Translator``: full-sequence decoder
     passes (``forced``), or one decoder step a depth from each row's parent state as the beam search
     steps (``start``/``advance``, for ``decoding.search``). Call it only after the beam search of the
@@ -88,33 +88,22 @@ class EoleScorer(PrefixScorer):
         if disable is not None:
             disable()
 
-    # --- one decoder step a depth (``decoding.search.PrefixSteps``), as Eole's beam search steps
-    @torch.no_grad()
-    def start(self):
-        """(1, V): log p(. | BOS, x), the decoder's state (and cache) set to this sentence alone."""
+    # --- one decoder step a depth (``decoding.scoring.SteppedScorer``), as Eole's beam search steps
+    def _begin(self):
         _, enc_final_hs, enc_out, src_len = self.t._run_encoder({"src": self.src, "srclen": self.srclen})
         self.t.model.decoder.init_state(enc_out=enc_out, enc_final_hs=enc_final_hs)
-        self._enc_out, self._src_len, self._step = enc_out, src_len, 0
-        self._steps_begin()
-        return self._step_from([self.t._tgt_start_with])
+        return enc_out, src_len
 
-    @torch.no_grad()
-    def advance(self, parents: Sequence[int], tokens: Sequence[int]):
-        """(N, V): row i = log p(. | the last call's row ``parents[i]`` followed by ``tokens[i]``, x)."""
-        self._check_steps()
-        idx = torch.tensor(list(parents), dtype=torch.long, device=self.src.device)
+    def _select_state(self, idx):
         self.t.model.decoder.map_state(lambda state: state.index_select(0, idx))
-        self._enc_out, self._src_len = self._enc_out.index_select(0, idx), self._src_len.index_select(0, idx)
-        return self._step_from(tokens)
 
-    def _step_from(self, tokens: Sequence[int]):
+    def _decode_step(self, tokens: Sequence[int]):
         dec_in = torch.tensor(list(tokens), dtype=torch.long, device=self.src.device).view(-1, 1)
         log_probs, _ = self.t._decode_and_generate(dec_in, self._enc_out, src_len=self._src_len, step=self._step)
-        self._step += 1
         extend = getattr(self.t.model.decoder, "_extend_cache", None)
         if extend is not None:  # (as the beam search after each step; nothing unless the cache grows)
             extend()
-        return log_probs.view(len(tokens), -1).float()
+        return log_probs
 
     @torch.no_grad()
     def forced(self, prefixes: Sequence[Sequence[int]], with_attn: bool = False):

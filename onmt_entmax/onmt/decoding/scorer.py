@@ -3,8 +3,8 @@
 Gives the pure algorithms of ``onmt_entmax.decoding`` / ``analysis`` the model they need: for
 a list of target prefixes, log p(. | prefix, x) at every position, computed by the
 translator's own ``_decode_and_generate`` (so the model's mapping, -inf for zeros, ensembles
-included) in one full-sequence decoder pass; and, for breadth-first enumeration, ``start`` /
-``advance``: one decoder step a depth from the decoder's state, as the beam search steps.
+included) in one full-sequence decoder pass; and, for enumeration and exact search, ``start`` /
+``advance`` (``SteppedScorer``): one decoder step a depth from the decoder's state, as the beam search steps.
 """
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from typing import Sequence
 
 import torch
 
-from onmt_entmax.decoding.scoring import PrefixScorer, trim_eos
+from onmt_entmax.decoding.scoring import SteppedScorer, trim_eos
 
 __all__ = ["SentenceScorer", "trim_eos"]
 
 
-class SentenceScorer(PrefixScorer):
-    """next-token log-probabilities of one source sentence ``b`` of ``batch`` (``decoding.PrefixScorer``).
+class SentenceScorer(SteppedScorer):
+    """next-token log-probabilities of one source sentence ``b`` of ``batch`` (``decoding.scoring.SteppedScorer``).
 
     Uses the translator's decoder state: call it only after the beam search of the batch.
     """
@@ -63,30 +63,17 @@ class SentenceScorer(PrefixScorer):
             attn = attn[:, :, : self.src.size(1)]
         return log_probs.float(), (attn.float() if (with_attn and attn is not None) else None)
 
-    # --- one decoder step a depth (``decoding.search.PrefixSteps``): the beam search's own cache
-    @torch.no_grad()
-    def start(self):
-        """(1, V): log p(. | BOS, x), with the decoder's state set to this sentence alone."""
+    # --- one decoder step a depth (``decoding.scoring.SteppedScorer``): the beam search's own cache
+    def _begin(self):
         src, enc_final_hs, enc_out, src_len = self._encode(1)
         self.t.model.decoder.init_state(src, enc_out, enc_final_hs)
-        self._enc_out, self._src_len, self._step = enc_out, src_len, 0
-        self._steps_begin()
-        return self._step_from([self.t._tgt_start_with])
+        return enc_out, src_len
 
-    @torch.no_grad()
-    def advance(self, parents: Sequence[int], tokens: Sequence[int]):
-        """(N, V): row i = log p(. | the last call's row ``parents[i]`` followed by ``tokens[i]``, x)."""
-        self._check_steps()
-        idx = torch.tensor(list(parents), dtype=torch.long, device=self.src.device)
+    def _select_state(self, idx):
         self.t.model.decoder.map_state(lambda state, dim: state.index_select(dim, idx))
-        self._enc_out = (tuple(e.index_select(0, idx) for e in self._enc_out)  # an ensemble's: one a model
-                         if isinstance(self._enc_out, tuple) else self._enc_out.index_select(0, idx))
-        self._src_len = self._src_len.index_select(0, idx)
-        return self._step_from(tokens)
 
-    def _step_from(self, tokens: Sequence[int]):
+    def _decode_step(self, tokens: Sequence[int]):
         dec_in = torch.tensor(list(tokens), dtype=torch.long, device=self.src.device).view(-1, 1, 1)
         log_probs, _ = self.t._decode_and_generate(dec_in, self._enc_out, {"srclen": self._src_len},
                                                   src_len=self._src_len, step=self._step)
-        self._step += 1
-        return log_probs.view(len(tokens), -1).float()
+        return log_probs
