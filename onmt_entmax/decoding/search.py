@@ -55,6 +55,12 @@ class PrefixSteps:
         return self._rows()
 
 
+def stepped(next_log_probs, batch_size: int = 64):
+    """What the searches score one depth at a time through: the scorer itself when it has
+    ``start``/``advance`` of its own (an adapter's, stepping the decoder), else ``PrefixSteps`` over it."""
+    return next_log_probs if hasattr(next_log_probs, "advance") else PrefixSteps(next_log_probs, batch_size)
+
+
 @dataclass
 class Support:
     """Every sequence with nonzero probability, most probable first."""
@@ -101,7 +107,7 @@ def enumerate_support(
         raise ValueError(f"enumeration cap must be >= 1, got {cap}")
     if max_length < 1:
         raise ValueError(f"max_length must be >= 1, got {max_length}")
-    steps = next_log_probs if hasattr(next_log_probs, "advance") else PrefixSteps(next_log_probs, batch_size)
+    steps = stepped(next_log_probs, batch_size)
     live: list = [((), 0.0)]
     done: list = []
     lp = _check_rows(steps.start(), 1)
@@ -192,7 +198,7 @@ def exact_search(
     """
     if n_best < 1:
         raise ValueError(f"n_best must be >= 1, got {n_best}")
-    steps = next_log_probs if hasattr(next_log_probs, "advance") else PrefixSteps(next_log_probs, batch_size)
+    steps = stepped(next_log_probs, batch_size)
     best: dict = {}  # tokens -> log p, the n best complete sequences so far
 
     def bound() -> float:
