@@ -146,13 +146,29 @@ def test_bench_rnn_graphs_leaves_validation_windows_out_of_the_rate_and_times_th
 
 
 def test_bench_mps_reports_each_trainers_rate_and_last_loss_on_a_cpu(tmp_path):
-    """On the CPU only the trainers as they are (MPS needs a GPU): one row, a rate and a loss a seed."""
+    """On the CPU only the trainers as they are (MPS needs a GPU): a row a config, a rate and a loss a
+    seed; a --set variant trains with its option (here no learning: a higher loss for every seed)."""
     out = _run("benchmarks/bench_mps.py", "configs/examples/rnn-entmax15.yaml", "--trainers", "2", "--steps", "15",
-               "--report-every", "5", "--skip", "5", "--workdir", str(tmp_path))
-    rows = _table(out)
-    assert rows.pop("trainers")[0] == "way" and list(rows) == ["2"]
-    way, each, in_all, losses = rows["2"]
-    rates = [float(r) for r in each.split(", ")]
-    assert way == "as is" and len(rates) == 2 and all(r > 0 for r in rates)
-    assert float(in_all) == pytest.approx(sum(rates), abs=0.11)
-    assert len(losses.split(", ")) == 2 and all(float(x) > 0 for x in losses.split(", "))
+               "--report-every", "5", "--skip", "5", "--workdir", str(tmp_path), "--set", "learning_rate=0.0")
+    rows = [line.strip("|").split("|") for line in out.splitlines() if line.startswith("| 2 |")]
+    assert [[c.strip() for c in row[:3]] for row in rows] == [["2", "as is", "as given"],
+                                                              ["2", "as is", "learning_rate=0.0"]]
+    losses = []
+    for row in rows:
+        each, in_all, seeds = (c.strip() for c in row[3:6])
+        rates = [float(r) for r in each.split(", ")]
+        assert len(rates) == 2 and all(r > 0 for r in rates)
+        assert float(in_all) == pytest.approx(sum(rates), abs=0.11)
+        losses.append([float(x) for x in seeds.split(", ")])
+    assert all(frozen > trained > 0 for trained, frozen in zip(*losses)), losses
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "adam_fused"], "--set 'adam_fused': expected KEY=VALUE"),
+    (["--ways", "mps"], "--ways mps needs --gpu"),
+])
+def test_bench_mps_refuses_a_malformed_set_and_mps_without_a_gpu_in_one_line(tmp_path, args, message):
+    proc = subprocess.run([sys.executable, "benchmarks/bench_mps.py", "configs/examples/rnn-entmax15.yaml",
+                           "--workdir", str(tmp_path), *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert message in proc.stderr
