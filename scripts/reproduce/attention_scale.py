@@ -12,6 +12,8 @@ over the real target steps of a source/target file (every ``--every``-th line):
     within 2        source positions within 2 of the maximum (1.5-entmax's largest possible support)
     ‖h_t‖, ‖h_j‖    Euclidean norms of the decoder's attention queries and the encoder's states
     logit gap       the output layer's largest score minus its second largest
+    logit range     its largest score minus its median: how far below the top the bulk of the
+                    vocabulary is put (a softmax gives the bulk probability ~exp(−range), never 0)
 
     python3 scripts/reproduce/attention_scale.py CKPT [CKPT ...] --src work/data/sigmorphon2018-medium/src-dev.txt \\
         --tgt work/data/sigmorphon2018-medium/tgt-dev.txt --every 130
@@ -30,7 +32,7 @@ from torch import Tensor
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-COLUMNS = ("score std", "top-2 gap", "within 2", "‖h_t‖", "‖h_j‖", "logit gap")
+COLUMNS = ("score std", "top-2 gap", "within 2", "‖h_t‖", "‖h_j‖", "logit gap", "logit range")
 
 
 def score_sums(scores: Tensor, src_mask: Tensor, tgt_mask: Tensor, within: float = 2.0) -> dict:
@@ -77,8 +79,10 @@ def measure(checkpoint: str, src: str, tgt: str, batch_size: int = 64) -> dict:
         steps.clear(), queries.clear()
         for key, value in score_sums(z, b.src_mask, b.tgt_mask).items():
             sums[key] += value
-        top = logits.pop().view(b.tgt_mask.size(0), t, -1).topk(2, dim=-1).values
+        out = logits.pop().view(b.tgt_mask.size(0), t, -1)
+        top = out.topk(2, dim=-1).values
         sums["logit gap"] += float((top[..., 0] - top[..., 1])[b.tgt_mask].sum())
+        sums["logit range"] += float((top[..., 0] - out.median(dim=-1).values)[b.tgt_mask].sum())
         sums["‖h_t‖"] += float(h_t[b.tgt_mask].sum())
         sums["‖h_j‖"] += float(score.states[b.src_mask].sum())
         sums["states"] += int(b.src_mask.sum())
