@@ -5,7 +5,8 @@ Luong's "general" attention scores source position j for decoder step t as z_tj 
 α-entmax of z keeps only the positions with z_tj > max_j z_tj − 1/(α − 1) (within 2 of the maximum
 for 1.5-entmax, 1 for sparsemax), so how sparse the attention is depends on the scores' spread, and
 that on the norms of the decoder state h_t and the encoder states h_j. For each checkpoint, averaged
-over the real target steps of a source/target file (every ``--every``-th line):
+over the real target steps of a source/target file (``--lines N``: at most N of them, every k-th line, as
+``reproduce.py analyze --analysis-lines`` samples):
 
     score std       standard deviation of z_t· over the source positions
     top-2 gap       max_j z_tj minus the second largest
@@ -16,7 +17,7 @@ over the real target steps of a source/target file (every ``--every``-th line):
                     vocabulary is put (a softmax gives the bulk probability ~exp(−range), never 0)
 
     python3 scripts/reproduce/attention_scale.py CKPT [CKPT ...] --src work/data/sigmorphon2018-medium/src-dev.txt \\
-        --tgt work/data/sigmorphon2018-medium/tgt-dev.txt --every 130
+        --tgt work/data/sigmorphon2018-medium/tgt-dev.txt --lines 502
 """
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ from torch import Tensor
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reproduce import spread_sample  # noqa: E402
 
 COLUMNS = ("score std", "top-2 gap", "within 2", "‖h_t‖", "‖h_j‖", "logit gap", "logit range")
 
@@ -98,29 +101,23 @@ def measure(checkpoint: str, src: str, tgt: str, batch_size: int = 64) -> dict:
     return means
 
 
-def sample(path: str, every: int, out: Path) -> str:
-    """Every ``every``-th line of ``path`` (from the first), written to ``out``."""
-    with open(path, encoding="utf-8") as f:
-        out.write_text("".join(line for i, line in enumerate(f) if i % every == 0), encoding="utf-8")
-    return str(out)
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkpoints", nargs="+")
     ap.add_argument("--src", required=True, help="tokenized source file (as onmt_translate -src takes it)")
     ap.add_argument("--tgt", required=True, help="its references, tokenized")
-    ap.add_argument("--every", type=int, default=1, help="use every N-th line (from the first)")
+    ap.add_argument("--lines", type=int, default=None,
+                    help="use at most N lines, every k-th from the first (all: the whole file)")
     ap.add_argument("--batch-size", type=int, default=64)
     args = ap.parse_args(argv)
     for flag, path in (("--src", args.src), ("--tgt", args.tgt), *(("checkpoint", c) for c in args.checkpoints)):
         if not os.path.isfile(path):
             ap.error(f"{flag} {path}: no such file")
-    if args.every < 1:
-        ap.error(f"--every {args.every}: must be >= 1")
+    if args.lines is not None and args.lines < 1:
+        ap.error(f"--lines {args.lines}: must be >= 1")
     with tempfile.TemporaryDirectory() as tmp:
-        src = sample(args.src, args.every, Path(tmp) / "src") if args.every > 1 else args.src
-        tgt = sample(args.tgt, args.every, Path(tmp) / "tgt") if args.every > 1 else args.tgt
+        src, tgt = ((str(spread_sample(Path(f), args.lines, Path(tmp) / name)) if args.lines else f)
+                    for f, name in ((args.src, "src"), (args.tgt, "tgt")))
         print("| checkpoint | " + " | ".join(COLUMNS) + " | ‖W‖ |\n" + "|---" * (len(COLUMNS) + 2) + "|")
         for ckpt in args.checkpoints:
             try:

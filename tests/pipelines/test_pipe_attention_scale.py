@@ -40,7 +40,7 @@ def test_a_checkpoint_gets_a_row_of_finite_means(tmp_path):
                               capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
         assert proc.returncode == 0, proc.stderr[-2000:]
     out = subprocess.run([sys.executable, "scripts/reproduce/attention_scale.py", str(tmp_path / "model_step_2.pt"),
-                          "--src", str(SAMPLE / "src-dev.txt"), "--tgt", str(SAMPLE / "tgt-dev.txt"), "--every", "5"],
+                          "--src", str(SAMPLE / "src-dev.txt"), "--tgt", str(SAMPLE / "tgt-dev.txt"), "--lines", "20"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     rows = [line.strip("|").split("|") for line in out.stdout.splitlines() if line.startswith("| ")]
@@ -50,10 +50,10 @@ def test_a_checkpoint_gets_a_row_of_finite_means(tmp_path):
     assert all(v == v and abs(v) < float("inf") for v in values) and min(values[3:5]) > 0, row
 
 
-def test_a_missing_file_and_a_bad_every_are_refused_in_one_line(tmp_path):
+def test_a_missing_file_and_a_bad_line_count_are_refused_in_one_line(tmp_path):
     for args, message in ((["nope.pt", "--src", "a", "--tgt", "b"], "--src a: no such file"),
                           ([str(SAMPLE / "src-dev.txt"), "--src", str(SAMPLE / "src-dev.txt"),
-                            "--tgt", str(SAMPLE / "tgt-dev.txt"), "--every", "0"], "--every 0: must be >= 1")):
+                            "--tgt", str(SAMPLE / "tgt-dev.txt"), "--lines", "0"], "--lines 0: must be >= 1")):
         proc = subprocess.run([sys.executable, "scripts/reproduce/attention_scale.py", *args], cwd=ROOT,
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and message in proc.stderr.strip().splitlines()[-1]
