@@ -14,10 +14,12 @@ Each file is cut into parts of at most ``part_bytes``, the parts go into numbere
 most ``batch_files`` files and ``batch_bytes`` bytes, and every batch has a ``manifest.json`` naming
 its files by their path under the work folder, size and sha256. A run's files share a batch whenever
 they fit in one, so each batch that comes back is useful alone: a lease that ends between two returns
-loses the runs of the batches not returned, not the whole pack. ``unpack`` reads the batches (from one
-folder or several, in any order, of one pack or several), checks every joined file against its manifest
-and puts the complete runs in place; it never writes over a file that differs, and names what is missing
-or corrupt.
+loses the runs of the batches not returned, not the whole pack. A run larger than one batch is cut
+anyway: its parts fill the room the batch before it left (a part ends where its batch fills), so a pack
+of such runs takes the fewest batches its bytes allow.
+``unpack`` reads the batches (from one folder or several, in any order, of one pack or several), checks
+every joined file against its manifest and puts the complete runs in place; it never writes over a file
+that differs, and names what is missing or corrupt.
 """
 from __future__ import annotations
 
@@ -111,30 +113,38 @@ def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB
         raise CarryError(f"{out}: not empty (pack writes new batches only)")
     staging = Path(tempfile.mkdtemp(prefix="carry-"))
     try:
-        runs, numbers = [], itertools.count()  # per run: its folder under work, manifest entries, parts
-        for run_dir in run_dirs:  # (a part: name, source file, offset, size)
-            under, entries, parts = run_dir.resolve().relative_to(work.resolve()), [], []
+        runs, numbers = [], itertools.count()  # per run: its folder under work, manifest entries, files
+        for run_dir in run_dirs:  # (a file: source, size, number, its entry's part names, filled below)
+            under, entries, files = run_dir.resolve().relative_to(work.resolve()), [], []
             for source, rel in run_files(run_dir, staging, with_best):
-                size, number, names = source.stat().st_size, next(numbers), []
-                for j, offset in enumerate(range(0, max(size, 1), part_bytes)):
-                    names.append(f"f{number:04d}-p{j:03d}")
-                    parts.append((names[-1], source, offset, min(part_bytes, size - offset)))
-                entries.append({"path": (under / rel).as_posix(), "size": size, "sha256": sha256(source),
-                                "parts": names})
-            runs.append((under.as_posix(), entries, parts))
+                entries.append({"path": (under / rel).as_posix(), "size": source.stat().st_size,
+                                "sha256": sha256(source), "parts": []})
+                files.append((source, entries[-1]["size"], next(numbers), entries[-1]["parts"]))
+            runs.append((under.as_posix(), entries, files))
         room_files, room_bytes = batch_files - 1, batch_bytes - MANIFEST_ROOM  # the manifest's share
-        batches, touching = [[]], [[]]  # the parts of each batch; the runs (indices) with a part in it
-        for k, (_, _, parts) in enumerate(runs):
-            if batches[-1] and not _fits(batches[-1] + parts, room_files, room_bytes):
-                batches.append([])  # the run starts a batch of its own (spanning several if it must)
+        batches, touching = [[]], [[]]  # the parts of each batch (name, source, offset, size); its runs
+        for k, (_, _, files) in enumerate(runs):
+            # a run that fits in one batch starts a batch of its own rather than be cut; one larger than a
+            # batch is cut anyway, so its parts fill the room left (where a batch fills, the part ends)
+            cut = [-(-size // part_bytes) or 1 for _, size, _, _ in files]  # its parts, cut at part_bytes
+            size = sum(f[1] for f in files)
+            if batches[-1] and sum(cut) <= room_files and size <= room_bytes and not (
+                    len(batches[-1]) + sum(cut) <= room_files and _bytes(batches[-1]) + size <= room_bytes):
+                batches.append([])
                 touching.append([])
-            for part in parts:
-                if batches[-1] and not _fits(batches[-1] + [part], room_files, room_bytes):
-                    batches.append([])
-                    touching.append([])
-                batches[-1].append(part)
-                if touching[-1][-1:] != [k]:
-                    touching[-1].append(k)
+            for source, size, number, names in files:
+                offset = 0
+                while offset < size or not names:  # (an empty file: one empty part)
+                    room = room_bytes - _bytes(batches[-1])
+                    if len(batches[-1]) >= room_files or (room <= 0 and size > 0):
+                        batches.append([])
+                        touching.append([])
+                        continue
+                    names.append(f"f{number:04d}-p{len(names):03d}")
+                    batches[-1].append((names[-1], source, offset, min(part_bytes, size - offset, room)))
+                    offset += batches[-1][-1][3]
+                    if touching[-1][-1:] != [k]:
+                        touching[-1].append(k)
         # every manifest says where each run of the pack went (unpack names the lost ones) and lists the
         # runs with a part in its batch whole (a batch holding part of a run never passes for it)
         where = {run[0]: [i for i, t in enumerate(touching, 1) if k in t] for k, run in enumerate(runs)}
@@ -155,8 +165,8 @@ def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _fits(parts: list, files: int, size: int) -> bool:
-    return len(parts) <= files and sum(p[3] for p in parts) <= size
+def _bytes(parts: list) -> int:
+    return sum(p[3] for p in parts)
 
 
 def _pack_key(manifest: dict) -> str:

@@ -168,6 +168,30 @@ def test_each_batch_brings_its_runs_back_whole_when_the_others_are_lost(tmp_path
     assert not (tmp_path / "lease3").exists()
 
 
+def test_runs_larger_than_a_batch_fill_the_batches_and_a_small_run_beside_them_still_comes_whole(tmp_path, capsys):
+    """Resumable runs are larger than one return (checkpoint with Adam + best weights): each starts in the
+    room the batch before it left, so the pack takes as many batches as its bytes need, and a batch that
+    also holds a whole small run brings that run back alone."""
+    here = tmp_path / "lease1"
+    small = _run(here, done=True, scored=2, name="runs/t/a/seed1")  # log, done, scores: a few hundred bytes
+    big = [_run(here, name=f"runs/t/b{i}/seed1") for i in range(3)]  # log, newest, best: ~3 x 25 KB each
+    part, batch = 20_000, 50_000 + carry.MANIFEST_ROOM
+    folders = carry.pack([small, *big], here, tmp_path / "out", part_bytes=part, batch_files=8, batch_bytes=batch)
+    sent = sum(f.stat().st_size for d in folders for f in d.iterdir() if f.name != carry.MANIFEST)
+    assert len(folders) == -(-sent // (batch - carry.MANIFEST_ROOM))  # no batch left half empty
+    for folder in folders:
+        assert sum(f.stat().st_size for f in folder.iterdir() if f.name != carry.MANIFEST) <= batch - carry.MANIFEST_ROOM
+    written = carry.unpack([folders[0]], tmp_path / "lease2")  # only the first batch came back
+    assert {w.parent.parent.name for w in written} == {"a"} and len(written) == 3
+    assert "left out, its batch did not come: runs/t/b0/seed1" in capsys.readouterr().err
+    written = carry.unpack(folders, tmp_path / "lease2")  # then all of them: every run whole, checked
+    assert {w.parent.parent.name for w in written} == {"b0", "b1", "b2"}
+    for run in big:
+        for f in ("train.log", "model_step_3.pt"):
+            rel = run.relative_to(here) / f
+            assert (tmp_path / "lease2" / rel).read_bytes() == (here / rel).read_bytes()
+
+
 def test_batches_of_two_packs_unpack_together_and_a_corrupt_file_writes_nothing(tmp_path):
     """Two leases' returns (their part names repeat: f0000-p000 ...) are unpacked in one command, each
     file joined from its own pack; when one file is corrupt no file of any run is put in place."""
