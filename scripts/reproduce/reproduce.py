@@ -583,7 +583,10 @@ def collect(table: str, runs: Path | None = None) -> dict[tuple[str, str], list[
         if values:
             cells[(e.row, col)] = values
         if spec.ensemble and (base / "ensemble/scores.json").exists():
-            cells[(e.row, f"{e.column}-ens")] = [json.loads((base / "ensemble/scores.json").read_text())[spec.metric]]
+            ens = json.loads((base / "ensemble/scores.json").read_text())
+            # the ensemble of every scored seed only (not one that `evaluate --seeds 2 3` decoded beside seed 1)
+            if len(ens.get("checkpoints", values)) == len(values):
+                cells[(e.row, f"{e.column}-ens")] = [ens[spec.metric]]
     return cells
 
 

@@ -47,17 +47,33 @@ def test_table_collects_seeds_and_prints_paper_numbers(tmp_path):
     assert "ro-en (paper)" in text and "30.15 ± 0.06" in text
 
 
+def _ensemble(tmp_path, row, column, seeds):
+    for e in E.all_experiments():
+        if e.table == "peters2019-table1" and e.row == row and e.column == column:
+            (tmp_path / e.run_dir / "ensemble").mkdir(exist_ok=True)
+            ckpts = [f"{e.run_dir}/seed{s}/model_step_9.pt" for s in seeds]
+            (tmp_path / e.run_dir / "ensemble/scores.json").write_text(json.dumps({"accuracy": 86.0,
+                                                                                    "checkpoints": ckpts}))
+
+
 def test_table1_has_average_and_ensemble_columns(tmp_path):
     _runs(tmp_path, "peters2019-table1", {"out1.5-attn1.5": [84.0, 85.0]})
-    for e in E.all_experiments():
-        if e.table == "peters2019-table1" and e.row == "out1.5-attn1.5" and e.column == "medium":
-            (tmp_path / e.run_dir / "ensemble").mkdir()
-            (tmp_path / e.run_dir / "ensemble/scores.json").write_text(json.dumps({"accuracy": 86.0}))
+    _ensemble(tmp_path, "out1.5-attn1.5", "medium", [1, 2])
     cells = rep.collect("peters2019-table1", runs=tmp_path)
     assert cells[("out1.5-attn1.5", "medium-avg")] == [84.0, 85.0]
     assert cells[("out1.5-attn1.5", "high-avg")] == [84.0, 85.0]
     assert cells[("out1.5-attn1.5", "medium-ens")] == [86.0]
     assert "| UZH (2018) |" in rep.print_table("peters2019-table1", runs=tmp_path)
+
+
+def test_an_ensemble_of_fewer_seeds_than_the_table_scores_is_not_its_ensemble_column(tmp_path):
+    """`evaluate --seeds 2 3` beside a scored seed 1 decodes the ensemble of two: the table's "ens" column
+    (the ensemble of its seeds, as the paper's) stays empty rather than show it."""
+    _runs(tmp_path, "peters2019-table1", {"out1-attn1": [84.0, 85.0, 83.0]})
+    _ensemble(tmp_path, "out1-attn1", "medium", [2, 3])
+    assert ("out1-attn1", "medium-ens") not in rep.collect("peters2019-table1", runs=tmp_path)
+    _ensemble(tmp_path, "out1-attn1", "medium", [1, 2, 3])
+    assert rep.collect("peters2019-table1", runs=tmp_path)[("out1-attn1", "medium-ens")] == [86.0]
 
 
 def test_sigmorphon_scores_from_prediction_file(tmp_path):
