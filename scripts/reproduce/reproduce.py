@@ -437,6 +437,12 @@ def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
         if not all(f.exists() for f in best_files):  # (runs carried without their scored best checkpoints)
             print(f"skip {ens}: not every seed's best checkpoint is on this machine", file=sys.stderr)
             return
+        left_out = sorted({p.parent.name for p in (WORK / e.run_dir).glob("seed*/scores.json")}
+                          - {f"seed{s}" for s in seeds})
+        if left_out:  # the table's ens. column is the ensemble of every scored seed (collect)
+            print(f"skip {ens}: the seeds given leave out the scored {', '.join(left_out)} (evaluate them "
+                  "together for their ensemble)", file=sys.stderr)
+            return
         ens.mkdir(parents=True, exist_ok=True)
         translate(best_files, test_source(e), ens / "pred.test.txt", gpu, e.decode)
         result = {"checkpoints": best, "decode": list(e.decode), **score(e, ens / "pred.test.txt")}

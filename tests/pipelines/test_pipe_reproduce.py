@@ -393,6 +393,23 @@ def test_a_run_carried_without_its_best_checkpoint_keeps_its_scores_and_is_skipp
         capsys.readouterr().err
 
 
+def test_evaluating_some_seeds_beside_a_scored_one_decodes_each_but_not_their_partial_ensemble(tmp_path, monkeypatch,
+                                                                                               capsys):
+    monkeypatch.setattr(rep, "WORK", tmp_path)
+    e = next(x for x in E.all_experiments() if x.table == "peters2019-table1" and x.name == "medium/out1-attn1")
+    decoded = []
+    monkeypatch.setattr(rep, "translate", lambda models, src, out, gpu, extra=(), cwd=None: decoded.append(len(models)))
+    monkeypatch.setattr(rep, "score", lambda e, pred: {"accuracy": 80.0})
+    for seed in (1, 2, 3):
+        _train_log(tmp_path / e.run_dir / f"seed{seed}", 50.0)
+    rep.evaluate(e, [1], None)
+    rep.evaluate(e, [2, 3], None)  # seed 1 is scored: an ensemble of 2 and 3 would be no column's
+    assert decoded == [1, 1, 1] and not (tmp_path / e.run_dir / "ensemble").exists()
+    assert "leave out the scored seed1" in capsys.readouterr().err
+    rep.evaluate(e, [1, 2, 3], None)  # all three: only their ensemble is new
+    assert decoded == [1, 1, 1, 3]
+
+
 def test_training_runs_are_spread_over_the_gpus(tmp_path):
     """--gpus 0 1: each run starts on the least busy GPU, chosen by CUDA_VISIBLE_DEVICES (a one-GPU
     onmt_train always trains on its device 0, so the command itself says -gpu_ranks 0)."""
