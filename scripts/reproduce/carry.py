@@ -102,10 +102,11 @@ def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB
     """Write the batches for ``run_dirs`` (folders under ``work``) into ``out/batch-1``, ``batch-2``, ...
     (``with_best``: see ``run_files``). Returns the batch folders."""
     if batch_files < 2 or part_bytes < 1 or part_bytes > batch_bytes - MANIFEST_ROOM:
-        raise CarryError("pack: a batch must hold the manifest and at least one part (parts of at most the "
-                         f"batch size less {MANIFEST_ROOM // 1024} KiB)")
+        raise CarryError(f"a batch must hold the manifest and at least one part: --batch-files {batch_files} "
+                         f"(at least 2), --part-mib {part_bytes / MIB:g} (at most --batch-mib {batch_bytes / MIB:g} "
+                         f"less {MANIFEST_ROOM // 1024} KiB)")
     if not run_dirs:
-        raise CarryError("pack: no trained run selected (no train.log under the selected run folders)")
+        raise CarryError("no trained run selected (no train.log under the selected run folders)")
     blocking = blocking_file(out)  # (out itself, or a folder above it)
     if blocking is not None:
         raise CarryError(f"{out}: {blocking} is a file, not a folder")

@@ -216,6 +216,9 @@ def test_pack_and_unpack_commands(tmp_path, monkeypatch, capsys):
     rep.main(["pack", "peters2019-table1", "--only", "medium/out1-attn1", "--seeds", "1", "--to",
               str(tmp_path / "out"), "--part-mib", "0.02", "--batch-mib", "0.12", "--batch-files", "3"])
     assert "pack: 1 run(s) in" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match=r"^pack: a batch must hold the manifest .*--part-mib 1 \(at most --batch-mib 0.5 "):
+        rep.main(["pack", "peters2019-table1", "--only", "medium/out1-attn1", "--seeds", "1", "--to",
+                  str(tmp_path / "out2"), "--part-mib", "1", "--batch-mib", "0.5"])
     monkeypatch.setattr(rep, "WORK", tmp_path / "lease2")
     rep.main(["unpack", "--from", str(tmp_path / "out")])
     assert "unpack: 3 file(s) written" in capsys.readouterr().out
