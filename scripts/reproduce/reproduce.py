@@ -406,6 +406,16 @@ def _best_validated(run_dir: Path, log: str) -> tuple[str, float] | None:
         return None
 
 
+def scored_seeds(base: Path) -> set[str]:
+    """The seed folders (``seed1``, ...) of an experiment's folder that have test scores."""
+    return {p.parent.name for p in base.glob("seed*/scores.json")}
+
+
+def ensemble_seeds(checkpoints: list[str]) -> set[str]:
+    """The seed folders an ensemble's checkpoints (their logged paths) come from."""
+    return {Path(c).parent.name for c in checkpoints}
+
+
 def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
     best, best_files = [], []
     for seed in seeds:
@@ -437,8 +447,7 @@ def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
         if not all(f.exists() for f in best_files):  # (runs carried without their scored best checkpoints)
             print(f"skip {ens}: not every seed's best checkpoint is on this machine", file=sys.stderr)
             return
-        left_out = sorted({p.parent.name for p in (WORK / e.run_dir).glob("seed*/scores.json")}
-                          - {f"seed{s}" for s in seeds})
+        left_out = sorted(scored_seeds(WORK / e.run_dir) - ensemble_seeds(best))
         if left_out:  # the table's ens. column is the ensemble of every scored seed (collect)
             print(f"skip {ens}: the seeds given leave out the scored {', '.join(left_out)} (evaluate them "
                   "together for their ensemble)", file=sys.stderr)
@@ -591,7 +600,7 @@ def collect(table: str, runs: Path | None = None) -> dict[tuple[str, str], list[
         if spec.ensemble and (base / "ensemble/scores.json").exists():
             ens = json.loads((base / "ensemble/scores.json").read_text())
             # the ensemble of every scored seed only (not one that `evaluate --seeds 2 3` decoded beside seed 1)
-            if len(ens.get("checkpoints", values)) == len(values):
+            if "checkpoints" not in ens or ensemble_seeds(ens["checkpoints"]) == scored_seeds(base):
                 cells[(e.row, f"{e.column}-ens")] = [ens[spec.metric]]
     return cells
 

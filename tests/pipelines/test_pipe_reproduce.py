@@ -72,6 +72,8 @@ def test_an_ensemble_of_fewer_seeds_than_the_table_scores_is_not_its_ensemble_co
     _runs(tmp_path, "peters2019-table1", {"out1-attn1": [84.0, 85.0, 83.0]})
     _ensemble(tmp_path, "out1-attn1", "medium", [2, 3])
     assert ("out1-attn1", "medium-ens") not in rep.collect("peters2019-table1", runs=tmp_path)
+    _ensemble(tmp_path, "out1-attn1", "medium", [2, 3, 4])  # as many models, not the scored seeds
+    assert ("out1-attn1", "medium-ens") not in rep.collect("peters2019-table1", runs=tmp_path)
     _ensemble(tmp_path, "out1-attn1", "medium", [1, 2, 3])
     assert rep.collect("peters2019-table1", runs=tmp_path)[("out1-attn1", "medium-ens")] == [86.0]
 
