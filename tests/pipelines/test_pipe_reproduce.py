@@ -1,4 +1,5 @@
 """reproduce.py: best-validation checkpoint, scoring of predictions, tables and Figure 4 from finished runs."""
+import csv
 import json
 import os
 import re
@@ -350,7 +351,10 @@ def test_results_page_quotes_the_committed_gpu_runs():
             cell = f"{statistics.mean(accs):.2f} ± {statistics.stdev(accs):.2f}"
             assert f"{cell} (n={len(accs)})" in table and cell in page, (config, cell)
     fork = rep.results_csv.read_rows(rep.results_csv_path("peters2019-table1-fork"))
-    for r in fork:
+    earlier_steps = [r for t in ("peters2019-table1", "peters2019-table1-fork")  # checkpoint_score.py --csv
+                     for r in csv.DictReader((ROOT / f"docs/results/{t}-checkpoints.csv").open(encoding="utf-8"))]
+    assert len(earlier_steps) >= 11
+    for r in fork + earlier_steps:
         assert f"| {r['test_acc']} |" in page, r
 
 
