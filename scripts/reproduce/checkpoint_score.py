@@ -46,6 +46,7 @@ def epoch_of(log: str, step: int) -> float | None:
 
 
 def score_checkpoint(e, ckpt: Path, gpu: int | None) -> dict:
+    """Decode ``ckpt`` on the test set (beam 5, ``e.decode``) and score it: one CSV row without commit/date."""
     seed = run_seed(e, ckpt)
     step = int(_CKPT.fullmatch(ckpt.name).group(1))
     pred = ckpt.parent / f"pred.test.step{step}.txt"
