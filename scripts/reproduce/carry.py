@@ -127,10 +127,11 @@ def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB
         for k, (_, _, files) in enumerate(runs):
             # a run that fits in one batch starts a batch of its own rather than be cut; one larger than a
             # batch is cut anyway, so its parts fill the room left (where a batch fills, the part ends)
-            cut = [-(-size // part_bytes) or 1 for _, size, _, _ in files]  # its parts, cut at part_bytes
-            run_bytes = sum(f[1] for f in files)
-            if batches[-1] and sum(cut) <= room_files and run_bytes <= room_bytes and not (
-                    len(batches[-1]) + sum(cut) <= room_files and _bytes(batches[-1]) + run_bytes <= room_bytes):
+            run_parts = sum(-(-size // part_bytes) or 1 for _, size, _, _ in files)  # cut at part_bytes
+            run_bytes = sum(size for _, size, _, _ in files)
+            fits_alone = run_parts <= room_files and run_bytes <= room_bytes
+            fits_here = len(batches[-1]) + run_parts <= room_files and _bytes(batches[-1]) + run_bytes <= room_bytes
+            if batches[-1] and fits_alone and not fits_here:
                 batches.append([])
                 touching.append([])
             for source, size, number, names in files:
