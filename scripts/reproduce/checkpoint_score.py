@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import re
-import subprocess
 import sys
 from pathlib import Path
 
-import reproduce as rep  # (this folder is on sys.path when run as a script)
-import results_csv
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # (its neighbours, also when imported)
+import reproduce as rep  # noqa: E402
+import results_csv  # noqa: E402
 
 COLUMNS = ("table", "experiment", "seed", "step", "epoch", "test_acc", "test_lev", "device", "commit", "date")
 _SEED = re.compile(r"seed(\d+)$")
@@ -81,8 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         except ValueError as err:
             sys.exit(f"checkpoint_score: {err}")
     rep.TRANSLATE_BATCH = a.translate_batch
-    commit = subprocess.run(["git", "-C", str(rep.ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip() or "unknown"
+    commit = rep.git_commit() or "unknown"
     rows = []
     for ckpt in a.checkpoints:
         row = {**score_checkpoint(e, ckpt, a.gpu), "commit": commit,

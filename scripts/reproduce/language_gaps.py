@@ -13,9 +13,11 @@ group's share and the mean d_l of the other languages.
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # (its neighbours, also when imported)
+import results_csv  # noqa: E402
 
 
 def parse_run(spec: str) -> tuple[Path, tuple[str, str, str, str]]:
@@ -32,9 +34,8 @@ def scores(path: Path, key: tuple[str, str, str, str]) -> dict[str, float]:
     """Test exact match (%) by language of the run ``key`` in the languages CSV ``path``."""
     if not path.is_file():
         raise ValueError(f"{path}: no such languages CSV")
-    with path.open(encoding="utf-8", newline="") as f:
-        rows = [r for r in csv.DictReader(f)
-                if (r["setting"], r["output_alpha"], r["attention_alpha"], r["seed"]) == key]
+    rows = [r for r in results_csv.read_rows(path, results_csv.LANGUAGE_COLUMNS)
+            if (r["setting"], r["output_alpha"], r["attention_alpha"], r["seed"]) == key]
     if not rows:
         raise ValueError(f"{path}: no rows for setting {key[0]}, output alpha {key[1]}, attention alpha "
                          f"{key[2]}, seed {key[3]}")

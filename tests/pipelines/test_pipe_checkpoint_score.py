@@ -6,7 +6,6 @@ import pytest
 
 from pipeline_helpers import ROOT, load_script
 
-sys.path.insert(0, str(ROOT / "scripts" / "reproduce"))  # (the script imports reproduce as its neighbour)
 cs = load_script("scripts/reproduce/checkpoint_score.py")
 SCRIPT = str(ROOT / "scripts" / "reproduce" / "checkpoint_score.py")
 
