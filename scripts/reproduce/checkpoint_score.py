@@ -89,11 +89,9 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(row)
         print(f"{e.name}/seed{row['seed']} step {row['step']} (epoch {row['epoch']}): test exact match "
               f"{row['test_acc']}, Levenshtein {row['test_lev']} ({row['device']})", flush=True)
-    if a.csv:
-        key = ("table", "experiment", "seed", "step")
-        new = {tuple(str(r[k]) for k in key) for r in rows}
-        old = [r for r in results_csv.read_rows(a.csv, COLUMNS) if tuple(r[k] for k in key) not in new]
-        results_csv.write_rows(a.csv, old + rows, COLUMNS)
+    if a.csv:  # a checkpoint scored again replaces its row
+        old = results_csv.read_rows(a.csv, COLUMNS)
+        results_csv.write_rows(a.csv, results_csv.merge(old, rows, ("table", "experiment", "seed", "step")), COLUMNS)
 
 
 if __name__ == "__main__":

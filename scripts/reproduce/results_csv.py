@@ -69,12 +69,13 @@ def write_rows(path: Path, rows: list[dict], columns: tuple = COLUMNS) -> None:
     tmp.replace(path)  # (never a half-written results file)
 
 
-def merge(old: list[dict], new: list[dict]) -> list[dict]:
+def merge(old: list[dict], new: list[dict], key: tuple = KEY) -> list[dict]:
     """``old`` without the rows of the runs that ``new`` has rows for, then ``new``: a run recorded
     again (trained on, or again at another commit) replaces all its rows (one in the table, one a
-    validation or language in the others)."""
-    again = {tuple(r[k] for k in KEY) for r in new}
-    return [r for r in old if tuple(r[k] for k in KEY) not in again] + new
+    validation or language in the others). ``key``: the columns naming what a row replaces, compared
+    as text (rows read back from a CSV hold strings, new ones may hold numbers)."""
+    again = {tuple(str(r[k]) for k in key) for r in new}
+    return [r for r in old if tuple(str(r[k]) for k in key) not in again] + new
 
 
 def sorted_rows(rows: list[dict], then: str | None = None) -> list[dict]:
