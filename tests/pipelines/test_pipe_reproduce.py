@@ -341,10 +341,8 @@ def test_results_page_quotes_the_committed_gpu_runs():
     table = rep.print_table("peters2019-table1")
     for r in rows + earlier:
         assert f"| {r['valid_acc']} |" in page and f"| {r['test_acc']} |" in page.replace("**", ""), r
-    seeds = {}
-    for r in rows:
-        seeds.setdefault((r["setting"], r["output_alpha"], r["attention_alpha"]), []).append(float(r["test_acc"]))
-    for config, accs in seeds.items():  # the table's mean over the seeds, and the page's where there are several
+    # the table's mean over the seeds, and the page's where there are several
+    for config, accs in rep.results_csv.cells(rows).items():
         if len(accs) == 1:
             assert f"{accs[0]:.2f} (n=1)" in table, config
         else:
