@@ -57,10 +57,13 @@ def mean_std(values: Sequence[float]) -> tuple[float, float | None]:
     return mean, math.sqrt(sum((x - mean) ** 2 for x in values) / (n - 1))
 
 
-def format_cell(values: Sequence[float] | None, digits: int = 2) -> str:
+def format_cell(values: Sequence[float] | None, digits: int = 2, label: str | None = None) -> str:
+    """Mean ± std (n=seeds); ``label`` in place of the n, e.g. an ensemble's "3 seeds"."""
     if not values:
         return "–"
     mean, std = mean_std(values)
+    if label is not None:
+        return f"{mean:.{digits}f} ({label})"
     if std is None:
         return f"{mean:.{digits}f} (n=1)"
     return f"{mean:.{digits}f} ± {std:.{digits}f} (n={len(values)})"
@@ -81,18 +84,20 @@ def markdown_table(
     paper: Mapping[tuple[str, str], PaperNumber] | None = None,
     digits: int = 2,
     corner: str = "",
+    labels: Mapping[tuple[str, str], str] | None = None,
 ) -> str:
     """One markdown table; each column gets an "ours" and a "paper" sub-column.
 
-    ``ours[(row, column)]`` = scores over seeds; ``paper[(row, column)]`` = the paper's number.
+    ``ours[(row, column)]`` = scores over seeds; ``paper[(row, column)]`` = the paper's number;
+    ``labels[(row, column)]`` = what a cell says in place of its number of seeds.
     """
-    rows, columns, paper = list(rows), list(columns), paper or {}
+    rows, columns, paper, labels = list(rows), list(columns), paper or {}, labels or {}
     head = [corner] + [f"{c} ({who})" for c in columns for who in ("ours", "paper")]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r]
         for c in columns:
-            cells.append(format_cell(ours.get((r, c)), digits))
+            cells.append(format_cell(ours.get((r, c)), digits, labels.get((r, c))))
             cells.append(format_paper(paper.get((r, c)), digits))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -12,8 +12,9 @@ Steps (each skips work already done, so an interrupted reproduction resumes):
             accuracy), onmt_translate -beam_size 5 on the test set, scores.json; SIGMORPHON also
             decodes the ensemble of the seeds (-avg_raw_probs: averaged probabilities) into ensemble/
   record    peters2019-table1 and peters2019-table1-fork: one row per finished, evaluated run into
-            docs/results/<table>.csv and its validations into docs/results/<table>-validation.csv (from
-            train.log and scores.json)
+            docs/results/<table>.csv, its validations into docs/results/<table>-validation.csv, its
+            languages' scores into <table>-languages.csv, and the ensemble of a configuration's finished
+            seeds into <table>-ensembles.csv (from train.log and scores.json)
   analyze   for peters2019-table3, peters2019-sec4.1, tezekbayev-table2: decode the validation set of
             the source table's runs with onmt_translate's analyses (sparsity, certificates, empty output);
             tezekbayev-table3: the tau that generator_tau auto chose, from the training logs
@@ -453,8 +454,11 @@ def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
                   "together for their ensemble)", file=sys.stderr)
             return
         ens.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
         translate(best_files, test_source(e), ens / "pred.test.txt", gpu, e.decode)
-        result = {"checkpoints": best, "decode": list(e.decode), **score(e, ens / "pred.test.txt")}
+        seconds = time.perf_counter() - t0
+        result = {"checkpoints": best, "decode": list(e.decode), "translate_seconds": round(seconds, 1),
+                  "gpu": device_name(gpu), **score(e, ens / "pred.test.txt")}
         (ens / "scores.json").write_text(json.dumps(result, indent=1) + "\n")
 
 
@@ -525,6 +529,10 @@ def curves_csv_path(table: str) -> Path:
     return RESULTS / f"{table}-validation.csv"
 
 
+def ensembles_csv_path(table: str) -> Path:
+    return RESULTS / f"{table}-ensembles.csv"
+
+
 def git_commit() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
@@ -533,14 +541,41 @@ def git_commit() -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
+def ensemble_record(e: E.Experiment, runs: Path, commit: str) -> dict | None:
+    """The <table>-ensembles.csv row of ``e``'s ensemble/scores.json when it averages every scored seed,
+    each finished (train.done) and scored at the checkpoint the ensemble holds; else None, and why on
+    stderr where an ensemble was decoded."""
+    base = runs / e.run_dir
+    ens = results_csv.scores_of(base / "ensemble")
+    if ens is None or not E.TABLES[e.table].ensemble:
+        return None
+    members = {(Path(c).parent.name, Path(c).name) for c in ens.get("checkpoints", [])}
+    seeds, scored = ensemble_seeds(ens.get("checkpoints", [])), scored_seeds(base)
+    why = None
+    if seeds != scored:
+        why = f"it averages {', '.join(sorted(seeds)) or 'no named seeds'}, the scored seeds are {', '.join(sorted(scored))}"
+    for s in sorted(seeds & scored):
+        best = (results_csv.scores_of(base / s) or {}).get("checkpoint")
+        if why is None and not (base / s / "train.done").exists():
+            why = f"{s} has not finished"
+        elif why is None and best is not None and (s, Path(best).name) not in members:
+            why = f"{s} was scored at {Path(best).name}, not the checkpoint the ensemble holds (evaluate again)"
+    if why:
+        print(f"record: no ensemble row for {e.name}: {why}", file=sys.stderr)
+        return None
+    return results_csv.ensemble_row(e.column, e.row, sorted(int(s[len("seed"):]) for s in seeds), ens, commit)
+
+
 def record(table: str, seeds: list[int], only: str | list[str] | None = None, commit: str | None = None,
            runs: Path | None = None, out: Path | None = None) -> list[dict]:
     """One row per finished, evaluated run of ``table`` (train.done: the stop rule or the step cap ended
     it; scores.json) into its CSV (``out``, default docs/results/<table>.csv), replacing the rows of the
     same run (setting, alphas, seed), and the run's validations into <out>-validation.csv, its languages'
     test scores into <out>-languages.csv; an evaluated run that has not finished is named on stderr and
-    gets no row. Returns the new rows. Reads only train.done, scores.json and train.log, so it runs
-    wherever those files were copied."""
+    gets no row. The ensemble of a configuration's scored seeds, all finished, goes into
+    <out>-ensembles.csv (``ensemble_record``; whatever ``seeds`` says), replacing its earlier one.
+    Returns the new run rows. Reads only train.done, scores.json and train.log, so it runs wherever
+    those files were copied."""
     if table not in CSV_TABLES:
         raise SystemExit(f"record: only {', '.join(sorted(CSV_TABLES))} keep their results in a CSV file")
     commit = commit or git_commit()
@@ -575,17 +610,25 @@ def record(table: str, seeds: list[int], only: str | list[str] | None = None, co
     old_languages = results_csv.read_rows(languages_out, results_csv.LANGUAGE_COLUMNS)
     results_csv.write_rows(languages_out, results_csv.sorted_rows(results_csv.merge(old_languages, languages),
                                                                   "language"), results_csv.LANGUAGE_COLUMNS)
+    ensembles_out = out.with_name(f"{out.stem}-ensembles.csv")
+    ensembles = [row for e in experiments(table, only) if (row := ensemble_record(e, runs, commit)) is not None]
+    if ensembles:
+        old_ensembles = results_csv.read_rows(ensembles_out, results_csv.ENSEMBLE_COLUMNS)
+        results_csv.write_rows(ensembles_out, results_csv.sorted_ensemble_rows(
+            results_csv.merge(old_ensembles, ensembles, results_csv.ENSEMBLE_KEY)), results_csv.ENSEMBLE_COLUMNS)
     print(f"{len(new)} row(s) recorded in {out}, {len(curves)} validation(s) in {curves_out}, "
-          f"{len(languages)} language score(s) in {languages_out}")
+          f"{len(languages)} language score(s) in {languages_out}, {len(ensembles)} ensemble(s) in {ensembles_out}")
     return new
 
 
 # ----------------------------------------------------------------------------------------- table
 def collect(table: str, runs: Path | None = None) -> dict[tuple[str, str], list[float]]:
     """{(row, column): [metric of each seed]} from runs/<family>/<name>/seed*/scores.json, or, for the
-    tables kept in a committed CSV and no ``runs`` folder given, from that file."""
+    tables kept in a committed CSV and no ``runs`` folder given, from that file; an "ens." column's
+    cell holds its ensemble's one score (``ensembles``)."""
     if table in CSV_TABLES and runs is None:
-        return results_csv.cells(results_csv.read_rows(results_csv_path(table)))
+        cells = results_csv.cells(results_csv.read_rows(results_csv_path(table)))
+        return cells | {k: [value] for k, (value, _) in ensembles(table).items()}
     spec, runs = E.TABLES[table], runs or WORK
     cells: dict[tuple[str, str], list[float]] = {}
     for e in experiments(table):
@@ -597,12 +640,26 @@ def collect(table: str, runs: Path | None = None) -> dict[tuple[str, str], list[
         col = f"{e.column}-avg" if spec.ensemble else e.column
         if values:
             cells[(e.row, col)] = values
-        if spec.ensemble and (base / "ensemble/scores.json").exists():
-            ens = json.loads((base / "ensemble/scores.json").read_text())
-            # the ensemble of every scored seed only (not one that `evaluate --seeds 2 3` decoded beside seed 1)
-            if "checkpoints" not in ens or ensemble_seeds(ens["checkpoints"]) == scored_seeds(base):
-                cells[(e.row, f"{e.column}-ens")] = [ens[spec.metric]]
-    return cells
+    return cells | {k: [value] for k, (value, _) in ensembles(table, runs).items()}
+
+
+def ensembles(table: str, runs: Path | None = None) -> dict[tuple[str, str], tuple[float, int]]:
+    """{(row, "<setting>-ens"): (metric, number of seeds averaged)}: from <table>-ensembles.csv for the
+    tables kept in a committed CSV and no ``runs`` folder given, else from runs/.../ensemble/scores.json,
+    the ensemble of every scored seed only (not one that `evaluate --seeds 2 3` decoded beside seed 1)."""
+    if table in CSV_TABLES and runs is None:
+        rows = results_csv.read_rows(ensembles_csv_path(table), results_csv.ENSEMBLE_COLUMNS)
+        return results_csv.ensemble_cells(rows)
+    spec, runs, out = E.TABLES[table], runs or WORK, {}
+    for e in experiments(table) if spec.ensemble else []:
+        base = runs / e.run_dir
+        ens = results_csv.scores_of(base / "ensemble")
+        if ens is None:
+            continue
+        seeds = ensemble_seeds(ens["checkpoints"]) if "checkpoints" in ens else scored_seeds(base)
+        if seeds == scored_seeds(base):
+            out[(e.row, f"{e.column}-ens")] = (ens[spec.metric], len(seeds))
+    return out
 
 
 def print_table(table: str, runs: Path | None = None) -> str:
@@ -610,7 +667,9 @@ def print_table(table: str, runs: Path | None = None) -> str:
     paper = {}
     if spec.paper[0]:
         paper = {(k[2], k[3]): v for k, v in tables.load_paper_numbers().items() if k[:2] == spec.paper}
-    text = f"### {spec.title}\n\n" + tables.markdown_table(spec.rows, spec.columns, collect(table, runs), paper)
+    sizes = {k: f"{n} seeds" for k, (_, n) in ensembles(table, runs).items()}  # an ens. cell: how many it averages
+    text = f"### {spec.title}\n\n" + tables.markdown_table(spec.rows, spec.columns, collect(table, runs), paper,
+                                                            labels=sizes)
     if table == "peters2019-table1":
         extra = {k: v for k, v in paper.items() if k[0] not in spec.rows}
         if extra:

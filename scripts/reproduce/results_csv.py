@@ -12,8 +12,10 @@ set, averaged over languages (the paper's metric); gpu = what trained it (the de
 in train.log, joined by " + "; the decoding device where no piece names one), commit, date (UTC).
 
 Beside it, docs/results/<table>-validation.csv keeps every validation of every recorded run (the
-learning curves: how far from converged a run stopped), from the training logs, and
-<table>-languages.csv the test scores of every language.
+learning curves: how far from converged a run stopped), from the training logs,
+<table>-languages.csv the test scores of every language, and <table>-ensembles.csv one row a
+configuration: the ensemble of its recorded seeds' best checkpoints (Table 1's "ens." columns; seeds =
+the seeds it averages, space-separated).
 """
 from __future__ import annotations
 
@@ -32,6 +34,9 @@ LANGUAGE_COLUMNS = ("setting", "output_alpha", "attention_alpha", "seed", "langu
                     "commit")
 CURVE_COLUMNS = ("setting", "output_alpha", "attention_alpha", "seed", "epoch", "step", "valid_acc", "valid_loss",
                  "lr", "commit")
+ENSEMBLE_COLUMNS = ("setting", "output_alpha", "attention_alpha", "seeds", "test_acc", "test_lev", "gpu", "commit",
+                    "date")
+ENSEMBLE_KEY = ("setting", "output_alpha", "attention_alpha")  # one a configuration: that of its recorded seeds
 _VALID_LOSS = re.compile(r"Validation (perplexity|\S+ FY loss): ([0-9.eE+-]+|nan|inf)")
 _VALID_ACC = re.compile(r"Validation accuracy: ([0-9.eE+-]+|nan)")
 _HALVED = re.compile(r"learning rate halved to ([0-9.eE+-]+)")
@@ -181,6 +186,27 @@ def run_row(setting: str, name: str, seed: int, scores: dict, steps: int, steps_
             "valid_acc": f"{scores['dev_accuracy']:.2f}", "test_acc": f"{scores['accuracy']:.2f}",
             "test_lev": f"{scores['levenshtein']:.3f}", "gpu": devices or scores.get("gpu", "unknown"), "commit": commit,
             "date": date or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
+
+
+def ensemble_row(setting: str, name: str, seeds: list[int], scores: dict, commit: str,
+                 date: str | None = None) -> dict:
+    """One row of <table>-ensembles.csv: the ensemble (averaged probabilities) of ``seeds``' best
+    checkpoints; ``scores``: its ensemble/scores.json."""
+    out_a, attn_a = alphas(name)
+    return {"setting": setting, "output_alpha": out_a, "attention_alpha": attn_a,
+            "seeds": " ".join(str(s) for s in sorted(seeds)), "test_acc": f"{scores['accuracy']:.2f}",
+            "test_lev": f"{scores['levenshtein']:.3f}", "gpu": scores.get("gpu", "unknown"), "commit": commit,
+            "date": date or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
+
+
+def sorted_ensemble_rows(rows: list[dict]) -> list[dict]:
+    return sorted(rows, key=lambda r: (r["setting"], float(r["output_alpha"]), float(r["attention_alpha"])))
+
+
+def ensemble_cells(rows: list[dict], metric: str = "test_acc") -> dict[tuple[str, str], tuple[float, int]]:
+    """{(row name, "<setting>-ens"): (metric, number of seeds averaged)} of <table>-ensembles.csv rows."""
+    return {(f"out{r['output_alpha']}-attn{r['attention_alpha']}", f"{r['setting']}-ens"):
+            (float(r[metric]), len(r["seeds"].split())) for r in rows}
 
 
 def latest_per_run(rows: list[dict]) -> list[dict]:

@@ -47,3 +47,11 @@ def test_markdown_table_puts_paper_beside_ours():
     assert lines[0] == "|  | iwslt14 de-en (ours) | iwslt14 de-en (paper) |"
     assert lines[2] == "| softmax | – | 35.30 |"
     assert lines[3] == "| relu15 | 37.25 ± 0.35 (n=2) | 37.30 |"
+
+
+def test_a_labelled_cell_says_its_label_in_place_of_the_seeds_it_was_averaged_over():
+    """An ensemble's cell is one score of several seeds' models: "(3 seeds)", not "(n=1)"."""
+    text = tables.markdown_table(["r"], ["medium-avg", "medium-ens"],
+                                 {("r", "medium-avg"): [85.0, 86.0], ("r", "medium-ens"): [86.8]},
+                                 labels={("r", "medium-ens"): "3 seeds"})
+    assert text.splitlines()[2] == "| r | 85.50 ± 0.71 (n=2) | – | 86.80 (3 seeds) | – |"

@@ -65,7 +65,8 @@ def test_table1_has_average_and_ensemble_columns(tmp_path):
     assert cells[("out1.5-attn1.5", "medium-avg")] == [84.0, 85.0]
     assert cells[("out1.5-attn1.5", "high-avg")] == [84.0, 85.0]
     assert cells[("out1.5-attn1.5", "medium-ens")] == [86.0]
-    assert "| UZH (2018) |" in rep.print_table("peters2019-table1", runs=tmp_path)
+    text = rep.print_table("peters2019-table1", runs=tmp_path)
+    assert "| UZH (2018) |" in text and "| 86.00 (2 seeds) | 86.55 |" in text
 
 
 def test_an_ensemble_of_fewer_seeds_than_the_table_scores_is_not_its_ensemble_column(tmp_path):
@@ -609,6 +610,66 @@ def test_a_run_that_has_not_finished_gets_no_row_and_is_named(tmp_path, capsys):
     assert out.read_text().splitlines()[1:] == []
     (tmp_path / e.run_dir / "seed1" / "train.done").write_text("")
     assert len(rep.record("peters2019-table1", [1], "medium/out1-attn1", commit="abc1234", runs=tmp_path, out=out)) == 1
+
+
+def _ensemble_of_best(root, e, seeds, acc):
+    """runs/.../ensemble/scores.json of the seeds' best checkpoints (as their scores.json name them)."""
+    ckpts = []
+    for s in seeds:
+        d = root / e.run_dir / f"seed{s}"
+        scores = json.loads((d / "scores.json").read_text())
+        scores["checkpoint"] = f"/elsewhere/{e.run_dir}/seed{s}/model_step_1490.pt"  # a path logged on another machine
+        (d / "scores.json").write_text(json.dumps(scores))
+        ckpts.append(scores["checkpoint"])
+    (root / e.run_dir / "ensemble").mkdir(exist_ok=True)
+    (root / e.run_dir / "ensemble/scores.json").write_text(json.dumps({
+        "checkpoints": ckpts, "accuracy": acc, "levenshtein": 0.2, "gpu": "NVIDIA H200"}))
+
+
+def test_record_keeps_the_ensemble_of_every_finished_seed_and_the_table_prints_it(tmp_path, monkeypatch, capsys):
+    """Table 1's "ens." columns survive the machine that decoded them: one row a configuration in
+    <table>-ensembles.csv, the ensemble of every scored seed, replaced when more seeds join it."""
+    e = next(x for x in E.all_experiments() if x.name == "medium/out2-attn1.5")
+    csv_path = tmp_path / "table1.csv"
+    for seed, acc in ((1, 86.0), (2, 85.9)):
+        _evaluated_run(tmp_path, e, seed, acc, 2980)
+    _ensemble_of_best(tmp_path, e, [1, 2], 86.8)
+    rep.record("peters2019-table1", [1, 2], "medium/out2-attn1.5", commit="abc1234", runs=tmp_path, out=csv_path)
+    ens_csv = tmp_path / "table1-ensembles.csv"
+    lines = ens_csv.read_text().splitlines()
+    assert lines[0] == "setting,output_alpha,attention_alpha,seeds,test_acc,test_lev,gpu,commit,date"
+    assert lines[1:] == [f"medium,2,1.5,1 2,86.80,0.200,NVIDIA H200,abc1234,{lines[1].split(',')[-1]}"]
+    _evaluated_run(tmp_path, e, 3, 85.5, 2980)  # a third seed: the ensemble of two is no longer the column's
+    rep.record("peters2019-table1", [3], "medium/out2-attn1.5", commit="abc1234", runs=tmp_path, out=csv_path)
+    assert "no ensemble row for medium/out2-attn1.5: it averages seed1, seed2, the scored seeds are seed1, seed2, seed3" \
+        in capsys.readouterr().err
+    _ensemble_of_best(tmp_path, e, [1, 2, 3], 87.1)
+    (tmp_path / e.run_dir / "seed3/train.done").unlink()
+    rep.record("peters2019-table1", [3], "medium/out2-attn1.5", commit="abc1234", runs=tmp_path, out=csv_path)
+    assert "seed3 has not finished" in capsys.readouterr().err
+    (tmp_path / e.run_dir / "seed3/train.done").write_text("")
+    rep.record("peters2019-table1", [3], "medium/out2-attn1.5", commit="abc1234", runs=tmp_path, out=csv_path)
+    assert [line.split(",")[3:5] for line in ens_csv.read_text().splitlines()[1:]] == [["1 2 3", "87.10"]]
+    monkeypatch.setattr(rep, "results_csv_path", lambda table: csv_path)
+    monkeypatch.setattr(rep, "ensembles_csv_path", lambda table: ens_csv)
+    row = next(line for line in rep.print_table("peters2019-table1").splitlines() if line.startswith("| out2-attn1.5 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[5:9] == ["85.80 ± 0.26 (n=3)", "85.03", "87.10 (3 seeds)", "86.61"]  # medium avg and ens beside the paper
+
+
+def test_an_ensemble_of_checkpoints_other_than_the_scored_ones_gets_no_row(tmp_path, capsys):
+    """A seed evaluated again after training on (a newer best) leaves the ensemble of its older best
+    behind: no row until the ensemble is decoded again."""
+    e = next(x for x in E.all_experiments() if x.name == "medium/out1.5-attn2")
+    for seed in (1, 2):
+        _evaluated_run(tmp_path, e, seed, 85.0, 2980)
+    _ensemble_of_best(tmp_path, e, [1, 2], 86.0)
+    d = tmp_path / e.run_dir / "seed2"
+    (d / "scores.json").write_text((d / "scores.json").read_text().replace("model_step_1490", "model_step_2980"))
+    rep.record("peters2019-table1", [1, 2], "medium/out1.5-attn2", commit="abc1234", runs=tmp_path,
+               out=tmp_path / "t.csv")
+    assert "seed2 was scored at model_step_2980.pt, not the checkpoint the ensemble holds" in capsys.readouterr().err
+    assert not (tmp_path / "t-ensembles.csv").exists()
 
 
 def test_record_refuses_tables_without_a_results_file_and_runs_without_a_commit(tmp_path, monkeypatch):
