@@ -33,7 +33,7 @@ import uuid
 from pathlib import Path
 
 from onmt_entmax.options.files import blocking_file
-from pieces import best_checkpoint, latest_checkpoint, scored_step, step_of
+from pieces import best_checkpoint, latest_checkpoint, scored_step, step_of, trainer_of
 from results_csv import scores_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
@@ -70,6 +70,8 @@ def run_files(run_dir: Path, staging: Path, with_best: bool = False) -> list[tup
     ``with_best``: the best checkpoint (weights only) even when its test score is done (for analyses)."""
     if not (run_dir / "train.log").exists():
         raise CarryError(f"{run_dir}: no train.log (not a training run folder)")
+    if (pid := trainer_of(run_dir)) is not None:  # its newest checkpoint may be half-written
+        raise CarryError(f"{run_dir}: being trained now (process {pid}): pack it once its runner has stopped")
     files = [(run_dir / n, Path(n)) for n in ("train.log", "train.done", "scores.json") if (run_dir / n).exists()]
     if (run_dir / "train.done").exists():
         newest = None

@@ -6,6 +6,8 @@ gets ``train.done`` and is never started again. A time limit stops the pieces st
 same call later continues them: a long reproduction can be cut into pieces of a few minutes.
 With several GPUs, each run starts on the GPU running the fewest runs at that moment (the choice is
 made by ``CUDA_VISIBLE_DEVICES``: a one-GPU ``onmt_train`` always trains on its device 0).
+While a piece runs, the folder's ``train.pid`` names its trainer: no second runner starts the run and
+``pack`` leaves it alone (its newest checkpoint may be half-written) until that trainer has ended.
 """
 from __future__ import annotations
 
@@ -26,6 +28,46 @@ from results_csv import last_piece, scores_of
 
 _VALID = re.compile(r"Validation accuracy: ([0-9.eE+-]+|nan)")
 _SAVED = re.compile(r"Saving checkpoint (\S+_step_\d+\.pt)")
+
+
+TRAINER = "train.pid"  # "<pid> <start time>" of the trainer of a piece under way
+
+
+def _start_time(pid: int) -> str | None:
+    """When process ``pid`` started (/proc/<pid>/stat, field 22, in clock ticks since boot), or None
+    (no such process, or no /proc): with the pid, it names one process, not a later one given its pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def trainer_of(run_dir: Path) -> int | None:
+    """The pid of the trainer ``train.pid`` names while it is still running, else None (no piece under
+    way: the file is missing, or its process has ended, e.g. a runner killed with its trainers)."""
+    try:
+        pid, started = (run_dir / TRAINER).read_text().split()
+        pid = int(pid)
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)  # (signal 0: only asks whether the process exists)
+    except ProcessLookupError:
+        return None
+    except PermissionError:  # it exists, another user's
+        pass
+    now = _start_time(pid)
+    return pid if now is None or started == "-" or now == started else None
+
+
+def _mark_trainer(run_dir: Path, pid: int) -> None:
+    (run_dir / TRAINER).write_text(f"{pid} {_start_time(pid) or '-'}\n")
+
+
+def _unmark_trainer(run_dir: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        (run_dir / TRAINER).unlink()
 
 
 def step_of(checkpoint: str | Path) -> int:
@@ -150,6 +192,7 @@ def _start(run_dir: Path, cmd: list[str], cwd: Path, gpu: int | None = None, job
     # own process group, so that a time limit stops the data-loader workers too
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     proc.run_dir, proc.log, proc.gpu, proc.base_cmd = run_dir, log, gpu, base_cmd
+    _mark_trainer(run_dir, proc.pid)
     return proc
 
 
@@ -211,6 +254,7 @@ def _stop(procs: list[subprocess.Popen], grace: float = 120.0) -> None:
         _end_group(proc)
         proc.wait()
         proc.log.close()
+        _unmark_trainer(proc.run_dir)
 
 
 def least_busy(gpus: list[int], running: list) -> int:
@@ -235,6 +279,9 @@ def run_pieces(runs: list[tuple[Path, list[str]]], cwd: Path, jobs: int = 1,
     would cost a whole piece and, carried back, compete with the real one."""
     deadline = None if max_minutes is None else time.monotonic() + 60.0 * max_minutes
     todo = [(d, cmd) for d, cmd in runs if not (d / "train.done").exists()]
+    busy = [f"{d} (process {pid})" for d, _ in todo if (pid := trainer_of(d)) is not None]
+    if busy:  # two trainers of one run would write over each other's checkpoints and log
+        raise SystemExit("being trained by another runner: " + ", ".join(busy) + " (stop it, or let it end, first)")
     fresh = [str(d) for d, _ in todo if latest_checkpoint(d) is None] if resume_only else []
     if fresh:
         raise SystemExit("--resume-only: no checkpoint to resume in " + ", ".join(fresh)
@@ -252,6 +299,7 @@ def run_pieces(runs: list[tuple[Path, list[str]]], cwd: Path, jobs: int = 1,
                 running.remove(proc)
                 proc.log.close()
                 _end_group(proc)
+                _unmark_trainer(proc.run_dir)
                 if proc.returncode == 0:
                     (proc.run_dir / "train.done").write_text("")
                 elif was_asked_to_stop(proc.returncode):

@@ -266,3 +266,26 @@ def test_a_run_cut_by_one_machine_continues_on_the_next(tmp_path, monkeypatch):
     assert f"-train_from {run_b / f'model_step_{step}.pt'}" in log and (run_b / "train.done").exists()
     assert re.search(r"early stopping resumed: best acc [\d.]+ at step \d+, patience \d+/50", log)
     assert rep.latest_checkpoint(run_b).name == f"model_step_{step + 5}.pt"
+
+
+def test_a_run_being_trained_is_not_packed_until_its_trainer_has_ended(tmp_path):
+    """pack would carry (or, as cut short, remove) the checkpoint a running trainer is writing: while
+    the run's train.pid names a live trainer, pack refuses it by name; a marker left by a trainer that
+    has ended does not stop it."""
+    import subprocess
+    import sys
+
+    pieces = rep.sys.modules["pieces"]
+    d = _run(tmp_path)
+    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        pieces._mark_trainer(d, trainer.pid)
+        with pytest.raises(carry.CarryError, match=rf"seed1: being trained now \(process {trainer.pid}\)"):
+            carry.pack([d], tmp_path, tmp_path / "out")
+        assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+    finally:
+        trainer.kill()
+        trainer.wait()
+    assert pieces.trainer_of(d) is None  # the same marker, its process gone
+    carry.pack([d], tmp_path, tmp_path / "out")
+    assert "model_step_3.pt" in _carried(sorted((tmp_path / "out").glob("batch-*")))

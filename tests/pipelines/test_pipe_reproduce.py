@@ -728,6 +728,35 @@ def test_a_failed_piece_is_started_again_from_its_checkpoint_once(tmp_path):
         rep.run_pieces(runs[:1], tmp_path, retries=0)
 
 
+def test_a_run_has_one_trainer_at_a_time(tmp_path):
+    """While a piece runs, its folder's train.pid names the trainer: a second runner given the same run
+    refuses before starting anything (two trainers would write over each other's checkpoints); the
+    marker goes when the piece ends, and one left by a trainer that died does not block the run."""
+    import subprocess
+    import sys
+
+    check = [sys.executable, "-c", "import os, sys; d = sys.argv[1]\n"
+             "pid = open(os.path.join(d, 'train.pid')).read().split()[0]\n"
+             "open(os.path.join(d, 'seen'), 'w').write(pid)", str(tmp_path / "run")]
+    (tmp_path / "run").mkdir()
+    assert rep.run_pieces([(tmp_path / "run", check)], tmp_path) == []
+    assert (tmp_path / "run/seen").read_text().isdigit()  # the trainer's own pid, while it ran
+    assert not (tmp_path / "run/train.pid").exists()
+    (tmp_path / "run/train.done").unlink()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        pieces_mod._mark_trainer(tmp_path / "run", other.pid)
+        (tmp_path / "run/seen").unlink()
+        with pytest.raises(SystemExit, match=rf"being trained by another runner: \S*run \(process {other.pid}\)"):
+            rep.run_pieces([(tmp_path / "run", check)], tmp_path)
+        assert not (tmp_path / "run/seen").exists()
+    finally:
+        other.kill()
+        other.wait()
+    assert rep.run_pieces([(tmp_path / "run", check)], tmp_path) == []  # its trainer is gone: the run goes on
+    assert (tmp_path / "run/seen").exists()
+
+
 def test_a_failed_piece_is_named_with_the_exception_that_ended_it_and_an_oom_with_the_gpus_sharers(tmp_path):
     """A GPU out of memory (four runs on one H200 did run out) is named in the run's train.log and on
     the console in one line, with how many runs shared the GPU, instead of a bare exit status."""
