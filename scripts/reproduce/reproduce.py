@@ -57,7 +57,7 @@ import results_csv  # noqa: E402
 import carry  # noqa: E402
 import mps  # noqa: E402
 from pieces import (_VALID, best_checkpoint, device_name, latest_checkpoint, missing_gpus,  # noqa: E402,F401
-                    run_pieces, scored_step, step_of)  # (re-exported)
+                    run_pieces, scored_step, step_of, trainer_of)  # (re-exported)
 from onmt_entmax.evaluation import bleu, sigmorphon, tables  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
@@ -471,7 +471,8 @@ def run_status(e: E.Experiment, seed: int, runs: Path | None = None) -> dict | N
     curve = results_csv.validation_curve(log_text)
     out = {"run": f"{e.name}/seed{seed}", "validations": len(curve), "finished": (run_dir / "train.done").exists(),
            "scored_step": scored_step(run_dir), "patience": e.config.get("early_stopping", 0),
-           "rate": results_csv.last_piece_rate(log_text), "saved_step": results_csv.last_saved_step(log_text)}
+           "rate": results_csv.last_piece_rate(log_text), "saved_step": results_csv.last_saved_step(log_text),
+           "trainer": trainer_of(run_dir)}
     if curve:
         best = max(range(len(curve)), key=lambda i: float(curve[i]["valid_acc"]))  # first of equals
         out.update(best_acc=float(curve[best]["valid_acc"]), best_step=curve[best]["step"],
@@ -510,8 +511,9 @@ def print_status(table: str, seeds: list[int], only, runs: Path | None = None) -
             since = f"{r.get('since_best', '–')} / {r['patience']}" if r["patience"] else str(r.get("since_best", "–"))
             rate, left = r["rate"], _steps_left(r, e.config.get("train_steps"))
             minutes = f"{left / rate / 60:.1f}" if rate and left is not None and not r["finished"] else "–"
+            going = f"no (training now: process {r['trainer']})" if r["trainer"] else "no"
             rows.append(f"| {r['run']} | {r['validations']} | {best} | {since} | {r.get('lr', '–')} | "
-                        f"{r['ended'] or 'no'} | {r['scored_step'] or '–'} | {f'{rate:.1f}' if rate else '–'} | "
+                        f"{r['ended'] or going} | {r['scored_step'] or '–'} | {f'{rate:.1f}' if rate else '–'} | "
                         f"{minutes} |")
     return "\n".join(rows)
 
@@ -553,7 +555,8 @@ def ensemble_record(e: E.Experiment, runs: Path, commit: str) -> dict | None:
     seeds, scored = ensemble_seeds(ens.get("checkpoints", [])), scored_seeds(base)
     why = None
     if seeds != scored:
-        why = f"it averages {', '.join(sorted(seeds)) or 'no named seeds'}, the scored seeds are {', '.join(sorted(scored))}"
+        why = (f"it averages {', '.join(sorted(seeds)) or 'no named seeds'}, "
+               f"the scored seeds are {', '.join(sorted(scored))}")
     for s in sorted(seeds & scored):
         best = (results_csv.scores_of(base / s) or {}).get("checkpoint")
         if why is None and not (base / s / "train.done").exists():

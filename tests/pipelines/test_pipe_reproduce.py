@@ -247,6 +247,12 @@ def test_status_says_where_each_run_stands(tmp_path, monkeypatch):
     text = rep.print_status("peters2019-table1", [1, 2], "medium/out1.5-attn1.5")
     assert "| medium/out1.5-attn1.5/seed1 | 3 | 81.00 (4470) | 0 / 10 | 0.0005 | yes |" in text
     assert "| medium/out1.5-attn1.5/seed2 | not started |" in text
+    d = tmp_path / e.run_dir / "seed2"
+    d.mkdir()
+    (d / "train.log").write_text("[..] Step 100/149000; acc: 9; lr: 0.00100;\n")
+    (d / "train.pid").write_text(f"{os.getpid()} -\n")  # a piece under way (this process stands in for its trainer)
+    assert f"| medium/out1.5-attn1.5/seed2 | 0 | – | – / 10 | – | no (training now: process {os.getpid()}) |" \
+        in rep.print_status("peters2019-table1", [2], "medium/out1.5-attn1.5")
     monkeypatch.setattr(rep, "WORK", tmp_path / "elsewhere")  # --runs: a carried copy, e.g. a lease's master
     assert "| medium/out1.5-attn1.5/seed1 | 3 | 81.00 (4470) |" in \
         rep.print_status("peters2019-table1", [1], "medium/out1.5-attn1.5", runs=tmp_path)
