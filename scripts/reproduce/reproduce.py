@@ -417,6 +417,16 @@ def ensemble_seeds(checkpoints: list[str]) -> set[str]:
     return {Path(c).parent.name for c in checkpoints}
 
 
+def _decode_test(e: E.Experiment, models: list[Path], out: Path, gpu: int | None) -> dict:
+    """Decode the test set with ``models`` (several: their ensemble) into ``out``: the scores, with the
+    decoding options, seconds and device."""
+    t0 = time.perf_counter()
+    translate(models, test_source(e), out, gpu, e.decode)
+    seconds = time.perf_counter() - t0
+    return {"decode": list(e.decode), "translate_seconds": round(seconds, 1), "gpu": device_name(gpu),
+            **score(e, out)}
+
+
 def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
     best, best_files = [], []
     for seed in seeds:
@@ -435,12 +445,9 @@ def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
         if not best_files[-1].exists():  # a carried run whose best checkpoint stayed behind (carry.py)
             print(f"skip {run_dir}: its best checkpoint {Path(ckpt).name} is not on this machine", file=sys.stderr)
             continue
-        t0 = time.perf_counter()
-        translate([best_files[-1]], test_source(e), run_dir / "pred.test.txt", gpu, e.decode)
-        seconds = time.perf_counter() - t0
-        result = {"checkpoint": ckpt, "step": step_of(ckpt), "dev_accuracy": dev_acc, "decode": list(e.decode),
-                  "finished": (run_dir / "train.done").exists(), "translate_seconds": round(seconds, 1),
-                  "gpu": device_name(gpu), **score(e, run_dir / "pred.test.txt")}
+        result = {"checkpoint": ckpt, "step": step_of(ckpt), "dev_accuracy": dev_acc,
+                  "finished": (run_dir / "train.done").exists(),
+                  **_decode_test(e, [best_files[-1]], run_dir / "pred.test.txt", gpu)}
         (run_dir / "scores.json").write_text(json.dumps(result, indent=1) + "\n")
     ens = WORK / e.run_dir / "ensemble"
     if E.TABLES[e.table].ensemble and len(best) > 1 and not _scored(ens / "scores.json", best, "checkpoints",
@@ -454,11 +461,7 @@ def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
                   "together for their ensemble)", file=sys.stderr)
             return
         ens.mkdir(parents=True, exist_ok=True)
-        t0 = time.perf_counter()
-        translate(best_files, test_source(e), ens / "pred.test.txt", gpu, e.decode)
-        seconds = time.perf_counter() - t0
-        result = {"checkpoints": best, "decode": list(e.decode), "translate_seconds": round(seconds, 1),
-                  "gpu": device_name(gpu), **score(e, ens / "pred.test.txt")}
+        result = {"checkpoints": best, **_decode_test(e, best_files, ens / "pred.test.txt", gpu)}
         (ens / "scores.json").write_text(json.dumps(result, indent=1) + "\n")
 
 
@@ -557,12 +560,14 @@ def ensemble_record(e: E.Experiment, runs: Path, commit: str) -> dict | None:
     if seeds != scored:
         why = (f"it averages {', '.join(sorted(seeds)) or 'no named seeds'}, "
                f"the scored seeds are {', '.join(sorted(scored))}")
-    for s in sorted(seeds & scored):
+    for s in sorted(seeds) if why is None else []:
         best = (results_csv.scores_of(base / s) or {}).get("checkpoint")
-        if why is None and not (base / s / "train.done").exists():
+        if not (base / s / "train.done").exists():
             why = f"{s} has not finished"
-        elif why is None and best is not None and (s, Path(best).name) not in members:
+        elif best is not None and (s, Path(best).name) not in members:
             why = f"{s} was scored at {Path(best).name}, not the checkpoint the ensemble holds (evaluate again)"
+        if why:
+            break
     if why:
         print(f"record: no ensemble row for {e.name}: {why}", file=sys.stderr)
         return None
