@@ -176,6 +176,16 @@ def _timestamp(text: str) -> datetime.datetime:
     return datetime.datetime.strptime(text, "%Y-%m-%d %H:%M:%S,%f")
 
 
+def _today() -> str:
+    """The date (UTC) a row is recorded on."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+
+
+def _row_name(row: dict) -> str:
+    """The Table 1 row name (``outA-attnB``) of a CSV row."""
+    return f"out{row['output_alpha']}-attn{row['attention_alpha']}"
+
+
 def run_row(setting: str, name: str, seed: int, scores: dict, steps: int, steps_per_epoch: int,
             commit: str, date: str | None = None, devices: str | None = None) -> dict:
     """One CSV row of an evaluated run (``scores``: its scores.json; ``devices``: ``training_devices``
@@ -185,7 +195,7 @@ def run_row(setting: str, name: str, seed: int, scores: dict, steps: int, steps_
             "epochs": f"{steps / steps_per_epoch:.1f}", "steps": str(steps),
             "valid_acc": f"{scores['dev_accuracy']:.2f}", "test_acc": f"{scores['accuracy']:.2f}",
             "test_lev": f"{scores['levenshtein']:.3f}", "gpu": devices or scores.get("gpu", "unknown"), "commit": commit,
-            "date": date or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
+            "date": date or _today()}
 
 
 def ensemble_row(setting: str, name: str, seeds: list[int], scores: dict, commit: str,
@@ -196,7 +206,7 @@ def ensemble_row(setting: str, name: str, seeds: list[int], scores: dict, commit
     return {"setting": setting, "output_alpha": out_a, "attention_alpha": attn_a,
             "seeds": " ".join(str(s) for s in sorted(seeds)), "test_acc": f"{scores['accuracy']:.2f}",
             "test_lev": f"{scores['levenshtein']:.3f}", "gpu": scores.get("gpu", "unknown"), "commit": commit,
-            "date": date or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
+            "date": date or _today()}
 
 
 def sorted_ensemble_rows(rows: list[dict]) -> list[dict]:
@@ -205,8 +215,7 @@ def sorted_ensemble_rows(rows: list[dict]) -> list[dict]:
 
 def ensemble_cells(rows: list[dict], metric: str = "test_acc") -> dict[tuple[str, str], tuple[float, int]]:
     """{(row name, "<setting>-ens"): (metric, number of seeds averaged)} of <table>-ensembles.csv rows."""
-    return {(f"out{r['output_alpha']}-attn{r['attention_alpha']}", f"{r['setting']}-ens"):
-            (float(r[metric]), len(r["seeds"].split())) for r in rows}
+    return {(_row_name(r), f"{r['setting']}-ens"): (float(r[metric]), len(r["seeds"].split())) for r in rows}
 
 
 def latest_per_run(rows: list[dict]) -> list[dict]:
@@ -224,8 +233,7 @@ def cells(rows: list[dict], metric: str = "test_acc") -> dict[tuple[str, str], l
     """{(row name, "<setting>-avg"): [metric of each seed]} for tables.markdown_table."""
     out: dict[tuple[str, str], list[float]] = {}
     for r in latest_per_run(rows):
-        name = f"out{r['output_alpha']}-attn{r['attention_alpha']}"
-        out.setdefault((name, f"{r['setting']}-avg"), []).append(float(r[metric]))
+        out.setdefault((_row_name(r), f"{r['setting']}-avg"), []).append(float(r[metric]))
     return out
 
 
