@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import fnmatch
 import json
 import os
@@ -159,12 +160,28 @@ SHARED_TESTSETS = {"iwslt17-de-en": "iwslt17-de-en", "kftt-ja-en": "kftt", "wmt1
 
 
 def build_vocab(cfg: dict, config: Path | str, cwd: Path | None = None) -> None:
-    """onmt_build_vocab over the whole training data, once per corpus (skipped when the files exist)."""
+    """onmt_build_vocab over the whole training data, once per corpus (skipped when the files exist).
+
+    The vocabularies are written under temporary names and renamed once complete, holding a lock beside
+    them: a build killed midway (a lease's end) leaves no partial file that the next runner would take
+    for the vocabulary, and two runners started at once on one corpus build it once, not over each other."""
     cwd = cwd or WORK
-    if all((cwd / cfg[k]).exists() for k in ("src_vocab", "tgt_vocab")):
+    finals = [cwd / cfg[k] for k in ("src_vocab", "tgt_vocab")]
+    if all(p.exists() for p in finals):
         return
-    run(["onmt_build_vocab", "-config", config, "-n_sample", "-1",
-         "-save_data", Path(cfg["src_vocab"]).parent / "onmt_sample"], cwd=cwd)
+    finals[0].parent.mkdir(parents=True, exist_ok=True)
+    with open(finals[0].with_name(finals[0].name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also when this process dies
+        if all(p.exists() for p in finals):  # built by the runner that held the lock before
+            return
+        part = {p: p.with_name(f"{p.name}.part{os.getpid()}") for p in finals}  # one part for a shared path
+        run(["onmt_build_vocab", "-config", config, "-n_sample", "-1", "-overwrite",
+             "-src_vocab", part[finals[0]], "-tgt_vocab", part[finals[1]],
+             "-save_data", Path(cfg["src_vocab"]).parent / "onmt_sample"], cwd=cwd)
+        for final, tmp in part.items():
+            if not tmp.exists():
+                raise SystemExit(f"reproduce.py: onmt_build_vocab wrote no {final} (config {config})")
+            os.replace(tmp, final)
 
 
 # ------------------------------------------------------------------------------------- train/eval

@@ -206,6 +206,49 @@ def test_time_limited_piece_is_resumed_by_the_same_command(tmp_path, monkeypatch
     assert rep.best_checkpoint(log)[0].endswith(".pt")
 
 
+def _fake_build_vocab(calls, fail=False):
+    """A stand-in for onmt_build_vocab: writes its -src_vocab / -tgt_vocab (half of them, then dies, with fail)."""
+    import time
+
+    def run(cmd, cwd=None, **_):
+        calls.append(cmd)
+        time.sleep(0.3)  # long enough for a second runner to look for the files meanwhile
+        for flag in ("-src_vocab", "-tgt_vocab"):
+            Path(cmd[cmd.index(flag) + 1]).write_text("a\t3\n" if fail else "a\t3\nb\t2\n")
+            if fail:
+                raise SystemExit("onmt_build_vocab killed")
+    return run
+
+
+VOCAB_CFG = {"src_vocab": "data/c/vocab.src", "tgt_vocab": "data/c/vocab.tgt"}
+
+
+def test_a_vocabulary_build_killed_midway_leaves_nothing_the_next_run_takes_for_it(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(rep, "run", _fake_build_vocab(calls, fail=True))
+    with pytest.raises(SystemExit):
+        rep.build_vocab(VOCAB_CFG, "c.yaml", cwd=tmp_path)
+    assert not (tmp_path / "data/c/vocab.src").exists() and not (tmp_path / "data/c/vocab.tgt").exists()
+    monkeypatch.setattr(rep, "run", _fake_build_vocab(calls))
+    rep.build_vocab(VOCAB_CFG, "c.yaml", cwd=tmp_path)  # built again, whole
+    assert len(calls) == 2 and (tmp_path / "data/c/vocab.src").read_text() == "a\t3\nb\t2\n"
+
+
+def test_two_runners_started_at_once_on_one_corpus_build_its_vocabulary_once(tmp_path, monkeypatch):
+    import threading
+
+    calls = []
+    monkeypatch.setattr(rep, "run", _fake_build_vocab(calls))
+    runners = [threading.Thread(target=rep.build_vocab, args=(VOCAB_CFG, "c.yaml", tmp_path)) for _ in range(2)]
+    for t in runners:
+        t.start()
+    for t in runners:
+        t.join()
+    assert len(calls) == 1
+    assert (tmp_path / "data/c/vocab.tgt").read_text() == "a\t3\nb\t2\n"
+    assert sorted(p.name for p in (tmp_path / "data/c").iterdir()) == ["vocab.src", "vocab.src.lock", "vocab.tgt"]
+
+
 def test_best_layout_decodes_only_the_best_validated_run_of_each_column(tmp_path, monkeypatch):
     """§4.1 reports one configuration a column: the analysis decodes that one, not all six."""
     monkeypatch.setattr(rep, "WORK", tmp_path)
