@@ -598,9 +598,11 @@ def record(table: str, seeds: list[int], only: str | list[str] | None = None, co
     same run (setting, alphas, seed), and the run's validations into <out>-validation.csv, its languages'
     test scores into <out>-languages.csv; an evaluated run that has not finished is named on stderr and
     gets no row. The ensemble of a configuration's scored seeds, all finished, goes into
-    <out>-ensembles.csv (``ensemble_record``; whatever ``seeds`` says), replacing its earlier one.
-    Returns the new run rows. Reads only train.done, scores.json and train.log, so it runs wherever
-    those files were copied."""
+    <out>-ensembles.csv (``ensemble_record``; whatever ``seeds`` says), replacing its earlier one. A run
+    or ensemble whose rows would not change but for commit and date keeps them as they are (recording
+    the seeds again to add their ensemble does not claim their rows for this commit). Returns the new
+    run rows. Reads only train.done, scores.json and train.log, so it runs wherever those files were
+    copied."""
     if table not in CSV_TABLES:
         raise SystemExit(f"record: only {', '.join(sorted(CSV_TABLES))} keep their results in a CSV file")
     commit = commit or git_commit()
@@ -609,7 +611,10 @@ def record(table: str, seeds: list[int], only: str | list[str] | None = None, co
     runs, out = runs or WORK, out or results_csv_path(table)
     curves_out = out.with_name(f"{out.stem}-validation.csv")
     languages_out = out.with_name(f"{out.stem}-languages.csv")
-    new, curves, languages = [], [], []
+    old_rows = results_csv.read_rows(out)
+    old_curves = results_csv.read_rows(curves_out, results_csv.CURVE_COLUMNS)
+    old_languages = results_csv.read_rows(languages_out, results_csv.LANGUAGE_COLUMNS)
+    new, curves, languages, kept = [], [], [], 0
     for e in experiments(table, only):
         epoch = E.SIGMORPHON[e.column]["epoch"]
         for seed in seeds:
@@ -624,25 +629,32 @@ def record(table: str, seeds: list[int], only: str | list[str] | None = None, co
                       "until it ends by the stop rule or the step cap (`status` says how far it got)",
                       file=sys.stderr)
                 continue
-            new.append(results_csv.run_row(e.column, e.row, seed, scores, steps, epoch, commit,
-                                           devices=results_csv.training_devices(log)))
-            curves += results_csv.curve_rows(e.column, e.row, seed, log, epoch, commit)
-            languages += results_csv.language_rows(e.column, e.row, seed, scores, commit)
-    results_csv.write_rows(out, results_csv.sorted_rows(results_csv.merge(results_csv.read_rows(out), new)))
-    old_curves = results_csv.read_rows(curves_out, results_csv.CURVE_COLUMNS)
+            row = results_csv.run_row(e.column, e.row, seed, scores, steps, epoch, commit,
+                                      devices=results_csv.training_devices(log))
+            curve = results_csv.curve_rows(e.column, e.row, seed, log, epoch, commit)
+            scored = results_csv.language_rows(e.column, e.row, seed, scores, commit)
+            if (results_csv.unchanged(old_rows, [row]) and results_csv.unchanged(old_curves, curve)
+                    and results_csv.unchanged(old_languages, scored)):
+                kept += 1
+                continue
+            new.append(row)
+            curves += curve
+            languages += scored
+    results_csv.write_rows(out, results_csv.sorted_rows(results_csv.merge(old_rows, new)))
     results_csv.write_rows(curves_out, results_csv.sorted_rows(results_csv.merge(old_curves, curves), "step"),
                            results_csv.CURVE_COLUMNS)
-    old_languages = results_csv.read_rows(languages_out, results_csv.LANGUAGE_COLUMNS)
     results_csv.write_rows(languages_out, results_csv.sorted_rows(results_csv.merge(old_languages, languages),
                                                                   "language"), results_csv.LANGUAGE_COLUMNS)
     ensembles_out = out.with_name(f"{out.stem}-ensembles.csv")
-    ensembles = [row for e in experiments(table, only) if (row := ensemble_record(e, runs, commit)) is not None]
+    old_ensembles = results_csv.read_rows(ensembles_out, results_csv.ENSEMBLE_COLUMNS)
+    ensembles = [row for e in experiments(table, only) if (row := ensemble_record(e, runs, commit)) is not None
+                 and not results_csv.unchanged(old_ensembles, [row], results_csv.ENSEMBLE_KEY)]
     if ensembles:
-        old_ensembles = results_csv.read_rows(ensembles_out, results_csv.ENSEMBLE_COLUMNS)
         results_csv.write_rows(ensembles_out, results_csv.sorted_ensemble_rows(
             results_csv.merge(old_ensembles, ensembles, results_csv.ENSEMBLE_KEY)), results_csv.ENSEMBLE_COLUMNS)
     print(f"{len(new)} row(s) recorded in {out}, {len(curves)} validation(s) in {curves_out}, "
-          f"{len(languages)} language score(s) in {languages_out}, {len(ensembles)} ensemble(s) in {ensembles_out}")
+          f"{len(languages)} language score(s) in {languages_out}, {len(ensembles)} ensemble(s) in {ensembles_out}"
+          + (f"; {kept} run(s) unchanged since recorded, left as they were" if kept else ""))
     return new
 
 

@@ -83,6 +83,16 @@ def merge(old: list[dict], new: list[dict], key: tuple = KEY) -> list[dict]:
     return [r for r in old if tuple(str(r[k]) for k in key) not in again] + new
 
 
+def unchanged(old: list[dict], new: list[dict], key: tuple = KEY) -> bool:
+    """Whether ``new``, the rows of one run (or one ensemble), are the rows ``old`` holds for it in every
+    column but commit and date: a run recorded again unchanged keeps the commit it was recorded with."""
+    names = {tuple(str(r[k]) for k in key) for r in new}
+
+    def content(rows):
+        return sorted(tuple((k, str(v)) for k, v in sorted(r.items()) if k not in ("commit", "date")) for r in rows)
+    return content(r for r in old if tuple(str(r[k]) for k in key) in names) == content(new)
+
+
 def sorted_rows(rows: list[dict], then: str | None = None) -> list[dict]:
     """Rows by run (setting, alphas as numbers, seed, commit), then by ``then`` (a validation's step,
     numeric; a language's name): files that change only where a run changed."""

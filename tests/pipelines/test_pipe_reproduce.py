@@ -602,12 +602,18 @@ def test_record_keeps_one_csv_row_per_run_and_the_table_is_printed_from_it(tmp_p
     curve = (tmp_path / "table1-validation.csv").read_text().splitlines()
     assert [line.split(",")[3:6] for line in curve[1:]] == [
         ["1", "1.0", "1490"], ["1", "2.0", "2980"], ["1", "3.0", "4470"], ["2", "1.0", "1490"]]
-    rep.record("peters2019-table1", [1], "medium/out1.5-*", commit="def5678", runs=tmp_path, out=csv_path)
-    # recorded again at a later commit (trained again): the run's rows are those of the new commit only
+    rep.record("peters2019-table1", [1, 2], "medium/out1.5-*", commit="def5678", runs=tmp_path, out=csv_path)
+    # recorded again unchanged at a later commit (to add an ensemble, say): the rows keep the commit that made them
+    assert [line.split(",")[3::7] for line in csv_path.read_text().splitlines()[1:]] == [["1", "abc1234"],
+                                                                                          ["2", "abc1234"]]
+    _evaluated_run(tmp_path, e, 1, 86.0, 5960)  # seed 1 trained on: its rows are those of the new commit only
+    rep.record("peters2019-table1", [1, 2], "medium/out1.5-*", commit="def5678", runs=tmp_path, out=csv_path)
     assert [line.split(",")[3::7] for line in csv_path.read_text().splitlines()[1:]] == [["1", "def5678"],
                                                                                           ["2", "abc1234"]]
     curve = (tmp_path / "table1-validation.csv").read_text().splitlines()[1:]
-    assert [line.split(",")[3] + "," + line.split(",")[-1] for line in curve] == ["1,def5678"] * 3 + ["2,abc1234"]
+    assert [line.split(",")[3] + "," + line.split(",")[-1] for line in curve] == ["1,def5678"] * 4 + ["2,abc1234"]
+    languages = (tmp_path / "table1-languages.csv").read_text().splitlines()[1:]
+    assert [line.split(",")[3] + "," + line.split(",")[-1] for line in languages] == ["1,def5678"] * 2 + ["2,abc1234"] * 2
     monkeypatch.setattr(rep, "results_csv_path", lambda table: csv_path)
     row = next(line for line in rep.print_table("peters2019-table1").splitlines() if line.startswith("| out1.5-attn1.5 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
@@ -699,6 +705,8 @@ def test_record_keeps_the_ensemble_of_every_finished_seed_and_the_table_prints_i
     (tmp_path / e.run_dir / "seed3/train.done").write_text("")
     rep.record("peters2019-table1", [3], "medium/out2-attn1.5", commit="abc1234", runs=tmp_path, out=csv_path)
     assert [line.split(",")[3:5] for line in ens_csv.read_text().splitlines()[1:]] == [["1 2 3", "87.10"]]
+    rep.record("peters2019-table1", [3], "medium/out2-attn1.5", commit="def5678", runs=tmp_path, out=csv_path)
+    assert ens_csv.read_text().splitlines()[1].split(",")[7] == "abc1234"  # the same ensemble keeps its commit
     monkeypatch.setattr(rep, "results_csv_path", lambda table: csv_path)
     monkeypatch.setattr(rep, "ensembles_csv_path", lambda table: ens_csv)
     row = next(line for line in rep.print_table("peters2019-table1").splitlines() if line.startswith("| out2-attn1.5 |"))
