@@ -8,7 +8,8 @@ unfinished run needs, and nothing more:
 - the newest complete checkpoint of an unfinished run (with the optimizer, so ``-train_from``
   continues Adam, the learning-rate halvings and the early stopping);
 - the best validated checkpoint, weights only, when ``scores.json`` does not score it yet (it may be
-  older than the newest, and evaluation decodes it).
+  older than the newest, and evaluation decodes it), or when the caller names the run in ``best_of``
+  (``reproduce.py pack``: a finished seed that its configuration's ensemble does not hold yet).
 
 Each file is cut into parts of at most ``part_bytes``, the parts go into numbered batch folders of at
 most ``batch_files`` files and ``batch_bytes`` bytes, and every batch has a ``manifest.json`` naming
@@ -30,6 +31,7 @@ import shutil
 import sys
 import tempfile
 import uuid
+from collections.abc import Collection
 from pathlib import Path
 
 from onmt_entmax.options.files import blocking_file
@@ -100,9 +102,10 @@ def run_files(run_dir: Path, staging: Path, with_best: bool = False) -> list[tup
 
 
 def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB, batch_files: int = 8,
-         batch_bytes: int = 56 * MIB, with_best: bool = False) -> list[Path]:
+         batch_bytes: int = 56 * MIB, with_best: bool = False, best_of: Collection[Path] = ()) -> list[Path]:
     """Write the batches for ``run_dirs`` (folders under ``work``) into ``out/batch-1``, ``batch-2``, ...
-    (``with_best``: see ``run_files``). Returns the batch folders."""
+    (``with_best``: see ``run_files``; ``best_of``: the runs that carry their best checkpoint without it).
+    Returns the batch folders."""
     if batch_files < 2 or part_bytes < 1 or part_bytes > batch_bytes - MANIFEST_ROOM:
         raise CarryError(f"a batch must hold the manifest and at least one part: --batch-files {batch_files} "
                          f"(at least 2), --part-mib {part_bytes / MIB:g} (at most --batch-mib {batch_bytes / MIB:g} "
@@ -119,7 +122,7 @@ def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB
         runs, numbers = [], itertools.count()  # per run: its folder under work, manifest entries, files
         for run_dir in run_dirs:  # (a file: source, size, number, its entry's part names, filled below)
             under, entries, files = run_dir.resolve().relative_to(work.resolve()), [], []
-            for source, rel in run_files(run_dir, staging, with_best):
+            for source, rel in run_files(run_dir, staging, with_best or run_dir in best_of):
                 entries.append({"path": (under / rel).as_posix(), "size": source.stat().st_size,
                                 "sha256": sha256(source), "parts": []})
                 files.append((source, entries[-1]["size"], next(numbers), entries[-1]["parts"]))

@@ -434,6 +434,22 @@ def ensemble_seeds(checkpoints: list[str]) -> set[str]:
     return {Path(c).parent.name for c in checkpoints}
 
 
+def ensemble_members(base: Path) -> set[tuple[str, str]]:
+    """(seed folder, checkpoint file name) of each model in the ensemble decoded under ``base``/ensemble."""
+    ens = results_csv.scores_of(base / "ensemble") or {}
+    return {(Path(c).parent.name, Path(c).name) for c in ens.get("checkpoints", [])}
+
+
+def wanted_by_ensemble(e: E.Experiment, run_dir: Path) -> bool:
+    """Whether the scored best checkpoint of the finished run ``run_dir`` is here and still needed for its
+    configuration's ensemble (a table with an "ens." column whose decoded ensemble does not hold it)."""
+    best = (results_csv.scores_of(run_dir) or {}).get("checkpoint")
+    if not E.TABLES[e.table].ensemble or not (run_dir / "train.done").exists() or best is None:
+        return False
+    return (run_dir / Path(best).name).exists() and (run_dir.name, Path(best).name) not in ensemble_members(
+        run_dir.parent)
+
+
 def _decode_test(e: E.Experiment, models: list[Path], out: Path, gpu: int | None) -> dict:
     """Decode the test set with ``models`` (several: their ensemble) into ``out``: the scores, with the
     decoding options, seconds and device."""
@@ -571,7 +587,7 @@ def ensemble_record(e: E.Experiment, runs: Path, commit: str) -> dict | None:
     ens = results_csv.scores_of(base / "ensemble")
     if ens is None or not E.TABLES[e.table].ensemble:
         return None
-    members = {(Path(c).parent.name, Path(c).name) for c in ens.get("checkpoints", [])}
+    members = ensemble_members(base)
     seeds, scored = ensemble_seeds(ens.get("checkpoints", [])), scored_seeds(base)
     why = None
     if seeds != scored:
@@ -848,11 +864,18 @@ def main(argv: list[str] | None = None) -> None:
     if a.step == "pack":
         if a.to is None:
             p.error("pack needs --to DIR")
-        runs = [WORK / e.run_dir / f"seed{s}" for e in todo for s in a.seeds
-                if (WORK / e.run_dir / f"seed{s}" / "train.log").exists()]
+        selected = [(e, WORK / e.run_dir / f"seed{s}") for e in todo for s in a.seeds
+                    if (WORK / e.run_dir / f"seed{s}" / "train.log").exists()]
+        runs = [run_dir for _, run_dir in selected]
+        # a finished seed's best checkpoint left behind is lost with the machine, and its configuration's
+        # ensemble with it (the run would have to be trained again): it travels until the ensemble holds it
+        best_of = [] if a.with_best else [run_dir for e, run_dir in selected if wanted_by_ensemble(e, run_dir)]
+        for run_dir in best_of:
+            print(f"pack: {run_dir.relative_to(WORK)}: its best checkpoint goes too (weights only): the "
+                  "configuration's ensemble does not hold it yet", file=sys.stderr)
         try:
             folders = carry.pack(runs, WORK, a.to, int(a.part_mib * carry.MIB), a.batch_files,
-                                 int(a.batch_mib * carry.MIB), with_best=a.with_best)
+                                 int(a.batch_mib * carry.MIB), with_best=a.with_best, best_of=best_of)
         except carry.CarryError as err:
             raise SystemExit(f"pack: {err}") from None
         print(f"pack: {len(runs)} run(s) in {len(folders)} batch(es): " + " ".join(map(str, folders)))

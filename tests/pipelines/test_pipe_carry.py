@@ -228,6 +228,30 @@ def test_pack_and_unpack_commands(tmp_path, monkeypatch, capsys):
         rep.main(["unpack", "--from", str(tmp_path / "out")])
 
 
+def test_a_finished_seed_carries_its_best_checkpoint_until_its_ensemble_holds_it(tmp_path, monkeypatch, capsys):
+    """Table 1's ens. column averages the seeds' best checkpoints: one left on the machine that scored it is
+    lost with the lease, and the run would have to be trained again to decode the ensemble."""
+    monkeypatch.setattr(rep, "WORK", tmp_path)
+    run = _run(tmp_path, done=True, scored=2)
+    scores = {"step": 2, "accuracy": 80.0, "decode": [], "checkpoint": f"/elsewhere/{RUN}/model_step_2.pt"}
+    (run / "scores.json").write_text(json.dumps(scores))
+    pack = ["pack", "peters2019-table1", "--only", "medium/out1-attn1", "--seeds", "1", "--to"]
+    rep.main(pack + [str(tmp_path / "a")])
+    assert "out1-attn1/seed1: its best checkpoint goes too" in capsys.readouterr().err
+    assert _carried(sorted((tmp_path / "a").iterdir())) == ["model_step_2.pt", "scores.json", "train.done", "train.log"]
+    ensemble = run.parent / "ensemble"
+    ensemble.mkdir()
+    (ensemble / "scores.json").write_text(json.dumps({"accuracy": 81.0, "checkpoints": [
+        f"/elsewhere/{RUN}/model_step_2.pt", "/elsewhere/x/seed2/model_step_9.pt"]}))
+    rep.main(pack + [str(tmp_path / "b")])  # the ensemble holds it: the small pack of a finished run
+    assert "best checkpoint goes too" not in capsys.readouterr().err
+    assert _carried(sorted((tmp_path / "b").iterdir())) == ["scores.json", "train.done", "train.log"]
+    (ensemble / "scores.json").unlink()
+    (run / "model_step_2.pt").unlink()  # gone already (decoded elsewhere): nothing to carry, nothing refused
+    rep.main(pack + [str(tmp_path / "c")])
+    assert _carried(sorted((tmp_path / "c").iterdir())) == ["scores.json", "train.done", "train.log"]
+
+
 @pytest.mark.skipif(shutil.which("onmt_train") is None, reason="needs onmt_train")
 def test_a_run_cut_by_one_machine_continues_on_the_next(tmp_path, monkeypatch):
     """The lease workflow end to end: a time limit stops a run on machine A, `pack` takes it off, the
