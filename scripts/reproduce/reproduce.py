@@ -509,6 +509,8 @@ def run_status(e: E.Experiment, seed: int, runs: Path | None = None) -> dict | N
            "scored_step": scored_step(run_dir), "patience": e.config.get("early_stopping", 0),
            "rate": results_csv.last_piece_rate(log_text), "saved_step": results_csv.last_saved_step(log_text),
            "trainer": trainer_of(run_dir)}
+    scored = (results_csv.scores_of(run_dir) or {}).get("checkpoint")  # (an ensemble needs it here)
+    out["scored_here"] = scored is not None and (run_dir / Path(scored).name).exists()
     if curve:
         best = max(range(len(curve)), key=lambda i: float(curve[i]["valid_acc"]))  # first of equals
         out.update(best_acc=float(curve[best]["valid_acc"]), best_step=curve[best]["step"],
@@ -548,9 +550,10 @@ def print_status(table: str, seeds: list[int], only, runs: Path | None = None) -
             rate, left = r["rate"], _steps_left(r, e.config.get("train_steps"))
             minutes = f"{left / rate / 60:.1f}" if rate and left is not None and not r["finished"] else "–"
             going = f"no (training now: process {r['trainer']})" if r["trainer"] else "no"
+            scored = "–" if r["scored_step"] is None else \
+                f"{r['scored_step']}{'' if r['scored_here'] else ' (checkpoint not here)'}"
             rows.append(f"| {r['run']} | {r['validations']} | {best} | {since} | {r.get('lr', '–')} | "
-                        f"{r['ended'] or going} | {r['scored_step'] or '–'} | {f'{rate:.1f}' if rate else '–'} | "
-                        f"{minutes} |")
+                        f"{r['ended'] or going} | {scored} | {f'{rate:.1f}' if rate else '–'} | {minutes} |")
     return "\n".join(rows)
 
 

@@ -301,6 +301,21 @@ def test_status_says_where_each_run_stands(tmp_path, monkeypatch):
         rep.print_status("peters2019-table1", [1], "medium/out1.5-attn1.5", runs=tmp_path)
 
 
+def test_status_says_when_a_scored_checkpoint_is_not_here(tmp_path, monkeypatch):
+    """A run decoded on another machine and carried back with its scores only cannot join its seeds'
+    ensemble here: status says so before anyone plans to decode it."""
+    monkeypatch.setattr(rep, "WORK", tmp_path)
+    e = next(x for x in E.all_experiments() if x.table == "peters2019-table1" and x.name == "medium/out1-attn1")
+    _evaluated_run(tmp_path, e, 1, 80.0, 2980)
+    d = tmp_path / e.run_dir / "seed1"
+    scores = json.loads((d / "scores.json").read_text())
+    scores.update(step=2980, decode=[], checkpoint=f"/elsewhere/{e.run_dir}/seed1/model_step_2980.pt")
+    (d / "scores.json").write_text(json.dumps(scores))
+    assert "| 2980 (checkpoint not here) |" in rep.print_status("peters2019-table1", [1], "medium/out1-attn1")
+    (d / "model_step_2980.pt").write_bytes(b"")
+    assert "| 2980 |" in rep.print_status("peters2019-table1", [1], "medium/out1-attn1")
+
+
 def test_status_says_whether_a_finished_run_met_the_stop_rule_or_the_step_cap(tmp_path, monkeypatch):
     """A finished run converged when its patience ran out, not when it reached train_steps."""
     monkeypatch.setattr(rep, "WORK", tmp_path)
