@@ -404,6 +404,12 @@ def checkpoint_file(run_dir: Path, logged: str) -> Path:
     return path if path.exists() else run_dir / path.name
 
 
+def scored_checkpoint_here(run_dir: Path) -> Path | None:
+    """The checkpoint the run's scores.json scores, if it is on this machine (an ensemble needs it here)."""
+    logged = (results_csv.scores_of(run_dir) or {}).get("checkpoint")
+    return None if logged is None or not (path := checkpoint_file(run_dir, logged)).exists() else path
+
+
 def _scored(path: Path, checkpoint, key: str, decode: tuple[str, ...]) -> bool:
     """Whether ``path`` holds the scores of this checkpoint (or list) decoded with these options: a run
     resumed after it was evaluated has a newer best checkpoint, and is decoded again, as is one scored
@@ -443,11 +449,10 @@ def ensemble_members(base: Path) -> set[tuple[str, str]]:
 def wanted_by_ensemble(e: E.Experiment, run_dir: Path) -> bool:
     """Whether the scored best checkpoint of the finished run ``run_dir`` is here and still needed for its
     configuration's ensemble (a table with an "ens." column whose decoded ensemble does not hold it)."""
-    best = (results_csv.scores_of(run_dir) or {}).get("checkpoint")
+    best = scored_checkpoint_here(run_dir)
     if not E.TABLES[e.table].ensemble or not (run_dir / "train.done").exists() or best is None:
         return False
-    return (run_dir / Path(best).name).exists() and (run_dir.name, Path(best).name) not in ensemble_members(
-        run_dir.parent)
+    return (run_dir.name, best.name) not in ensemble_members(run_dir.parent)
 
 
 def _decode_test(e: E.Experiment, models: list[Path], out: Path, gpu: int | None) -> dict:
@@ -509,8 +514,7 @@ def run_status(e: E.Experiment, seed: int, runs: Path | None = None) -> dict | N
            "scored_step": scored_step(run_dir), "patience": e.config.get("early_stopping", 0),
            "rate": results_csv.last_piece_rate(log_text), "saved_step": results_csv.last_saved_step(log_text),
            "trainer": trainer_of(run_dir)}
-    scored = (results_csv.scores_of(run_dir) or {}).get("checkpoint")  # (an ensemble needs it here)
-    out["scored_here"] = scored is not None and (run_dir / Path(scored).name).exists()
+    out["scored_here"] = scored_checkpoint_here(run_dir) is not None
     if curve:
         best = max(range(len(curve)), key=lambda i: float(curve[i]["valid_acc"]))  # first of equals
         out.update(best_acc=float(curve[best]["valid_acc"]), best_step=curve[best]["step"],
