@@ -1,5 +1,6 @@
-"""docs/results.md's "Table 1, medium" is what the committed CSVs give, row for row: a reader of the
-headline table sees the current mean, spread, number of seeds, distance from the paper and ensemble."""
+"""docs/results.md's "Table 1, medium" and its run tables are what the committed CSVs give, row for row: a
+reader of the headline table sees the current mean, spread, number of seeds, distance from the paper and
+ensemble, and each run's row its length, ending, best validation, halvings and test scores."""
 import re
 import statistics
 
@@ -51,3 +52,43 @@ def test_medium_table_matches_the_csvs():
         assert ens_cell == (f"{ens['test_acc']} (seeds {', '.join(ens['seeds'].split())})" if ens else "–"), \
             (name, ens_cell)
         assert float(paper_ens_cell) == paper_ens[name], (name, paper_ens_cell)
+
+
+RUNS_HEADING = "### Converged runs: `docs/results/peters2019-table1.csv`"
+
+
+def _csv(name: str) -> list[dict]:
+    import csv
+
+    with (ROOT / "docs/results" / name).open(encoding="utf-8", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_the_run_tables_match_the_csvs():
+    """Each run's row under "Converged runs" (seed 1's table, then the other seeds') says what its CSV rows
+    say: length, how it ended, best validation and when, the halvings, the test scores."""
+    section = (ROOT / "docs/results.md").read_text(encoding="utf-8").split(RUNS_HEADING, 1)[1].split("\n### ", 1)[0]
+    runs = {(r["output_alpha"], r["attention_alpha"], r["seed"]): r for r in _csv("peters2019-table1.csv")
+            if r["setting"] == "medium"}
+    curves = {}
+    for v in _csv("peters2019-table1-validation.csv"):
+        if v["setting"] == "medium":
+            curves.setdefault((v["output_alpha"], v["attention_alpha"], v["seed"]), []).append(v)
+    seen = set()
+    for line in section.splitlines():
+        m = re.match(r"\| (\S+) / (\S+?)(?:, seed (\d))? \| (\d+) \(([\d,]+)\) \| (stop rule|step cap) \| ([\d.]+) \| "
+                     r"(\d+) \(([\d,]+)\) \| ([\d, ]+) \| ([\d.*]+) \| ([\d.*]+) \|", line)
+        if not m:
+            continue
+        key = (m.group(1), m.group(2), m.group(3) or "1")
+        run, curve = runs[key], sorted(curves[key], key=lambda v: int(v["step"]))
+        best = max(curve, key=lambda v: float(v["valid_acc"]))  # the first of equals
+        halved = [int(float(b["epoch"])) for a, b in zip(curve, curve[1:]) if float(b["lr"]) < float(a["lr"])]
+        assert (int(m.group(4)), int(m.group(5).replace(",", ""))) == (int(float(run["epochs"])), int(run["steps"])), line
+        assert m.group(6) == ("step cap" if int(run["steps"]) >= 149000 else "stop rule"), line
+        assert m.group(7) == run["valid_acc"], line
+        assert (int(m.group(8)), int(m.group(9).replace(",", ""))) == (int(float(best["epoch"])), int(best["step"])), line
+        assert [int(x) for x in m.group(10).split(", ")] == halved, line
+        assert (m.group(11).strip("*"), m.group(12).strip("*")) == (run["test_acc"], run["test_lev"]), line
+        seen.add(key)
+    assert seen == set(runs), sorted(set(runs) - seen)  # every recorded run has its row
