@@ -440,10 +440,9 @@ def ensemble_seeds(checkpoints: list[str]) -> set[str]:
     return {Path(c).parent.name for c in checkpoints}
 
 
-def ensemble_members(base: Path) -> set[tuple[str, str]]:
-    """(seed folder, checkpoint file name) of each model in the ensemble decoded under ``base``/ensemble."""
-    ens = results_csv.scores_of(base / "ensemble") or {}
-    return {(Path(c).parent.name, Path(c).name) for c in ens.get("checkpoints", [])}
+def ensemble_members(checkpoints: list[str]) -> set[tuple[str, str]]:
+    """(seed folder, checkpoint file name) of each of an ensemble's checkpoints (their logged paths)."""
+    return {(Path(c).parent.name, Path(c).name) for c in checkpoints}
 
 
 def wanted_by_ensemble(e: E.Experiment, run_dir: Path) -> bool:
@@ -452,7 +451,8 @@ def wanted_by_ensemble(e: E.Experiment, run_dir: Path) -> bool:
     best = scored_checkpoint_here(run_dir)
     if not E.TABLES[e.table].ensemble or not (run_dir / "train.done").exists() or best is None:
         return False
-    return (run_dir.name, best.name) not in ensemble_members(run_dir.parent)
+    ens = results_csv.scores_of(run_dir.parent / "ensemble") or {}
+    return (run_dir.name, best.name) not in ensemble_members(ens.get("checkpoints", []))
 
 
 def _decode_test(e: E.Experiment, models: list[Path], out: Path, gpu: int | None) -> dict:
@@ -594,7 +594,7 @@ def ensemble_record(e: E.Experiment, runs: Path, commit: str) -> dict | None:
     ens = results_csv.scores_of(base / "ensemble")
     if ens is None or not E.TABLES[e.table].ensemble:
         return None
-    members = ensemble_members(base)
+    members = ensemble_members(ens.get("checkpoints", []))
     seeds, scored = ensemble_seeds(ens.get("checkpoints", [])), scored_seeds(base)
     why = None
     if seeds != scored:
