@@ -513,8 +513,7 @@ def run_status(e: E.Experiment, seed: int, runs: Path | None = None) -> dict | N
     out = {"run": f"{e.name}/seed{seed}", "validations": len(curve), "finished": (run_dir / "train.done").exists(),
            "scored_step": scored_step(run_dir), "patience": e.config.get("early_stopping", 0),
            "rate": results_csv.last_piece_rate(log_text), "saved_step": results_csv.last_saved_step(log_text),
-           "trainer": trainer_of(run_dir)}
-    out["scored_here"] = scored_checkpoint_here(run_dir) is not None
+           "trainer": trainer_of(run_dir), "scored_here": scored_checkpoint_here(run_dir) is not None}
     if curve:
         best = max(range(len(curve)), key=lambda i: float(curve[i]["valid_acc"]))  # first of equals
         out.update(best_acc=float(curve[best]["valid_acc"]), best_step=curve[best]["step"],
