@@ -57,21 +57,14 @@ def test_medium_table_matches_the_csvs():
 RUNS_HEADING = "### Converged runs: `docs/results/peters2019-table1.csv`"
 
 
-def _csv(name: str) -> list[dict]:
-    import csv
-
-    with (ROOT / "docs/results" / name).open(encoding="utf-8", newline="") as f:
-        return list(csv.DictReader(f))
-
-
 def test_the_run_tables_match_the_csvs():
     """Each run's row under "Converged runs" (seed 1's table, then the other seeds') says what its CSV rows
     say: length, how it ended, best validation and when, the halvings, the test scores."""
     section = (ROOT / "docs/results.md").read_text(encoding="utf-8").split(RUNS_HEADING, 1)[1].split("\n### ", 1)[0]
-    runs = {(r["output_alpha"], r["attention_alpha"], r["seed"]): r for r in _csv("peters2019-table1.csv")
-            if r["setting"] == "medium"}
+    runs = {(r["output_alpha"], r["attention_alpha"], r["seed"]): r
+            for r in rep.results_csv.read_rows(rep.results_csv_path("peters2019-table1")) if r["setting"] == "medium"}
     curves = {}
-    for v in _csv("peters2019-table1-validation.csv"):
+    for v in rep.results_csv.read_rows(rep.curves_csv_path("peters2019-table1"), rep.results_csv.CURVE_COLUMNS):
         if v["setting"] == "medium":
             curves.setdefault((v["output_alpha"], v["attention_alpha"], v["seed"]), []).append(v)
     seen = set()
