@@ -9,7 +9,9 @@ unfinished run needs, and nothing more:
   continues Adam, the learning-rate halvings and the early stopping);
 - the best validated checkpoint, weights only, when ``scores.json`` does not score it yet (it may be
   older than the newest, and evaluation decodes it), or when the caller names the run in ``best_of``
-  (``reproduce.py pack``: a finished seed that its configuration's ensemble does not hold yet).
+  (``reproduce.py pack``: a finished seed that its configuration's ensemble does not hold yet);
+- a configuration's decoded ensemble, ``ensemble/scores.json`` (``ensembles``): once it holds the seeds'
+  best checkpoints they no longer travel, so its scores are all that is left of it.
 
 Each file is cut into parts of at most ``part_bytes``, the parts go into numbered batch folders of at
 most ``batch_files`` files and ``batch_bytes`` bytes, and every batch has a ``manifest.json`` naming
@@ -101,16 +103,24 @@ def run_files(run_dir: Path, staging: Path, with_best: bool = False) -> list[tup
     return files
 
 
+def ensemble_files(ensemble_dir: Path) -> list[tuple[Path, Path]]:
+    """(file to send, its path relative to the folder) for a decoded ensemble: its ``scores.json``."""
+    if not (ensemble_dir / "scores.json").exists():
+        raise CarryError(f"{ensemble_dir}: no scores.json (not a decoded ensemble)")
+    return [(ensemble_dir / "scores.json", Path("scores.json"))]
+
+
 def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB, batch_files: int = 8,
-         batch_bytes: int = 56 * MIB, with_best: bool = False, best_of: Collection[Path] = ()) -> list[Path]:
-    """Write the batches for ``run_dirs`` (folders under ``work``) into ``out/batch-1``, ``batch-2``, ...
-    (``with_best``: see ``run_files``; ``best_of``: the runs that carry their best checkpoint without it).
-    Returns the batch folders."""
+         batch_bytes: int = 56 * MIB, with_best: bool = False, best_of: Collection[Path] = (),
+         ensembles: Collection[Path] = ()) -> list[Path]:
+    """Write the batches for ``run_dirs`` and ``ensembles`` (folders under ``work``) into ``out/batch-1``,
+    ``batch-2``, ... (``with_best``: see ``run_files``; ``best_of``: the runs that carry their best checkpoint
+    without it; an ensemble folder travels as one more run). Returns the batch folders."""
     if batch_files < 2 or part_bytes < 1 or part_bytes > batch_bytes - MANIFEST_ROOM:
         raise CarryError(f"a batch must hold the manifest and at least one part: --batch-files {batch_files} "
                          f"(at least 2), --part-mib {part_bytes / MIB:g} (at most --batch-mib {batch_bytes / MIB:g} "
                          f"less {MANIFEST_ROOM // 1024} KiB)")
-    if not run_dirs:
+    if not run_dirs and not ensembles:
         raise CarryError("no trained run selected (no train.log under the selected run folders)")
     blocking = blocking_file(out)  # (out itself, or a folder above it)
     if blocking is not None:
@@ -120,9 +130,11 @@ def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB
     staging = Path(tempfile.mkdtemp(prefix="carry-"))
     try:
         runs, numbers = [], itertools.count()  # per run: its folder under work, manifest entries, files
-        for run_dir in run_dirs:  # (a file: source, size, number, its entry's part names, filled below)
-            under, entries, files = run_dir.resolve().relative_to(work.resolve()), [], []
-            for source, rel in run_files(run_dir, staging, with_best or run_dir in best_of):
+        for folder in [*run_dirs, *ensembles]:  # (a file: source, size, number, its entry's part names, filled below)
+            under, entries, files = folder.resolve().relative_to(work.resolve()), [], []
+            sent = (ensemble_files(folder) if folder in ensembles
+                    else run_files(folder, staging, with_best or folder in best_of))
+            for source, rel in sent:
                 entries.append({"path": (under / rel).as_posix(), "size": source.stat().st_size,
                                 "sha256": sha256(source), "parts": []})
                 files.append((source, entries[-1]["size"], next(numbers), entries[-1]["parts"]))

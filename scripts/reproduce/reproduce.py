@@ -879,12 +879,17 @@ def main(argv: list[str] | None = None) -> None:
         for run_dir in best_of:
             print(f"pack: {run_dir.relative_to(WORK)}: its best checkpoint goes too (weights only): the "
                   "configuration's ensemble does not hold it yet", file=sys.stderr)
+        # a decoded ensemble holds its seeds' best checkpoints, which then stay behind: its scores travel
+        ensembles = [ens for ens in dict.fromkeys(run_dir.parent / "ensemble" for run_dir in runs)
+                     if (ens / "scores.json").exists()]
         try:
             folders = carry.pack(runs, WORK, a.to, int(a.part_mib * carry.MIB), a.batch_files,
-                                 int(a.batch_mib * carry.MIB), with_best=a.with_best, best_of=best_of)
+                                 int(a.batch_mib * carry.MIB), with_best=a.with_best, best_of=best_of,
+                                 ensembles=ensembles)
         except carry.CarryError as err:
             raise SystemExit(f"pack: {err}") from None
-        print(f"pack: {len(runs)} run(s) in {len(folders)} batch(es): " + " ".join(map(str, folders)))
+        also = f" and {len(ensembles)} ensemble(s)" if ensembles else ""
+        print(f"pack: {len(runs)} run(s){also} in {len(folders)} batch(es): " + " ".join(map(str, folders)))
         return
     if a.step in ("all", "data"):
         for e in todo:

@@ -252,6 +252,29 @@ def test_a_finished_seed_carries_its_best_checkpoint_until_its_ensemble_holds_it
     assert _carried(sorted((tmp_path / "c").iterdir())) == ["scores.json", "train.done", "train.log"]
 
 
+def test_a_decoded_ensemble_comes_back_with_its_seeds(tmp_path, monkeypatch, capsys):
+    """An ensemble decoded on a lent machine holds its seeds' best checkpoints, which therefore stay
+    behind: its scores.json is all that is left of it, and record reads it on the next machine."""
+    lease, home = tmp_path / "lease", tmp_path / "home"
+    monkeypatch.setattr(rep, "WORK", lease)
+    run = _run(lease, done=True, scored=2)
+    ensemble = run.parent / "ensemble"
+    ensemble.mkdir()
+    scores = {"accuracy": 81.0, "checkpoints": [f"/elsewhere/{RUN}/model_step_2.pt", "/x/seed2/model_step_9.pt"]}
+    (ensemble / "scores.json").write_text(json.dumps(scores))
+    rep.main(["pack", "peters2019-table1", "--only", "medium/out1-attn1", "--seeds", "1", "--to", str(tmp_path / "p")])
+    assert "pack: 1 run(s) and 1 ensemble(s) in 1 batch(es)" in capsys.readouterr().out
+    carried = {e["path"] for f in (tmp_path / "p").iterdir() for e in _manifest_files(f)}
+    assert f"{run.parent.relative_to(lease).as_posix()}/ensemble/scores.json" in carried
+    monkeypatch.setattr(rep, "WORK", home)
+    rep.main(["unpack", "--from", str(tmp_path / "p" / "batch-1")])
+    assert json.loads((home / RUN).parent.joinpath("ensemble", "scores.json").read_text()) == scores
+    monkeypatch.setattr(rep, "WORK", lease)
+    (ensemble / "scores.json").unlink()  # a configuration without a decoded ensemble packs its runs alone
+    rep.main(["pack", "peters2019-table1", "--only", "medium/out1-attn1", "--seeds", "1", "--to", str(tmp_path / "q")])
+    assert "pack: 1 run(s) in 1 batch(es)" in capsys.readouterr().out
+
+
 @pytest.mark.skipif(shutil.which("onmt_train") is None, reason="needs onmt_train")
 def test_a_run_cut_by_one_machine_continues_on_the_next(tmp_path, monkeypatch):
     """The lease workflow end to end: a time limit stops a run on machine A, `pack` takes it off, the
