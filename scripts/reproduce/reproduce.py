@@ -466,14 +466,16 @@ def _decode_test(e: E.Experiment, models: list[Path], out: Path, gpu: int | None
 
 
 def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
-    best, best_files = [], []
+    best, best_files, absent = [], [], []  # absent: seeds given without a validated checkpoint here
     for seed in seeds:
         run_dir = WORK / e.run_dir / f"seed{seed}"
         if not (run_dir / "train.log").exists():
             print(f"skip {run_dir}: not trained", file=sys.stderr)
+            absent.append(run_dir.name)
             continue
         log = (run_dir / "train.log").read_text(encoding="utf-8")
         if (validated := _best_validated(run_dir, log)) is None:
+            absent.append(run_dir.name)
             continue
         ckpt, dev_acc = validated
         best.append(ckpt)
@@ -490,6 +492,11 @@ def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
     ens = WORK / e.run_dir / "ensemble"
     if E.TABLES[e.table].ensemble and len(best) > 1 and not _scored(ens / "scores.json", best, "checkpoints",
                                                                     e.decode):
+        if absent:  # an ensemble of the others would pass for the configuration's and hold their best
+            # checkpoints, which pack then leaves behind (carry.py): the seed given could never join it
+            print(f"skip {ens}: {', '.join(absent)} has no validated checkpoint here (the ensemble is of every "
+                  "seed given)", file=sys.stderr)
+            return
         if not all(f.exists() for f in best_files):  # (runs carried without their scored best checkpoints)
             print(f"skip {ens}: not every seed's best checkpoint is on this machine", file=sys.stderr)
             return

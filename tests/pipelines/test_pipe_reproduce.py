@@ -493,6 +493,29 @@ def test_evaluating_some_seeds_beside_a_scored_one_decodes_each_but_not_their_pa
     assert decoded == [1, 1, 1, 3]
 
 
+def test_an_ensemble_is_not_decoded_while_a_seed_given_is_not_trained_here(tmp_path, monkeypatch, capsys):
+    """--seeds 1 2 3 on a machine that holds seeds 1 and 2 only (seed 3 trains elsewhere, or has no
+    validation yet): an ensemble of the two would stand in the ens. column and hold their best checkpoints,
+    which pack then leaves behind, so seed 3 could never join it."""
+    monkeypatch.setattr(rep, "WORK", tmp_path)
+    e = next(x for x in E.all_experiments() if x.table == "peters2019-table1" and x.name == "medium/out1-attn1")
+    decoded = []
+    monkeypatch.setattr(rep, "translate", lambda models, src, out, gpu, extra=(), cwd=None: decoded.append(len(models)))
+    monkeypatch.setattr(rep, "score", lambda e, pred: {"accuracy": 80.0})
+    for seed in (1, 2):
+        _train_log(tmp_path / e.run_dir / f"seed{seed}", 50.0)
+    rep.evaluate(e, [1, 2, 3], None)
+    assert decoded == [1, 1] and not (tmp_path / e.run_dir / "ensemble").exists()
+    assert "seed3 has no validated checkpoint here" in capsys.readouterr().err
+    seed3 = tmp_path / e.run_dir / "seed3"
+    seed3.mkdir()
+    (seed3 / "train.log").write_text("[..] Step 100/149000; acc: 20.0\n")  # started, not validated yet
+    rep.evaluate(e, [1, 2, 3], None)
+    assert decoded == [1, 1] and "seed3 has no validated checkpoint here" in capsys.readouterr().err
+    rep.evaluate(e, [1, 2], None)  # the two named alone: their ensemble, as asked
+    assert decoded == [1, 1, 2]
+
+
 def test_training_runs_are_spread_over_the_gpus(tmp_path):
     """--gpus 0 1: each run starts on the least busy GPU, chosen by CUDA_VISIBLE_DEVICES (a one-GPU
     onmt_train always trains on its device 0, so the command itself says -gpu_ranks 0)."""
