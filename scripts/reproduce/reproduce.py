@@ -23,7 +23,8 @@ Steps (each skips work already done, so an interrupted reproduction resumes):
   status    where each run stands: validations, best validation accuracy and when, validations since
             (against early_stopping), learning rate, finished or not and why (stop rule or step cap), the
             step its scores are for, steps/s of its last piece and minutes from its newest checkpoint to
-            train_steps at that rate
+            train_steps at that rate; a table with an ensemble column: each configuration's ensemble and
+            which seeds' best checkpoints are here to decode it
   pack      the runs' resumable state (logs, scores, newest checkpoint of an unfinished run, best
             checkpoint not yet scored) in batches small enough to leave a time-limited machine: --to DIR
   unpack    put packed runs back under runs/ (checked against the pack's sha256s): --from DIR ...
@@ -567,6 +568,27 @@ def print_status(table: str, seeds: list[int], only, runs: Path | None = None) -
     return "\n".join(rows)
 
 
+def print_ensemble_status(table: str, seeds: list[int], only, runs: Path | None = None) -> str:
+    """Where each configuration's ensemble (the "ens." column) stands: decoded or not, and which of
+    ``seeds`` could join it here (finished, scored, the scored best checkpoint on this machine; evaluate
+    decodes an ensemble only of seeds all here, every scored one among them)."""
+    rows = ["| configuration | ensemble decoded (seeds: test acc.) | seeds scored, best checkpoint here | "
+            "scored, best checkpoint not here | not scored |", "|---" * 5 + "|"]
+    for e in experiments(table, only):
+        base = (runs or WORK) / e.run_dir
+        ens = results_csv.scores_of(base / "ensemble")
+        decoded = "–" if ens is None else (", ".join(sorted(s[len("seed"):] for s in ensemble_seeds(
+            ens.get("checkpoints", [])))) + f": {ens['accuracy']:.2f}")
+        groups = {"here": [], "elsewhere": [], "unscored": []}
+        for seed in seeds:
+            run_dir = base / f"seed{seed}"
+            key = "unscored" if scored_step(run_dir) is None else \
+                "here" if scored_checkpoint_here(run_dir) is not None else "elsewhere"
+            groups[key].append(str(seed))
+        rows.append(f"| {e.name} | {decoded} | " + " | ".join(", ".join(g) or "–" for g in groups.values()) + " |")
+    return "\n".join(rows)
+
+
 # ------------------------------------------------------------------------------------- record
 RESULTS = ROOT / "docs" / "results"
 CSV_TABLES = {"peters2019-table1", "peters2019-table1-fork"}  # printed from their committed CSV (results_csv.py)
@@ -873,6 +895,8 @@ def main(argv: list[str] | None = None) -> None:
     todo = experiments(a.table, a.only)
     if a.step == "status":
         print(print_status(a.table, a.seeds, a.only, a.runs))
+        if E.TABLES[a.table].ensemble:
+            print("\n" + print_ensemble_status(a.table, a.seeds, a.only, a.runs))
         return
     if a.step == "pack":
         if a.to is None:

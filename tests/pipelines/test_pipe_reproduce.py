@@ -316,6 +316,28 @@ def test_status_says_when_a_scored_checkpoint_is_not_here(tmp_path, monkeypatch)
     assert "| 2980 |" in rep.print_status("peters2019-table1", [1], "medium/out1-attn1")
 
 
+def test_status_says_where_each_configurations_ensemble_stands(tmp_path, monkeypatch, capsys):
+    """Before a lease: which ensembles are decoded, and which seeds could join one here (a seed scored
+    elsewhere, its best checkpoint left there, cannot; a seed not scored yet has nothing to give)."""
+    monkeypatch.setattr(rep, "WORK", tmp_path)
+    e = next(x for x in E.all_experiments() if x.table == "peters2019-table1" and x.name == "medium/out1-attn1")
+    for seed in (1, 2):
+        _evaluated_run(tmp_path, e, seed, 80.0, 2980)
+        d = tmp_path / e.run_dir / f"seed{seed}"
+        scores = json.loads((d / "scores.json").read_text())
+        scores.update(step=2980, decode=[], checkpoint=f"/elsewhere/{e.run_dir}/seed{seed}/model_step_2980.pt")
+        (d / "scores.json").write_text(json.dumps(scores))
+    (tmp_path / e.run_dir / "seed1" / "model_step_2980.pt").write_bytes(b"")  # seed 2's stayed elsewhere
+    status = rep.print_ensemble_status("peters2019-table1", [1, 2, 3], "medium/out1-attn1")
+    assert status.splitlines()[-1] == "| medium/out1-attn1 | – | 1 | 2 | 3 |"
+    (tmp_path / e.run_dir / "ensemble").mkdir()
+    (tmp_path / e.run_dir / "ensemble" / "scores.json").write_text(json.dumps({"accuracy": 81.5, "checkpoints": [
+        f"/elsewhere/{e.run_dir}/seed{s}/model_step_2980.pt" for s in (1, 2)]}))
+    rep.main(["status", "peters2019-table1", "--only", "medium/out1-attn1", "--seeds", "1", "2", "3"])
+    out = capsys.readouterr().out
+    assert "| medium/out1-attn1/seed3 | not started |" in out and "| medium/out1-attn1 | 1, 2: 81.50 | 1 | 2 | 3 |" in out
+
+
 def test_status_says_whether_a_finished_run_met_the_stop_rule_or_the_step_cap(tmp_path, monkeypatch):
     """A finished run converged when its patience ran out, not when it reached train_steps."""
     monkeypatch.setattr(rep, "WORK", tmp_path)
