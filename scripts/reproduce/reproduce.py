@@ -495,7 +495,7 @@ def evaluate(e: E.Experiment, seeds: list[int], gpu: int | None) -> None:
                                                                     e.decode):
         if absent:  # an ensemble of the others would pass for the configuration's and hold their best
             # checkpoints, which pack then leaves behind (carry.py): the seed given could never join it
-            print(f"skip {ens}: {', '.join(absent)} has no validated checkpoint here (the ensemble is of every "
+            print(f"skip {ens}: no validated checkpoint here for {', '.join(absent)} (the ensemble is of every "
                   "seed given)", file=sys.stderr)
             return
         if not all(f.exists() for f in best_files):  # (runs carried without their scored best checkpoints)
@@ -577,8 +577,8 @@ def print_ensemble_status(table: str, seeds: list[int], only, runs: Path | None 
     for e in experiments(table, only):
         base = (runs or WORK) / e.run_dir
         ens = results_csv.scores_of(base / "ensemble")
-        decoded = "–" if ens is None else (", ".join(sorted(s[len("seed"):] for s in ensemble_seeds(
-            ens.get("checkpoints", [])))) + f": {ens['accuracy']:.2f}")
+        decoded = "–" if ens is None else (", ".join(sorted((s[len("seed"):] for s in ensemble_seeds(
+            ens.get("checkpoints", []))), key=int)) + f": {ens['accuracy']:.2f}")
         groups = {"here": [], "elsewhere": [], "unscored": []}
         for seed in seeds:
             run_dir = base / f"seed{seed}"

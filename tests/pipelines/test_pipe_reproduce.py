@@ -528,12 +528,12 @@ def test_an_ensemble_is_not_decoded_while_a_seed_given_is_not_trained_here(tmp_p
         _train_log(tmp_path / e.run_dir / f"seed{seed}", 50.0)
     rep.evaluate(e, [1, 2, 3], None)
     assert decoded == [1, 1] and not (tmp_path / e.run_dir / "ensemble").exists()
-    assert "seed3 has no validated checkpoint here" in capsys.readouterr().err
+    assert "no validated checkpoint here for seed3" in capsys.readouterr().err
     seed3 = tmp_path / e.run_dir / "seed3"
     seed3.mkdir()
     (seed3 / "train.log").write_text("[..] Step 100/149000; acc: 20.0\n")  # started, not validated yet
     rep.evaluate(e, [1, 2, 3], None)
-    assert decoded == [1, 1] and "seed3 has no validated checkpoint here" in capsys.readouterr().err
+    assert decoded == [1, 1] and "no validated checkpoint here for seed3" in capsys.readouterr().err
     rep.evaluate(e, [1, 2], None)  # the two named alone: their ensemble, as asked
     assert decoded == [1, 1, 2]
 
