@@ -115,7 +115,8 @@ def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB
          ensembles: Collection[Path] = ()) -> list[Path]:
     """Write the batches for ``run_dirs`` and ``ensembles`` (folders under ``work``) into ``out/batch-1``,
     ``batch-2``, ... (``with_best``: see ``run_files``; ``best_of``: the runs that carry their best checkpoint
-    without it; an ensemble folder travels as one more run). Returns the batch folders."""
+    without it; an ensemble folder travels as one more run). The ensembles go first: a few KiB each, and what
+    would be lost for good if the machine went before the last batch came back. Returns the batch folders."""
     if batch_files < 2 or part_bytes < 1 or part_bytes > batch_bytes - MANIFEST_ROOM:
         raise CarryError(f"a batch must hold the manifest and at least one part: --batch-files {batch_files} "
                          f"(at least 2), --part-mib {part_bytes / MIB:g} (at most --batch-mib {batch_bytes / MIB:g} "
@@ -130,7 +131,7 @@ def pack(run_dirs: list[Path], work: Path, out: Path, part_bytes: int = 15 * MIB
     staging = Path(tempfile.mkdtemp(prefix="carry-"))
     try:
         runs, numbers = [], itertools.count()  # per run: its folder under work, manifest entries, files
-        for folder in [*run_dirs, *ensembles]:  # (a file: source, size, number, its entry's part names, filled below)
+        for folder in [*ensembles, *run_dirs]:  # (a file: source, size, number, its entry's part names, filled below)
             under, entries, files = folder.resolve().relative_to(work.resolve()), [], []
             sent = (ensemble_files(folder) if folder in ensembles
                     else run_files(folder, staging, with_best or folder in best_of))

@@ -903,6 +903,9 @@ def main(argv: list[str] | None = None) -> None:
             p.error("pack needs --to DIR")
         selected = [(e, WORK / e.run_dir / f"seed{s}") for e in todo for s in a.seeds
                     if (WORK / e.run_dir / f"seed{s}" / "train.log").exists()]
+        # finished runs first (scores and logs, small; an unfinished one loses only progress if its batch
+        # does not come back), each group in the order selected
+        selected.sort(key=lambda pair: not (pair[1] / "train.done").exists())
         runs = [run_dir for _, run_dir in selected]
         # a finished seed's best checkpoint left behind is lost with the machine, and its configuration's
         # ensemble with it (the run would have to be trained again): it travels until the ensemble holds it

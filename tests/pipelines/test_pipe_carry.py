@@ -275,6 +275,27 @@ def test_a_decoded_ensemble_comes_back_with_its_seeds(tmp_path, monkeypatch, cap
     assert "pack: 1 run(s) in 1 batch(es)" in capsys.readouterr().out
 
 
+def test_what_cannot_be_redone_is_packed_first(tmp_path, monkeypatch, capsys):
+    """Returns come back one batch at a time and a lease can end between two: the decoded ensembles and
+    the finished runs' scores (small, and lost for good) fill the first batch, before an unfinished
+    run's checkpoints (which lose only progress)."""
+    monkeypatch.setattr(rep, "WORK", tmp_path)
+    unfinished = _run(tmp_path)  # medium/out1-attn1 seed 1, named first
+    finished = _run(tmp_path, done=True, scored=3, name=RUN.replace("seed1", "seed2"))
+    (finished / "scores.json").write_text(json.dumps({"step": 3, "accuracy": 80.0, "decode": [],
+                                                      "checkpoint": f"{finished}/model_step_3.pt"}))
+    ensemble = unfinished.parent / "ensemble"
+    ensemble.mkdir()
+    (ensemble / "scores.json").write_text(json.dumps({"accuracy": 81.0, "checkpoints": ["/x/seed2/model_step_3.pt",
+                                                                                        "/x/seed3/model_step_9.pt"]}))
+    rep.main(["pack", "peters2019-table1", "--only", "medium/out1-attn1", "--seeds", "1", "2", "--to",
+              str(tmp_path / "p"), "--part-mib", "0.02", "--batch-mib", "0.12", "--batch-files", "8"])
+    first = [e["path"].split("/")[-2:] for e in _manifest_files(tmp_path / "p" / "batch-1")]
+    assert first[:4] == [["ensemble", "scores.json"], ["seed2", "train.log"], ["seed2", "train.done"],
+                         ["seed2", "scores.json"]]
+    assert all(folder != "seed1" for folder, _ in first)
+
+
 @pytest.mark.skipif(shutil.which("onmt_train") is None, reason="needs onmt_train")
 def test_a_run_cut_by_one_machine_continues_on_the_next(tmp_path, monkeypatch):
     """The lease workflow end to end: a time limit stops a run on machine A, `pack` takes it off, the
