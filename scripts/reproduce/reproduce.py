@@ -20,6 +20,8 @@ Steps (each skips work already done, so an interrupted reproduction resumes):
             tezekbayev-table3: the tau that generator_tau auto chose, from the training logs
   table     markdown: mean ± std over seeds (ours) beside the paper (the tables that record: from their CSV)
   plot      Figure 4: best validation accuracy against alpha (PNG), from the training logs
+  runs      markdown: a row a recorded run (CSV tables): length, how it ended, best validation and its
+            epoch, the learning-rate halvings, test scores
   status    where each run stands: validations, best validation accuracy and when, validations since
             (against early_stopping), learning rate, finished or not and why (stop rule or step cap), the
             step its scores are for, steps/s of its last piece and minutes from its newest checkpoint to
@@ -765,6 +767,33 @@ def print_table(table: str, runs: Path | None = None) -> str:
     return text
 
 
+def print_runs(table: str, seeds: list[int], only) -> str:
+    """Markdown, a row a run recorded in <table>.csv (``seeds`` of the configurations ``only`` selects):
+    epochs (steps), how it ended, best validation and its epoch (step), the epochs whose validation halved
+    the learning rate, test scores (``results_csv.run_summary``)."""
+    if table not in CSV_TABLES:
+        raise SystemExit(f"runs: {table} is not recorded in a CSV; tables that are: {', '.join(sorted(CSV_TABLES))}")
+    key = lambda r: (r["setting"], r["output_alpha"], r["attention_alpha"], r["seed"])  # noqa: E731
+    runs = {key(r): r for r in results_csv.latest_per_run(results_csv.read_rows(results_csv_path(table)))}
+    curves: dict[tuple, list[dict]] = {}
+    for v in results_csv.read_rows(curves_csv_path(table), results_csv.CURVE_COLUMNS):
+        curves.setdefault(key(v), []).append(v)
+    rows = ["| setting | output α / attention α, seed | epochs (steps) | ended by | best validation token acc. | "
+            "its epoch (step) | learning rate halved at epochs | test exact match | test Levenshtein |", "|---" * 9 + "|"]
+    for e in experiments(table, only):
+        out_alpha, attn_alpha = results_csv.alphas(e.name)
+        for seed in seeds:
+            run = runs.get((e.column, out_alpha, attn_alpha, str(seed)))
+            if run is None:
+                continue
+            r = results_csv.run_summary(run, curves.get(key(run), []), e.config.get("train_steps"))
+            best = "–" if r["best_step"] is None else f"{r['best_epoch']} ({r['best_step']:,})"
+            rows.append(f"| {e.column} | {out_alpha} / {attn_alpha}, seed {seed} | {r['epochs']} ({r['steps']:,}) | "
+                        f"{r['ended']} | {r['valid_acc']} | {best} | {', '.join(map(str, r['halved'])) or '–'} | "
+                        f"{r['test_acc']} | {r['test_lev']} |")
+    return "\n".join(rows)
+
+
 def plot_fig4(out: Path, runs: Path | None = None) -> Path:
     import matplotlib
 
@@ -805,7 +834,7 @@ def smoke_data(cwd: Path | None = None, lines: int = 400, merges: int = 300) -> 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("step", choices=["all", "data", "train", "evaluate", "record", "analyze", "table", "plot",
-                                    "status", "pack", "unpack", "smoke-data"])
+                                    "runs", "status", "pack", "unpack", "smoke-data"])
     p.add_argument("table", nargs="?", help="one of: " + ", ".join([*E.TABLES, *E.ANALYSES]))
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--gpu", type=int, help="GPU id (default: CPU); the same as --gpus ID")
@@ -886,6 +915,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     if a.table is None:
         p.error(f"{a.step} needs a table: " + ", ".join([*E.TABLES, *E.ANALYSES]))
+    if a.step == "runs":
+        print(print_runs(a.table, a.seeds, a.only))
+        return
     if a.table in E.ANALYSES:  # tables computed from another table's runs (train/evaluate that one first)
         if a.step in ("all", "analyze"):
             analyze(a.table, a.seeds, gpus, a.only, a.jobs, a.analysis_lines)

@@ -239,6 +239,21 @@ def latest_per_run(rows: list[dict]) -> list[dict]:
     return list(out.values())
 
 
+def run_summary(run: dict, curve: list[dict], train_steps: int | None) -> dict:
+    """What a reader asks of one recorded run (a row of <table>.csv and its validations): how long it
+    trained, how it ended (``step cap``: it reached ``train_steps``; else ``stop rule``: its patience ran
+    out), its best validation and the epoch and step of it (the first of equals: the checkpoint decoded),
+    the epochs after whose validation the learning rate was halved, and its test scores."""
+    curve = sorted(curve, key=lambda v: int(v["step"]))
+    best = max(curve, key=lambda v: float(v["valid_acc"])) if curve else None
+    return {"epochs": int(float(run["epochs"])), "steps": int(run["steps"]),
+            "ended": "step cap" if train_steps and int(run["steps"]) >= int(train_steps) else "stop rule",
+            "valid_acc": run["valid_acc"], "best_epoch": None if best is None else int(float(best["epoch"])),
+            "best_step": None if best is None else int(best["step"]),
+            "halved": [int(float(b["epoch"])) for a, b in zip(curve, curve[1:]) if float(b["lr"]) < float(a["lr"])],
+            "test_acc": run["test_acc"], "test_lev": run["test_lev"]}
+
+
 def cells(rows: list[dict], metric: str = "test_acc") -> dict[tuple[str, str], list[float]]:
     """{(row name, "<setting>-avg"): [metric of each seed]} for tables.markdown_table."""
     out: dict[tuple[str, str], list[float]] = {}

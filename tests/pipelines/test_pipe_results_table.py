@@ -85,3 +85,28 @@ def test_the_run_tables_match_the_csvs():
         assert (m.group(11).strip("*"), m.group(12).strip("*")) == (run["test_acc"], run["test_lev"]), line
         seen.add(key)
     assert seen == set(runs), sorted(set(runs) - seen)  # every recorded run has its row
+
+
+def test_the_runs_command_prints_the_rows_of_the_run_tables():
+    """`reproduce.py runs peters2019-table1` gives each recorded run's row as the page shows it: the other
+    seeds' table verbatim, seed 1's table the same cells before its paper columns."""
+    page = (ROOT / "docs/results.md").read_text(encoding="utf-8").split(RUNS_HEADING, 1)[1].split("\n### ", 1)[0]
+    lines = page.replace("**", "").splitlines()  # (bold: within a point of the paper)
+    printed = rep.print_runs("peters2019-table1", [1, 2, 3], "medium/*").splitlines()[2:]
+    assert len(printed) == 27
+    for row in printed:
+        row = row.replace("| medium | ", "| ", 1)
+        if ", seed 1 |" in row:
+            assert any(line.startswith(row.replace(", seed 1 |", " |")) for line in lines), row
+        else:
+            assert row in lines, row
+
+
+def test_a_run_ended_by_its_cap_or_its_patience_and_its_halvings_are_read_from_its_validations():
+    run = {"epochs": "3.0", "steps": "4470", "valid_acc": "81.00", "test_acc": "70.00", "test_lev": "0.500"}
+    curve = [{"epoch": f"{i}.0", "step": str(1490 * i), "valid_acc": acc, "lr": lr}
+             for i, (acc, lr) in enumerate([("79.0", "0.001"), ("81.0", "0.0005"), ("81.0", "0.00025")], 1)]
+    summary = rep.results_csv.run_summary(run, curve[::-1], train_steps=4470)  # (any order)
+    assert summary == {"epochs": 3, "steps": 4470, "ended": "step cap", "valid_acc": "81.00", "best_epoch": 2,
+                       "best_step": 2980, "halved": [2, 3], "test_acc": "70.00", "test_lev": "0.500"}
+    assert rep.results_csv.run_summary(run, curve, train_steps=149000)["ended"] == "stop rule"
