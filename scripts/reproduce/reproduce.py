@@ -773,20 +773,22 @@ def print_runs(table: str, seeds: list[int], only) -> str:
     the learning rate, test scores (``results_csv.run_summary``)."""
     if table not in CSV_TABLES:
         raise SystemExit(f"runs: {table} is not recorded in a CSV; tables that are: {', '.join(sorted(CSV_TABLES))}")
-    key = lambda r: (r["setting"], r["output_alpha"], r["attention_alpha"], r["seed"])  # noqa: E731
-    runs = {key(r): r for r in results_csv.latest_per_run(results_csv.read_rows(results_csv_path(table)))}
+    recorded = results_csv.latest_per_run(results_csv.read_rows(results_csv_path(table)))
+    runs = {results_csv.run_key(r): r for r in recorded}
     curves: dict[tuple, list[dict]] = {}
     for v in results_csv.read_rows(curves_csv_path(table), results_csv.CURVE_COLUMNS):
-        curves.setdefault(key(v), []).append(v)
+        curves.setdefault(results_csv.run_key(v), []).append(v)
     rows = ["| setting | output α / attention α, seed | epochs (steps) | ended by | best validation token acc. | "
-            "its epoch (step) | learning rate halved at epochs | test exact match | test Levenshtein |", "|---" * 9 + "|"]
+            "its epoch (step) | learning rate halved at epochs | test exact match | test Levenshtein |",
+            "|---" * 9 + "|"]
     for e in experiments(table, only):
         out_alpha, attn_alpha = results_csv.alphas(e.name)
         for seed in seeds:
             run = runs.get((e.column, out_alpha, attn_alpha, str(seed)))
             if run is None:
                 continue
-            r = results_csv.run_summary(run, curves.get(key(run), []), e.config.get("train_steps"))
+            curve = curves.get(results_csv.run_key(run), [])
+            r = results_csv.run_summary(run, curve, e.config.get("train_steps"))
             best = "–" if r["best_step"] is None else f"{r['best_epoch']} ({r['best_step']:,})"
             rows.append(f"| {e.column} | {out_alpha} / {attn_alpha}, seed {seed} | {r['epochs']} ({r['steps']:,}) | "
                         f"{r['ended']} | {r['valid_acc']} | {best} | {', '.join(map(str, r['halved'])) or '–'} | "

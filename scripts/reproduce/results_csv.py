@@ -239,6 +239,11 @@ def latest_per_run(rows: list[dict]) -> list[dict]:
     return list(out.values())
 
 
+def run_key(row: dict) -> tuple[str, ...]:
+    """(setting, output alpha, attention alpha, seed) of a row of any of the run CSVs: the run it is of."""
+    return tuple(str(row[k]) for k in KEY)
+
+
 def run_summary(run: dict, curve: list[dict], train_steps: int | None) -> dict:
     """What a reader asks of one recorded run (a row of <table>.csv and its validations): how long it
     trained, how it ended (``step cap``: it reached ``train_steps``; else ``stop rule``: its patience ran
