@@ -784,11 +784,10 @@ def print_runs(table: str, seeds: list[int], only) -> str:
     for e in experiments(table, only):
         out_alpha, attn_alpha = results_csv.alphas(e.name)
         for seed in seeds:
-            run = runs.get((e.column, out_alpha, attn_alpha, str(seed)))
-            if run is None:
+            key = (e.column, out_alpha, attn_alpha, str(seed))  # (results_csv.run_key of its rows)
+            if (run := runs.get(key)) is None:
                 continue
-            curve = curves.get(results_csv.run_key(run), [])
-            r = results_csv.run_summary(run, curve, e.config.get("train_steps"))
+            r = results_csv.run_summary(run, curves.get(key, []), e.config.get("train_steps"))
             best = "–" if r["best_step"] is None else f"{r['best_epoch']} ({r['best_step']:,})"
             rows.append(f"| {e.column} | {out_alpha} / {attn_alpha}, seed {seed} | {r['epochs']} ({r['steps']:,}) | "
                         f"{r['ended']} | {r['valid_acc']} | {best} | {', '.join(map(str, r['halved'])) or '–'} | "

@@ -74,23 +74,28 @@ def write_rows(path: Path, rows: list[dict], columns: tuple = COLUMNS) -> None:
     tmp.replace(path)  # (never a half-written results file)
 
 
+def run_key(row: dict, key: tuple = KEY) -> tuple[str, ...]:
+    """What a row is of, as text (rows read back from a CSV hold strings, new ones may hold numbers): by
+    default (setting, output alpha, attention alpha, seed), the run, in any of the run CSVs."""
+    return tuple(str(row[k]) for k in key)
+
+
 def merge(old: list[dict], new: list[dict], key: tuple = KEY) -> list[dict]:
     """``old`` without the rows of the runs that ``new`` has rows for, then ``new``: a run recorded
     again (trained on, or again at another commit) replaces all its rows (one in the table, one a
-    validation or language in the others). ``key``: the columns naming what a row replaces, compared
-    as text (rows read back from a CSV hold strings, new ones may hold numbers)."""
-    again = {tuple(str(r[k]) for k in key) for r in new}
-    return [r for r in old if tuple(str(r[k]) for k in key) not in again] + new
+    validation or language in the others). ``key``: the columns naming what a row replaces (``run_key``)."""
+    again = {run_key(r, key) for r in new}
+    return [r for r in old if run_key(r, key) not in again] + new
 
 
 def unchanged(old: list[dict], new: list[dict], key: tuple = KEY) -> bool:
     """Whether ``new``, the rows of one run (or one ensemble), are the rows ``old`` holds for it in every
     column but commit and date: a run recorded again unchanged keeps the commit it was recorded with."""
-    names = {tuple(str(r[k]) for k in key) for r in new}
+    names = {run_key(r, key) for r in new}
 
     def content(rows):
         return sorted(tuple((k, str(v)) for k, v in sorted(r.items()) if k not in ("commit", "date")) for r in rows)
-    return content(r for r in old if tuple(str(r[k]) for k in key) in names) == content(new)
+    return content(r for r in old if run_key(r, key) in names) == content(new)
 
 
 def sorted_rows(rows: list[dict], then: str | None = None) -> list[dict]:
@@ -233,15 +238,10 @@ def latest_per_run(rows: list[dict]) -> list[dict]:
     row per run (``merge``); this guards a file that was put together by other means."""
     out: dict[tuple, dict] = {}
     for r in rows:
-        key = tuple(r[k] for k in KEY)
+        key = run_key(r)
         if key not in out or r["date"] >= out[key]["date"]:
             out[key] = r
     return list(out.values())
-
-
-def run_key(row: dict) -> tuple[str, ...]:
-    """(setting, output alpha, attention alpha, seed) of a row of any of the run CSVs: the run it is of."""
-    return tuple(str(row[k]) for k in KEY)
 
 
 def run_summary(run: dict, curve: list[dict], train_steps: int | None) -> dict:
