@@ -128,6 +128,23 @@ def test_command_compares_models(tiny, tmp_path):
     _nontrivial_png(str(tmp_path / "head_diversity.png"))
 
 
+def test_the_capture_takes_the_sparse_modules_off_the_fused_kernel(tiny):
+    """On CUDA a sparse module's attention runs as one fused kernel that never calls its normalizer, so
+    a hook on the normalizer would see nothing; while the capture is active no module is fusable (and
+    every one is again afterwards)."""
+    from onmt.modules.multi_headed_attn import MultiHeadedAttention
+
+    from onmt_entmax.onmt.decoding.teacher_forcing import capture_attention, load_model
+    from onmt_entmax.onmt.model import fused_attention
+
+    model, _ = load_model(tiny["learned"])
+    attention = [m for m in model.modules() if isinstance(m, MultiHeadedAttention)]
+    assert len(attention) == 6 and all(fused_attention.fusable(m) is not None for m in attention)
+    with capture_attention(model):
+        assert all(fused_attention.fusable(m) is None for m in attention)
+    assert all(fused_attention.fusable(m) is not None for m in attention)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_capture_matches_cpu_and_needs_the_explicit_path(tiny):
     """On CUDA, OpenNMT-py's default scaled-dot-flash runs SDPA and never the normalizer; the capture

@@ -3,8 +3,9 @@ output scores of every target step. Feeds the head-diversity and alpha-ReLU anal
 
 The model is loaded as ``onmt_translate`` loads it (``load_test_model``, weights-only, with this
 plugin's generator and normalizers). Every ``MultiHeadedAttention`` is put on the explicit
-``scaled-dot`` path, so its normalizer (``nn.Softmax`` or ours) runs and a forward hook sees the
-(batch, heads, queries, keys) probabilities. Files are tokenized as the model's training data
+``scaled-dot`` path and sparse modules off the fused kernel (``fused_attention.eager_branch``: on
+CUDA it computes the output without the probabilities), so its normalizer (``nn.Softmax`` or ours)
+runs and a forward hook sees the (batch, heads, queries, keys) probabilities. Files are tokenized as the model's training data
 (what ``onmt_translate -src`` takes). To look at *decoding* steps, as the papers do, pass the
 model's own translations (``onmt_translate -output``) as the target file: the teacher-forced steps
 are then exactly the steps that produced them.
@@ -29,6 +30,7 @@ from onmt_entmax.analysis.alphas import attention_site, site_order
 from onmt_entmax.analysis.head_diversity import HeadDiversity, plot_head_diversity
 
 from ..file_checks import check_out_dir
+from ..model.fused_attention import eager_branch
 from ..model.surgery import generator_log_probs
 from ..validation import EntmaxOptionError
 
@@ -70,7 +72,8 @@ def load_model(checkpoint: str, gpu: int = -1):
 def capture_attention(model: nn.Module) -> Iterator[dict]:
     """Yields a dict filled at each forward with {(kind, layer): attention probabilities}.
 
-    Forces the explicit attention path (``self_attn_type = "scaled-dot"``) while active.
+    Forces the explicit attention path (``self_attn_type = "scaled-dot"``, and upstream's eager branch
+    for sparse modules, which on CUDA would run the fused kernel) while active.
     """
     from onmt.modules.multi_headed_attn import MultiHeadedAttention
 
@@ -90,7 +93,8 @@ def capture_attention(model: nn.Module) -> Iterator[dict]:
     if not handles:
         raise ValueError("the model has no Transformer attention to capture (encoder/decoder_type transformer)")
     try:
-        yield store
+        with eager_branch():
+            yield store
     finally:
         for h in handles:
             h.remove()
