@@ -1,5 +1,8 @@
 """Helpers for the Eole tests: the adapter active in this process, tiny configs over the bundled data, and
-Eole's own console script (``eole build_vocab | train | predict``) in fresh interpreters."""
+Eole's own console script (``eole build_vocab | train | predict``) in fresh interpreters.
+
+Imported by name (``from eole_testkit import build``), not from ``conftest`` (tests/onmt/onmt_testkit.py
+says why); the fixtures are in conftest.py beside it."""
 from __future__ import annotations
 
 import sys
@@ -90,23 +93,3 @@ def build(model: dict, **training):
 
 def normalizers(net):
     return {m.kind: m for m in net.modules() if isinstance(m, AttentionNormalizer) and hasattr(m, "kind")}
-
-
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("eole")
-
-
-@pytest.fixture
-def train_config(tmp_path):
-    """``make(**training)``: the RNN example on the bundled sample (a vocabulary of every training token)
-    as Eole's ``TrainConfig``, with ``training`` options added."""
-    from eole.config.run import TrainConfig
-
-    sample_vocabs(tmp_path)
-
-    def make(**training):
-        path = small_config("rnn-entmax15", tmp_path, steps=2, num_workers=0, **training)
-        return TrainConfig(**yaml.safe_load(path.read_text()))
-
-    return make

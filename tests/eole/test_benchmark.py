@@ -4,7 +4,7 @@ the most options) keeps it to three eole processes."""
 import json
 import sys
 
-from conftest import REPO, run_console
+from eole_testkit import REPO, run_console
 
 
 def test_bench_eole_multi30k_smoke_run_trains_decodes_and_scores(tmp_path):

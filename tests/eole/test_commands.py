@@ -11,7 +11,7 @@ import torch
 import yaml
 from safetensors import safe_open
 
-from conftest import DATA, eole_command, run_eole, small_config
+from eole_testkit import DATA, eole_command, run_eole, small_config
 from console import stop_at_step
 
 # each trained once for the module: (example config, steps)

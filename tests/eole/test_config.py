@@ -7,7 +7,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from conftest import CONFIGS
+from eole_testkit import CONFIGS
 from eole.config import recursive_model_fields_set
 from eole.config.models import build_model_config
 from eole.config.run import PredictConfig, TrainConfig

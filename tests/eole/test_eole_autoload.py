@@ -3,7 +3,7 @@ outside the tested range in one line."""
 import os
 import sys
 
-from conftest import REPO, run_console
+from eole_testkit import REPO, run_console
 
 CHECK = ("import eole, onmt_entmax.eole as a, eole.utils.loss as l; "
          "print(a.is_active(), hasattr(l.LossCompute.from_config, '__wrapped__'))")

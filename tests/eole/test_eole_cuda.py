@@ -7,7 +7,7 @@ import torch
 from eole.modules import multi_headed_attn
 from onmt_entmax.modules import AttentionNormalizer
 
-from conftest import TRANSFORMER, build, normalizers
+from eole_testkit import TRANSFORMER, build, normalizers
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

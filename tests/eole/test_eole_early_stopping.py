@@ -3,7 +3,7 @@
 import torch
 import yaml
 
-from conftest import run_eole, sample_vocabs, small_config
+from eole_testkit import run_eole, sample_vocabs, small_config
 
 
 def test_eole_train_from_continues_the_early_stoppers_patience_and_best_score(tmp_path):

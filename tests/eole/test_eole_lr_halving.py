@@ -6,7 +6,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import run_eole, sample_vocabs, small_config
+from eole_testkit import run_eole, sample_vocabs, small_config
 from eole.utils.optimizers import Optimizer
 from eole.utils.statistics import Statistics
 from onmt_entmax.eole import lr_halving

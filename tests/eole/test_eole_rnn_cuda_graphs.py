@@ -8,7 +8,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import RNN, build, sample_vocabs, small_config
+from eole_testkit import RNN, build, sample_vocabs, small_config
 from eole.config.run import TrainConfig
 from onmt_entmax import cuda_graphs as graphs_core
 from onmt_entmax.eole import cuda_graphs

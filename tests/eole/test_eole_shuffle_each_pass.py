@@ -3,7 +3,7 @@ import itertools
 
 import pytest
 
-from conftest import DATA
+from eole_testkit import DATA
 from eole.constants import CorpusTask
 from eole.inputters.dynamic_iterator import build_dynamic_dataset_iter
 from eole.train_single import TrainingInitializer

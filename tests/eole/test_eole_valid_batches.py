@@ -3,7 +3,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import sample_vocabs, small_config
+from eole_testkit import sample_vocabs, small_config
 from eole.config.run import TrainConfig
 from eole.constants import CorpusTask
 from eole.inputters.dynamic_iterator import build_dynamic_dataset_iter

@@ -3,7 +3,7 @@ learnable alphas, and the Fenchel-Young criterion (tiny models, built by Eole's 
 import pytest
 import torch
 
-from conftest import RNN, TRANSFORMER, build, normalizers
+from eole_testkit import RNN, TRANSFORMER, build, normalizers
 from eole.config.training import TrainingConfig
 from eole.modules import multi_headed_attn
 from eole.modules.global_attention import GlobalAttention

@@ -1,4 +1,8 @@
-"""Helpers for the integration tests: tiny corpora and the real OpenNMT-py entry points.
+"""Helpers for the OpenNMT-py tests: tiny corpora and the real OpenNMT-py entry points.
+
+Imported by name (``from onmt_testkit import train``), not from ``conftest``: a pytest run that collects
+tests/onmt and tests/eole together imports both folders' conftest.py as ``conftest``, and a test module
+would get the other folder's. The fixtures are in conftest.py beside it.
 
 ``train``/``translate``/``build_vocab`` run the stock ``onmt.bin.*`` code in this process (the
 parser of the console script, then its function), which is what ``onmt_train`` etc. execute minus
@@ -118,8 +122,3 @@ def translate(model: Path, src: Path, output: Path, *args: str) -> list[str]:
 def exact_match(pred: list[str], ref: Path) -> float:
     gold = ref.read_text().splitlines()
     return sum(p.strip() == g.strip() for p, g in zip(pred, gold)) / len(gold)
-
-
-@pytest.fixture
-def toy(tmp_path) -> Path:
-    return reversal_corpus(tmp_path / "toy", n_train=200, n_test=20)

@@ -6,7 +6,7 @@ import zipfile
 
 import pytest
 
-from conftest import REPO, run_console
+from onmt_testkit import REPO, run_console
 
 from onmt_entmax.autoload import HOOK_VERSION, PTH_NAME, pth_line
 

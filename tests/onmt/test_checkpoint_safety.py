@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 
-from conftest import build_vocab, run_console, train, yaml_config
+from onmt_testkit import build_vocab, run_console, train, yaml_config
 
 from onmt_entmax.analysis.checkpoint import CheckpointError, check_torch
 

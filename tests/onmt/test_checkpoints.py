@@ -1,7 +1,7 @@
 """Checkpoints under torch >= 2.6 with weights-only loading left on: stock 3.5.1 ones, ours, averaged ones."""
 import torch
 
-from conftest import build_vocab, run_console, train, translate, yaml_config
+from onmt_testkit import build_vocab, run_console, train, translate, yaml_config
 
 RNN = dict(encoder_type="brnn", decoder_type="rnn", layers=1, hidden_size=16, word_vec_size=8, dropout=0.0)
 

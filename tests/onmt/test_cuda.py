@@ -7,7 +7,7 @@ OpenNMT-py's decoder calls ``scaled_dot_product_attention`` (softmax) on CUDA an
 import pytest
 import torch
 
-from conftest import build_vocab, train, translate, yaml_config
+from onmt_testkit import build_vocab, train, translate, yaml_config
 
 from onmt_entmax.modules import AttentionNormalizer
 

@@ -5,7 +5,7 @@ Runtime on the shared 2-core CPU machine: about 40 s per test (1000 steps, one t
 """
 import pytest
 
-from conftest import build_vocab, exact_match, reversal_corpus, train, translate, yaml_config
+from onmt_testkit import build_vocab, exact_match, reversal_corpus, train, translate, yaml_config
 
 MODEL = dict(encoder_type="transformer", decoder_type="transformer", position_encoding=True, layers=1,
              hidden_size=64, word_vec_size=64, transformer_ff=128, heads=4, dropout=0.0, attention_dropout=0.0,

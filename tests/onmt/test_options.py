@@ -2,7 +2,7 @@
 with a message naming the option (before any training starts)."""
 import pytest
 
-from conftest import build_vocab, run_console, train, yaml_config
+from onmt_testkit import build_vocab, run_console, train, yaml_config
 
 from onmt_entmax.onmt.options import model_option_names
 

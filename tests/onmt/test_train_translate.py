@@ -3,7 +3,7 @@ points: train a few dozen steps, save, reload, resume with -train_from, translat
 import pytest
 import torch
 
-from conftest import build_vocab, train, translate, yaml_config
+from onmt_testkit import build_vocab, train, translate, yaml_config
 
 from onmt_entmax.modules import AttentionNormalizer, EntmaxGenerator
 

@@ -9,7 +9,7 @@ import warnings
 import pytest
 import torch
 
-from conftest import build_vocab, run_console, yaml_config
+from onmt_testkit import build_vocab, run_console, yaml_config
 
 from onmt_entmax.onmt import upstream_noise
 

@@ -3,7 +3,7 @@ command across -train_from whatever implementation the checkpoint's optimizer st
 import pytest
 import torch
 
-from conftest import build_vocab, train, yaml_config
+from onmt_testkit import build_vocab, train, yaml_config
 
 RNN = dict(encoder_type="brnn", decoder_type="rnn", layers=1, hidden_size=16, word_vec_size=8,
            generator_function="entmax15", global_attention_function="entmax15", dropout=0.3)

@@ -5,7 +5,7 @@ import re
 
 import torch
 
-from conftest import build_vocab, train, yaml_config
+from onmt_testkit import build_vocab, train, yaml_config
 
 from onmt_entmax.analysis.checkpoint import load_checkpoint
 from onmt_entmax import early_stopping

@@ -4,7 +4,7 @@ import types
 import pytest
 import torch
 
-from conftest import build_vocab, train, yaml_config
+from onmt_testkit import build_vocab, train, yaml_config
 
 from onmt_entmax.lr_halving import STEP_DECAY_DEFAULTS
 from onmt_entmax.onmt.training import lr_halving

@@ -3,7 +3,7 @@ them, a softmax output with sparse attention included."""
 from onmt.utils.report_manager import ReportMgr
 from onmt.utils.statistics import Statistics
 
-import conftest  # noqa: F401  (activates the plugin)
+import onmt_testkit  # noqa: F401  (activates the plugin)
 
 
 def _stats(attn_nnz, rows, loss_name=None):

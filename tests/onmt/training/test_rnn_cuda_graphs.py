@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conftest import build_vocab, train, yaml_config
+from onmt_testkit import build_vocab, train, yaml_config
 
 from onmt_entmax import cuda_graphs as graphs_core
 from onmt_entmax.cuda_graphs import round_up

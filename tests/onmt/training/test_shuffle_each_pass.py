@@ -3,7 +3,7 @@ import itertools
 
 import pytest
 
-from conftest import build_vocab, train, yaml_config
+from onmt_testkit import build_vocab, train, yaml_config
 
 from onmt_entmax.analysis.checkpoint import load_checkpoint
 

@@ -5,7 +5,7 @@ import re
 import signal
 import sys
 
-from conftest import build_vocab, train, yaml_config
+from onmt_testkit import build_vocab, train, yaml_config
 from console import stop_at_step
 
 from onmt_entmax.analysis.checkpoint import load_checkpoint

@@ -1,6 +1,6 @@
 """valid_batches_once: onmt_train reads its validation corpus once and replays its batches at every
 later validation (onmt_entmax/onmt/training/valid_batches.py)."""
-from conftest import build_vocab, train, yaml_config
+from onmt_testkit import build_vocab, train, yaml_config
 
 
 def test_onmt_train_reads_the_validation_corpus_once_for_every_validation(toy, monkeypatch):
