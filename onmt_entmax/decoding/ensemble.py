@@ -11,7 +11,14 @@ import math
 from typing import Sequence
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
+
+from onmt_entmax.modules.models import generator_log_probs
+
+# set on an ensemble's generator whose forward returns log((1/M) sum_m p_m): the translators' log-prob
+# hook passes it through instead of mapping it again (log_softmax would renormalise alpha-ReLU scores;
+# entmax(log p) is not log p)
+LOG_PROBS_OUT = "_entmax_log_probs_out"
 
 
 def average_probs(log_probs: Sequence[Tensor] | Tensor, weights: Sequence[float] | None = None) -> Tensor:
@@ -61,3 +68,16 @@ def check_same_vocab(
         raise ValueError(
             f"ensemble members must share one {what}: {names[0]} and {name} differ ({detail})"
         )
+
+
+def members_average(generators: Sequence[nn.Module], hidden: Sequence[Tensor]) -> Tensor:
+    """log((1/M) sum_m p_m) of an ensemble's output layers, p_m = member m's own mapping of its logits
+    (sparsemax, entmax, alpha-ReLU, softmax) at its decoder states ``hidden[m]``: -inf where every member
+    gives 0."""
+    return average_probs([generator_log_probs(g, g(h)) for h, g in zip(hidden, generators)])
+
+
+def returns_log_probs(generator: nn.Module) -> bool:
+    """Whether ``generator`` is an ensemble's that averages raw probabilities (``LOG_PROBS_OUT``), read
+    from its own ``__dict__`` (a getattr with a default raises inside nn.Module, at every step)."""
+    return bool(vars(generator).get(LOG_PROBS_OUT, False))

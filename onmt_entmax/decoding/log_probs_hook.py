@@ -4,8 +4,9 @@ OpenNMT-py's and Eole's ``Inference._decode_and_generate`` compute ``log_softmax
 module-level ``log_softmax``. While ``_decode_and_generate`` runs (``wrap_decode_and_generate``), that
 name (``make_log_softmax``) resolves to ``generator_log_probs`` of the running model's generator: log of
 the sparse probabilities, -inf for zeros, the mapping training used (alpha-ReLU: log of its
-unnormalized scores); stock softmax generators get ``log_softmax`` exactly as before. No toolkit is
-imported: each adapter lists these two wrappers in its patches.
+unnormalized scores); stock softmax generators get ``log_softmax`` exactly as before; an ensemble that
+averages raw probabilities already returns log((1/M) sum_m p_m), passed through (``ensemble.LOG_PROBS_OUT``).
+No toolkit is imported: each adapter lists these two wrappers in its patches.
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import contextvars
 from typing import Callable
 
 from onmt_entmax.modules.models import generator_log_probs
+
+from .ensemble import returns_log_probs
 
 _GENERATOR = contextvars.ContextVar("onmt_entmax_generator", default=None)
 
@@ -24,6 +27,8 @@ def make_log_softmax(upstream_log_softmax: Callable) -> Callable:
         generator = _GENERATOR.get()
         if generator is None or dim not in (-1, input.dim() - 1):
             return upstream_log_softmax(input, dim, *args, **kwargs)
+        if returns_log_probs(generator):
+            return input
         return generator_log_probs(generator, input)
 
     return log_softmax

@@ -63,6 +63,13 @@ def _member_generators(generator: nn.Module) -> Iterator[nn.Module]:
         yield from members
 
 
+def member_transformations(model_or_generator: nn.Module) -> list[Optional[Transformation]]:
+    """Each output layer's transformation, one a member for an ensemble; None for a stock (softmax,
+    copy) generator."""
+    generator = getattr(model_or_generator, "generator", model_or_generator)
+    return [getattr(g, "transformation", None) for g in _member_generators(generator)]
+
+
 def transformation_of(model_or_generator: nn.Module) -> Optional[Transformation]:
     """The transformation decoding must use, or None for stock softmax / copy generators.
 

@@ -12,39 +12,21 @@ from __future__ import annotations
 
 import functools
 
-
-from onmt_entmax.decoding import average_probs, check_same_vocab
+from onmt_entmax.decoding import check_same_vocab
+from onmt_entmax.decoding.ensemble import LOG_PROBS_OUT, members_average, returns_log_probs
+from onmt_entmax.modules.models import member_transformations
 
 from ..validation import EntmaxOptionError
 from .beam import _wrap
 
-LOG_PROBS_OUT = "_entmax_log_probs_out"  # generator output is already log-probabilities
-
-
-def member_generators(model) -> list:
-    gen = getattr(model, "generator", model)
-    return list(getattr(gen, "model_generators", [gen]))
-
-
-def member_transformations(model) -> list:
-    """Each member's registry transformation, None for a stock (softmax / copy) generator."""
-    return [getattr(g, "transformation", None) for g in member_generators(model)]
-
-
-def _member_log_probs(generator, logits):
-    from ..model.surgery import generator_log_probs
-
-    return generator_log_probs(generator, logits)
-
 
 def _ensemble_forward(upstream):
     def forward(self, hidden, attn=None, src_map=None):
-        if not getattr(self, LOG_PROBS_OUT, False):
+        if not returns_log_probs(self):
             return upstream(self, hidden, attn, src_map)
         if attn is not None:
             raise ValueError("raw-probability ensembles do not support copy attention generators")
-        member_lp = [_member_log_probs(mg, mg(h)) for h, mg in zip(hidden, self.model_generators)]
-        return average_probs(member_lp)
+        return members_average(self.model_generators, hidden)
 
     return forward
 

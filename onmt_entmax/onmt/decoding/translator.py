@@ -20,10 +20,11 @@ import functools
 
 from onmt_entmax.analysis.records import DecodingRun, Sentence, decode_file, target_tokens
 from onmt_entmax.decoding.beam_hooks import _coverage_wu, attach_record, fewer_than_n_best
+from onmt_entmax.decoding.ensemble import returns_log_probs
+from onmt_entmax.modules.models import member_transformations
 from onmt_entmax.modules.models import warm_up_kernels_of as shared_warm_up
 
 from .beam import _wrap
-from .ensemble import LOG_PROBS_OUT, member_transformations
 from .ensemble import apply as apply_ensemble
 from .beam import apply as apply_beam
 from .options import DecodingConfig, add_decoding_options
@@ -180,7 +181,7 @@ def _ensemble_passthrough(current):
         # (the generator's own __dict__: a getattr with a default raises inside nn.Module, every step)
         children = getattr(model, "_modules", None)
         generator = children.get("generator") if children is not None else getattr(model, "generator", None)
-        if generator is not None and vars(generator).get(LOG_PROBS_OUT, False) \
+        if generator is not None and returns_log_probs(generator) \
                 and dim in (-1, input.dim() - 1) and not args and not kwargs:
             return input
         return current(input, dim, *args, **kwargs)
