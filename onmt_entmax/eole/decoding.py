@@ -23,7 +23,7 @@ import torch
 from onmt_entmax.analysis.records import DecodingRun, Sentence, decode_file, target_tokens
 from onmt_entmax.decoding.beam_hooks import attach_record, fewer_than_n_best, install
 from onmt_entmax.decoding.scoring import SteppedScorer
-from onmt_entmax.modules.models import transformation_of, warm_up_kernels_of
+from onmt_entmax.modules.models import member_transformations, warm_up_kernels_of
 from onmt_entmax.options.decoding import DecodingConfig
 
 from .errors import ConfigError
@@ -38,14 +38,10 @@ def install_beam_hooks() -> None:
 
 
 def decoding_config(config, model) -> DecodingConfig:
-    """The analyses asked for, checked against the model (a one-line ``ConfigError`` otherwise)."""
-    generators = getattr(getattr(model, "generator", None), "model_generators", None)
-    if generators is not None and any(getattr(getattr(g, "transformation", None), "sparse", False)
-                                      for g in generators):
-        raise ConfigError("model_path: ensembles of sparse models are not supported with Eole (Eole averages the "
-                          "members' logits); decode with one model, or with onmt_translate")
+    """The analyses asked for, checked against the model's output layers (an ensemble's: each member's);
+    a one-line ``ConfigError`` otherwise."""
     try:
-        return DecodingConfig.from_opts(config, [transformation_of(model)])
+        return DecodingConfig.from_opts(config, member_transformations(model))
     except ValueError as err:
         raise ConfigError(str(err)) from None
 

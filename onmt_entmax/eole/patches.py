@@ -14,7 +14,7 @@ from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_an
 from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread, stop_between_steps, stop_on_signal
 from onmt_entmax.resume_state import wrap_load_state_dict, wrap_state_dict
 
-from . import adam_fused, attention, building, config, cuda_graphs, decoding, lr_halving, training
+from . import adam_fused, attention, building, config, cuda_graphs, decoding, ensemble, lr_halving, training
 from .errors import install_one_line_hook
 
 MHA = "eole.modules.multi_headed_attn"
@@ -98,6 +98,18 @@ PATCHES: list[Patch] = [
           "eole.predict.inference:log_softmax", make_log_softmax),
     Patch("beam_search", "-inf instead of finite stand-ins, no revived beams, certificate (decoding.beam_hooks)",
           apply=decoding.install_beam_hooks),
+    Patch("ensemble_members", "an ensemble's members share their vocabularies; with a sparse member (or "
+          "avg_raw_probs) its generator averages raw probabilities",
+          "eole.decoders.ensemble:EnsembleModel.for_inference", ensemble.wrap_for_inference),
+    Patch("ensemble_init_cache", "an ensemble's members set up their KV caches (upstream: a no-op, and its "
+          "Transformer members fail at the first step)",
+          "eole.decoders.ensemble:EnsembleDecoder._init_cache", ensemble.init_members_cache),
+    Patch("ensemble_extend_cache", "an ensemble's members extend their KV caches",
+          "eole.decoders.ensemble:EnsembleDecoder._extend_cache", ensemble.extend_members_cache),
+    Patch("ensemble_disable_cache", "an ensemble's members drop their KV caches",
+          "eole.decoders.ensemble:EnsembleDecoder._disable_cache", ensemble.disable_members_cache),
+    Patch("ensemble_average", "log((1/M) sum_m p_m) with each member's own mapping, -inf where all give 0",
+          "eole.decoders.ensemble:EnsembleGenerator.forward", ensemble.wrap_generator_forward),
     Patch("predict_options", "decoding options checked against the model; kernels' set-up at model load",
           "eole.predict.inference:Inference.__init__", decoding.wrap_inference_init),
     Patch("predict_records", "certificate tracker per beam; per-sentence records and analyses",

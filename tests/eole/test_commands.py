@@ -4,6 +4,7 @@ import hook. One vocabulary and three short trainings are shared by the module's
 import json
 import math
 import re
+import shutil
 import signal
 
 import pytest
@@ -51,10 +52,12 @@ def weights(model_dir) -> dict:
 
 
 def predict(model_dir, cwd, *args, src=DATA / "src-dev.txt", n=12):
+    """``eole predict -model_path MODEL_DIR (a list: an ensemble) -src (the first n lines) ARGS``."""
     src_file = cwd / f"src{n}.txt"
     src_file.write_text("".join(src.read_text().splitlines(keepends=True)[:n]))
     out = cwd / "pred.txt"
-    proc = run_eole(["predict", "-model_path", model_dir, "-src", src_file, "-output", out, *args], cwd=cwd)
+    models = model_dir if isinstance(model_dir, list) else [model_dir]
+    proc = run_eole(["predict", "-model_path", *models, "-src", src_file, "-output", out, *args], cwd=cwd)
     return out.read_text().splitlines(), proc.stderr
 
 
@@ -116,6 +119,79 @@ def test_the_scorer_steps_the_decoder_as_the_teacher_forced_pass_scores_and_exac
         again = exact_search(lambda p: scorer(p), eos=eos, max_length=20, n_best=2)
         assert [t for t, _ in found] == [t for t, _ in again]
         assert [s for _, s in found] == pytest.approx([s for _, s in again], abs=1e-4)
+
+
+def _scorers(model_dir):
+    """sentence -> EoleScorer of one model alone (its own predictor), and the target vocabulary."""
+    from eole.config.run import PredictConfig
+    from eole.predict import build_predictor
+    from onmt_entmax.eole.decoding import EoleScorer
+
+    predictor = build_predictor(PredictConfig(model_path=[str(model_dir)], src=str(DATA / "src-dev.txt")), -1)
+    voc = predictor.vocabs["src"]
+
+    def scorer(line: str):
+        ids = [voc.lookup_token(t) for t in line.split()]
+        return EoleScorer(predictor, {"src": torch.tensor([ids]), "srclen": torch.tensor([len(ids)])}, 0)
+
+    return scorer, predictor.vocabs["tgt"]
+
+
+def test_an_ensemble_of_sparse_models_decodes_the_average_of_its_members_probabilities(workdir, trained):
+    """``eole predict -model_path RNN TRANSFORMER``: each hypothesis's score is sum_t log((p1 + p2) / 2) of
+    the two models' own 1.5-entmax probabilities (each scored alone here), a token is -inf exactly where
+    both give it 0, and only nonzero-probability hypotheses are printed."""
+    rnn, _, _ = trained("rnn")
+    transformer, _, _ = trained("learned")
+    report = workdir / "ensemble.jsonl"
+    out, log = predict([rnn, transformer], workdir, "-beam_size", "4", "-n_best", "3", "-length_penalty", "none",
+                       "-with_score", "-batch_size", "1", "-sparsity_stats", "-enumerate_support",
+                       "-enumerate_cap", "5", "-entmax_report", report, n=4)
+    assert "exactness certificate" in log
+    records = [json.loads(line) for line in report.read_text().splitlines()]
+    assert len(out) == sum(max(r["n_hyps"], 1) for r in records)
+    (score_rnn, tgt), (score_tf, _) = _scorers(rnn), _scorers(transformer)
+    eos = tgt.lookup_token("</s>")
+    checked = 0
+    for r, line in zip(records, (DATA / "src-dev.txt").read_text().splitlines()[:4]):
+        for h in r["hypotheses"]:
+            hyp = [tgt.lookup_token(t) for t in h["text"].split()] + [eos]
+            lp_rnn = score_rnn(line).forced([hyp[:-1]])[0][0, : len(hyp)]  # (T, V): log p(. | y_<t, x)
+            lp_tf = score_tf(line).forced([hyp[:-1]])[0][0, : len(hyp)]
+            average = torch.logsumexp(torch.stack([lp_rnn, lp_tf]), 0) - math.log(2)
+            assert torch.equal(torch.isinf(average), torch.isinf(lp_rnn) & torch.isinf(lp_tf))
+            assert torch.isinf(average).any()  # sparse: some tokens have probability 0 under both
+            want = float(average.gather(1, torch.tensor(hyp).view(-1, 1)).sum())
+            assert h["score"] == pytest.approx(want, abs=1e-4)
+            checked += 1
+    assert checked >= 4
+
+
+def test_an_ensemble_of_a_model_with_itself_decodes_as_the_model_alone(workdir, trained):
+    rnn, _, _ = trained("rnn")
+    args = ("-beam_size", "4", "-n_best", "2", "-length_penalty", "none", "-with_score")
+    alone, _ = predict(rnn, workdir, *args)
+    twice, _ = predict([rnn, rnn], workdir, *args)
+    assert [x.split("\t")[0] for x in twice] == [x.split("\t")[0] for x in alone]
+    assert [float(x.split("\t")[1]) for x in twice] == pytest.approx([float(x.split("\t")[1]) for x in alone],
+                                                                      abs=1e-5)
+
+
+def test_an_ensemble_of_models_with_other_vocabularies_is_refused_in_one_line(workdir, trained):
+    rnn, _, _ = trained("rnn")
+    other = workdir / "other-vocab"
+    shutil.copytree(rnn, other)
+    vocab = json.loads((other / "vocab.json").read_text())
+    vocab["tgt"][-2:] = vocab["tgt"][-1:-3:-1]  # two target tokens swapped
+    (other / "vocab.json").write_text(json.dumps(vocab))
+    src = workdir / "src1.txt"
+    src.write_text((DATA / "src-dev.txt").read_text().splitlines(keepends=True)[0])
+    proc = run_eole(["predict", "-model_path", rnn, other, "-src", src, "-output", workdir / "never.txt"],
+                    cwd=workdir, check=False)
+    assert proc.returncode != 0 and not (workdir / "never.txt").exists()
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("onmt-entmax: model_path: ensemble members must share one target vocabulary")
+    assert "Traceback" not in proc.stderr
 
 
 def test_learned_alphas_are_checkpoint_weights_restored_by_predict_and_train_from(workdir, trained):

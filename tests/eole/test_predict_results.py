@@ -1,6 +1,6 @@
 """What ``eole predict`` writes when fewer than n_best hypotheses have nonzero probability, down to a
-sentence whose whole support the constraints removed (Eole's own result code, patched), and what it
-refuses to decode."""
+sentence whose whole support the constraints removed (Eole's own result code, patched), and the analyses
+an ensemble takes."""
 from types import SimpleNamespace
 
 import pytest
@@ -33,8 +33,16 @@ def test_sentences_keep_only_their_nonzero_hypotheses_and_an_empty_support_keeps
     assert empty.pred_sents == [[]] and float(empty.pred_scores[0]) == NEG_INF and len(empty.estim) == 1
 
 
-def test_an_ensemble_with_a_sparse_member_is_refused_before_decoding():
-    members = [EntmaxGenerator.from_linear(nn.Linear(4, 8), get_transformation(name)) for name in ("entmax15", "softmax")]
-    ensemble = SimpleNamespace(generator=SimpleNamespace(model_generators=members))
-    with pytest.raises(ConfigError, match="ensembles of sparse models are not supported"):
-        decoding_config(SimpleNamespace(), ensemble)
+def _ensemble(*names):
+    members = [EntmaxGenerator.from_linear(nn.Linear(4, 8), get_transformation(name)) for name in names]
+    return SimpleNamespace(generator=SimpleNamespace(model_generators=members))
+
+
+def test_an_ensembles_analyses_are_checked_against_every_member():
+    """Sparse members only: certified and enumerable like one sparse model. A dense member gives every
+    sequence nonzero probability, so the certificate and the enumeration are refused, naming it."""
+    both = decoding_config(SimpleNamespace(enumerate_support=True), _ensemble("entmax15", "sparsemax"))
+    assert both.sparse_output and both.certificate and both.enumerate_support
+    assert not decoding_config(SimpleNamespace(), _ensemble("entmax15", "softmax")).certificate
+    with pytest.raises(ConfigError, match="enumerate_support needs a sparse output layer.*entmax15/softmax"):
+        decoding_config(SimpleNamespace(enumerate_support=True), _ensemble("entmax15", "softmax"))
