@@ -8,7 +8,7 @@ log space as logsumexp_m(log p_m) - log M, which keeps -inf for tokens all membe
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -81,3 +81,18 @@ def returns_log_probs(generator: nn.Module) -> bool:
     """Whether ``generator`` is an ensemble's that averages raw probabilities (``LOG_PROBS_OUT``), read
     from its own ``__dict__`` (a getattr with a default raises inside nn.Module, at every step)."""
     return bool(vars(generator).get(LOG_PROBS_OUT, False))
+
+
+def averaging_forward(upstream: Callable, refusal: Callable[[str], Exception]) -> Callable:
+    """An ensemble generator's ``forward(hidden, attn, src_map)`` (both toolkits' ``EnsembleGenerator``):
+    ``members_average`` when the generator ``returns_log_probs``, upstream's otherwise. Copy attention
+    (``attn`` given) has no per-member mapping to average: ``refusal(message)`` is raised."""
+
+    def forward(self, hidden, attn=None, src_map=None):
+        if not returns_log_probs(self):
+            return upstream(self, hidden, attn, src_map)
+        if attn is not None:
+            raise refusal("raw-probability ensembles do not support copy attention generators")
+        return members_average(self.model_generators, hidden)
+
+    return forward

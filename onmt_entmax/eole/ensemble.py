@@ -20,7 +20,7 @@ import os
 from typing import Callable
 
 from onmt_entmax.decoding import check_same_vocab
-from onmt_entmax.decoding.ensemble import LOG_PROBS_OUT, members_average, returns_log_probs
+from onmt_entmax.decoding.ensemble import LOG_PROBS_OUT, averaging_forward
 from onmt_entmax.modules.models import member_transformations
 
 from .errors import ConfigError
@@ -28,15 +28,7 @@ from .errors import ConfigError
 
 def wrap_generator_forward(upstream: Callable) -> Callable:
     """``EnsembleGenerator.forward(hidden, attn, src_map)``: the average of the members' probabilities."""
-
-    def forward(self, hidden, attn=None, src_map=None):
-        if not returns_log_probs(self):
-            return upstream(self, hidden, attn, src_map)
-        if attn is not None:
-            raise ConfigError("model_path: raw-probability ensembles do not support copy attention generators")
-        return members_average(self.model_generators, hidden)
-
-    return forward
+    return averaging_forward(upstream, lambda message: ConfigError(f"model_path: {message}"))
 
 
 def _vocabularies(model_path: str):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 
 from onmt_entmax.decoding import check_same_vocab
-from onmt_entmax.decoding.ensemble import LOG_PROBS_OUT, members_average, returns_log_probs
+from onmt_entmax.decoding.ensemble import LOG_PROBS_OUT, averaging_forward
 from onmt_entmax.modules.models import member_transformations
 
 from ..validation import EntmaxOptionError
@@ -21,14 +21,7 @@ from .beam import _wrap
 
 
 def _ensemble_forward(upstream):
-    def forward(self, hidden, attn=None, src_map=None):
-        if not returns_log_probs(self):
-            return upstream(self, hidden, attn, src_map)
-        if attn is not None:
-            raise ValueError("raw-probability ensembles do not support copy attention generators")
-        return members_average(self.model_generators, hidden)
-
-    return forward
+    return averaging_forward(upstream, ValueError)
 
 
 def _vocab_tokens(vocab) -> list:
