@@ -170,8 +170,8 @@ def test_an_ensemble_of_sparse_models_decodes_the_average_of_its_members_probabi
 def test_an_ensemble_of_a_model_with_itself_decodes_as_the_model_alone(workdir, trained):
     rnn, _, _ = trained("rnn")
     args = ("-beam_size", "4", "-n_best", "2", "-length_penalty", "none", "-with_score")
-    alone, _ = predict(rnn, workdir, *args)
-    twice, _ = predict([rnn, rnn], workdir, *args)
+    alone, _ = predict(rnn, workdir, *args, n=6)
+    twice, _ = predict([rnn, rnn], workdir, *args, n=6)
     assert [x.split("\t")[0] for x in twice] == [x.split("\t")[0] for x in alone]
     assert [float(x.split("\t")[1]) for x in twice] == pytest.approx([float(x.split("\t")[1]) for x in alone],
                                                                       abs=1e-5)
