@@ -177,6 +177,19 @@ def test_an_ensemble_of_a_model_with_itself_decodes_as_the_model_alone(workdir, 
                                                                       abs=1e-5)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_an_ensemble_decoded_on_cuda_gives_the_cpus_outputs_and_scores(workdir, trained):
+    """The RNN + Transformer ensemble on the GPU (the Transformer's KV cache, the fused sparse attention
+    and the kernels' log-probabilities) decodes what the CPU decodes."""
+    models = [trained("rnn")[0], trained("learned")[0]]
+    args = ("-beam_size", "4", "-n_best", "2", "-length_penalty", "none", "-with_score", "-batch_size", "8")
+    cpu, _ = predict(models, workdir, *args, n=40)
+    gpu, _ = predict(models, workdir, *args, "-gpu_ranks", "0", "-world_size", "1", n=40)
+    assert [x.split("\t")[0] for x in gpu] == [x.split("\t")[0] for x in cpu]
+    assert [float(x.split("\t")[1]) for x in gpu] == pytest.approx([float(x.split("\t")[1]) for x in cpu],
+                                                                    abs=1e-3)
+
+
 def test_an_ensemble_of_models_with_other_vocabularies_is_refused_in_one_line(workdir, trained):
     rnn, _, _ = trained("rnn")
     other = workdir / "other-vocab"
