@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
-from onmt_entmax.modules.models import generator_log_probs
+from onmt_entmax.modules.models import generator_log_probs, member_transformations
 
 # set on an ensemble's generator whose forward returns log((1/M) sum_m p_m): the translators' log-prob
 # hook passes it through instead of mapping it again (log_softmax would renormalise alpha-ReLU scores;
@@ -75,6 +75,15 @@ def members_average(generators: Sequence[nn.Module], hidden: Sequence[Tensor]) -
     (sparsemax, entmax, alpha-ReLU, softmax) at its decoder states ``hidden[m]``: -inf where every member
     gives 0."""
     return average_probs([generator_log_probs(g, g(h)) for h, g in zip(hidden, generators)])
+
+
+def average_raw_probs(model: nn.Module, asked: bool) -> bool:
+    """Switch a loaded ensemble's generator to ``members_average`` when ``asked`` (``avg_raw_probs``) or
+    when a member's output layer is sparse (its logits averaged would give every token p > 0); returns
+    whether it did."""
+    raw = asked or any(t is not None and t.sparse for t in member_transformations(model))
+    setattr(model.generator, LOG_PROBS_OUT, raw)
+    return raw
 
 
 def returns_log_probs(generator: nn.Module) -> bool:

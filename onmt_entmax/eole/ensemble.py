@@ -20,8 +20,7 @@ import os
 from typing import Callable
 
 from onmt_entmax.decoding import check_same_vocab
-from onmt_entmax.decoding.ensemble import LOG_PROBS_OUT, averaging_forward
-from onmt_entmax.modules.models import member_transformations
+from onmt_entmax.decoding.ensemble import average_raw_probs, averaging_forward
 
 from .errors import ConfigError
 
@@ -61,9 +60,7 @@ def wrap_for_inference(upstream: Callable) -> Callable:
     def for_inference(cls, config, device_id=0, *args, **kwargs):
         check_members(config.model_path)
         model, vocabs, model_config = upstream(cls, config, device_id, *args, **kwargs)
-        raw = bool(getattr(config, "avg_raw_probs", False)) or any(
-            t is not None and t.sparse for t in member_transformations(model))
-        setattr(model.generator, LOG_PROBS_OUT, raw)
+        average_raw_probs(model, bool(getattr(config, "avg_raw_probs", False)))
         return model, vocabs, model_config
 
     return for_inference

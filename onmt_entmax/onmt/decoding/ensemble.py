@@ -13,8 +13,7 @@ from __future__ import annotations
 import functools
 
 from onmt_entmax.decoding import check_same_vocab
-from onmt_entmax.decoding.ensemble import LOG_PROBS_OUT, averaging_forward
-from onmt_entmax.modules.models import member_transformations
+from onmt_entmax.decoding.ensemble import average_raw_probs, averaging_forward
 
 from ..validation import EntmaxOptionError
 from .beam import _wrap
@@ -54,9 +53,7 @@ def _load_test_model(upstream):
             vocabs, model, model_opt = upstream(opt, device_id, *args, **kwargs)
         finally:
             mb.load_test_model = single
-        ts = member_transformations(model)
-        raw = bool(getattr(opt, "avg_raw_probs", False)) or any(t is not None and t.sparse for t in ts)
-        setattr(model.generator, LOG_PROBS_OUT, raw)
+        average_raw_probs(model, bool(getattr(opt, "avg_raw_probs", False)))
         return vocabs, model, model_opt
 
     return wrapper

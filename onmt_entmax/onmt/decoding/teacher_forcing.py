@@ -5,10 +5,10 @@ The model is loaded as ``onmt_translate`` loads it (``load_test_model``, weights
 plugin's generator and normalizers). Every ``MultiHeadedAttention`` is put on the explicit
 ``scaled-dot`` path and sparse modules off the fused kernel (``fused_attention.eager_branch``: on
 CUDA it computes the output without the probabilities), so its normalizer (``nn.Softmax`` or ours)
-runs and a forward hook sees the (batch, heads, queries, keys) probabilities. Files are tokenized as the model's training data
-(what ``onmt_translate -src`` takes). To look at *decoding* steps, as the papers do, pass the
-model's own translations (``onmt_translate -output``) as the target file: the teacher-forced steps
-are then exactly the steps that produced them.
+runs and a forward hook sees the (batch, heads, queries, keys) probabilities. Files are tokenized as
+the model's training data (what ``onmt_translate -src`` takes). To look at *decoding* steps, as the
+papers do, pass the model's own translations (``onmt_translate -output``) as the target file: the
+teacher-forced steps are then exactly the steps that produced them.
 
 Commands: ``onmt-entmax-head-diversity`` and ``onmt-entmax-alpha-relu-stats``.
 """
