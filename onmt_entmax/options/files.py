@@ -42,6 +42,16 @@ def same_file(a: str, b: str) -> bool:
     return os.path.realpath(a) == os.path.realpath(b)
 
 
+def writes_into(output: str, given: str) -> bool:
+    """True when writing the file ``output`` would change the input ``given``: the same file (through a
+    symbolic or hard link, existing or not), or a file anywhere inside ``given`` when it is a folder (an Eole
+    model folder holds links into its ``step_N/`` folders: ``M/model.00.safetensors`` is a weights file)."""
+    if same_file(output, given):
+        return True
+    folder = os.path.realpath(given)
+    return os.path.isdir(folder) and os.path.commonpath([os.path.realpath(output), folder]) == folder
+
+
 def check_writable(option: str, path: str, suffix: Optional[str] = None) -> None:
     """``path`` can be written as a file: its folder exists and is writable, it is not a folder,
     and it ends in ``suffix`` when one is required (a PNG writer picks its format by the name)."""
@@ -57,6 +67,18 @@ def check_writable(option: str, path: str, suffix: Optional[str] = None) -> None
                                 f"{suffix}, got {path}")
 
 
+def _check_apart(option: str, path: str, inputs: Mapping[str, object]) -> None:
+    """The output ``path`` of ``-option`` neither an input file nor inside an input folder."""
+    for other, values in inputs.items():
+        for given in _paths(values):
+            if same_file(path, given):
+                raise EntmaxOptionError(f"-{option} {path} is the -{other} file: it would be written over; "
+                                        f"choose another -{option}")
+            if writes_into(path, given):
+                raise EntmaxOptionError(f"-{option} {path} is inside the -{other} folder {given}: it would write "
+                                        f"into the model's files; choose a -{option} outside it")
+
+
 def check_outputs(outputs: Mapping[str, object], inputs: Mapping[str, object],
                   suffixes: Optional[Mapping[str, str]] = None) -> None:
     """Each output path writable and distinct from every input and every other output.
@@ -65,11 +87,7 @@ def check_outputs(outputs: Mapping[str, object], inputs: Mapping[str, object],
     seen: list[tuple[str, str]] = []
     for option, value in outputs.items():
         for path in _paths(value):
-            for other, values in inputs.items():
-                for given in _paths(values):
-                    if same_file(path, given):
-                        raise EntmaxOptionError(f"-{option} {path} is the -{other} file: it would be written over; "
-                                                f"choose another -{option}")
+            _check_apart(option, path, inputs)
             for other, given in seen:
                 if same_file(path, given):
                     raise EntmaxOptionError(f"-{option} {path} is also -{other}: one would overwrite the other")
@@ -172,11 +190,12 @@ def check_out_dir(option: str, path: str, names: Iterable[str], inputs: Mapping[
         target = os.path.join(path, name)
         for other, values in inputs.items():
             for given in _paths(values):
-                if same_file(target, given):
-                    raise EntmaxOptionError(f"-{option} {path}: writing {name} there would overwrite the -{other} "
-                                            f"file {given}")
+                if writes_into(target, given):
+                    what = "write into the -{} folder" if os.path.isdir(given) else "overwrite the -{} file"
+                    raise EntmaxOptionError(f"-{option} {path}: writing {name} there would {what.format(other)} "
+                                            f"{given}")
 
 
 __all__ = ["CORPUS_FILES", "TRANSLATE_OUTPUTS", "PNG_OUTPUTS", "blocking_file", "check_corpus_files",
            "check_creatable_folder", "check_decoding_files", "check_outputs", "check_out_dir",
-           "check_translate_inputs", "check_writable", "same_file"]
+           "check_translate_inputs", "check_writable", "same_file", "writes_into"]

@@ -250,6 +250,19 @@ def test_predict_refuses_to_write_over_its_source_in_one_line(workdir, trained):
                                                     "written over; choose another -output")
 
 
+def test_predict_never_writes_into_its_model_folder(workdir, trained):
+    """``-output M/model.00.safetensors`` (a link into ``M/step_N/``) is refused before anything is opened:
+    the weights keep their bytes and the command ends in one line."""
+    model_dir, _, _ = trained("rnn")
+    target = model_dir / "model.00.safetensors"
+    before = target.read_bytes()
+    src = workdir / "keep.src.txt"
+    src.write_text("".join((DATA / "src-dev.txt").read_text().splitlines(keepends=True)[:3]))
+    proc = run_eole(["predict", "-model_path", model_dir, "-src", src, "-output", target], cwd=workdir, check=False)
+    assert proc.returncode == 1 and target.read_bytes() == before
+    assert len(proc.stderr.strip().splitlines()) == 1 and "-output" in proc.stderr
+
+
 def test_a_bad_option_is_one_line_naming_it_before_anything_runs(workdir):
     (workdir / "bad").mkdir()
     config = small_config("rnn-entmax15", workdir / "bad", steps=1)

@@ -126,6 +126,29 @@ def test_predict_files_that_would_be_written_over_or_lose_lines_are_refused(pred
     check_predict_files(PredictConfig(model_path="org/name", src="src.txt"))  # (maybe a Hugging Face model)
 
 
+@pytest.mark.parametrize("option,inside", [("output", "model.00.safetensors"), ("entmax_report", "config.json"),
+                                           ("log_file", "step_60/config.json"), ("dump_beam", "step_60/new.txt")])
+def test_no_output_lands_inside_the_model_folder_through_its_links(tmp_path, monkeypatch, option, inside):
+    """Eole's ``M/`` holds links to the files of ``M/step_N/``: an output naming one of them, a file of a
+    step folder, or a new file there writes into the model, whichever spelling reaches it."""
+    from onmt_entmax.eole.config import check_predict_files
+
+    monkeypatch.chdir(tmp_path)
+    step = tmp_path / "M" / "step_60"
+    step.mkdir(parents=True)
+    for name in ("config.json", "model.00.safetensors", "vocab.json"):
+        (step / name).write_text('{"model": {"architecture": "rnn"}}')
+        (tmp_path / "M" / name).symlink_to(f"step_60/{name}")
+    (tmp_path / "link").symlink_to("M")
+    (tmp_path / "src.txt").write_text("a b\n")
+    for spelling in (f"M/{inside}", f"./M/{inside}", f"link/{inside}", str(tmp_path / "M" / inside)):
+        with pytest.raises(ConfigError, match=f"-{option}"):
+            check_predict_files(PredictConfig(model_path="M", src="src.txt", **{option: spelling}))
+        with pytest.raises(ConfigError, match=f"-{option}"):  # the step folder itself as the model
+            check_predict_files(PredictConfig(model_path="M/step_60", src="src.txt", **{option: spelling}))
+    check_predict_files(PredictConfig(model_path="M", src="src.txt", **{option: "Mpred.txt"}))  # beside it: fine
+
+
 def test_train_files_that_are_missing_or_in_the_models_way_are_refused_before_training(tmp_path, monkeypatch):
     from onmt_entmax.eole.files import check_train_files
 
