@@ -1,13 +1,16 @@
 """Files an Eole command reads and writes, checked on the config it builds, before a model loads or a
 step trains; each problem is one ``ConfigError`` line naming the option. ``eole predict``: as
 ``onmt_translate`` (``onmt_entmax.options.files``). ``eole train`` / ``build_vocab``: the corpus files,
-``train_from``, and a ``model_path`` that can become a folder (Eole writes one there at the first save:
-a file in its place would end the run then, after its steps were trained)."""
+``train_from``, a ``model_path`` that can become a folder (Eole writes one there at the first save:
+a file in its place would end the run then, after its steps were trained) and holds no other run's ``step_N/``
+(they would be replaced), a ``log_file`` and ``build_vocab``'s vocabularies that are none of the files read."""
 from __future__ import annotations
 
+import glob
 import os
 
-from onmt_entmax.options.files import CORPUS_FILES, blocking_file, check_corpus_files, check_decoding_files
+from onmt_entmax.options.files import (CORPUS_FILES, blocking_file, check_corpus_files, check_decoding_files,
+                                       check_new_run, check_training_outputs, writes_into)
 from onmt_entmax.options.model import EntmaxOptionError
 
 from .errors import ConfigError
@@ -39,17 +42,33 @@ def check_model_folders(model_path) -> None:
             raise ConfigError(f"-model_path {path}: no such model folder")
 
 
+def step_folders(model_path: str) -> list[str]:
+    """The checkpoints ``<model_path>/step_<N>/`` Eole saved there, by step."""
+    found = glob.glob(os.path.join(glob.escape(model_path), "step_*"))
+    steps = {path: os.path.basename(path)[len("step_"):] for path in found if os.path.isdir(path)}
+    return sorted((path for path, step in steps.items() if step.isdigit()), key=lambda path: int(steps[path]))
+
+
 def check_train_files(config) -> None:
     """Every local corpus file there (``hf://`` and other URLs are Eole's to fetch), ``train_from`` there,
     ``model_path`` a folder or nothing yet."""
     data = getattr(config, "data", None) or {}
+    corpora = {name: {key: getattr(c, key, None) for key in CORPUS_FILES} for name, c in data.items()}
+    training = getattr(config, "training", None)
     try:
-        check_corpus_files({name: {key: getattr(c, key, None) for key in CORPUS_FILES} for name, c in data.items()})
+        check_corpus_files(corpora)
+        if training is None:  # build_vocab: its vocabularies never a corpus (overwrite would replace it)
+            vocabs = {"src_vocab": config.src_vocab, "tgt_vocab": None if config.share_vocab else config.tgt_vocab}
+            check_training_outputs(vocabs, corpora, {})
+            return
+        inputs = {"src_vocab": config.src_vocab, "tgt_vocab": config.tgt_vocab, "train_from": training.train_from}
+        check_training_outputs({"log_file": getattr(config, "log_file", None)}, corpora, inputs)
+        if training.model_path:
+            check_new_run("training.model_path", training.model_path, step_folders(training.model_path),
+                          training.train_from, lambda start: writes_into(start, training.model_path),
+                          "training.train_from")
     except EntmaxOptionError as err:
         raise ConfigError(str(err)) from None
-    training = getattr(config, "training", None)
-    if training is None:
-        return
     path = getattr(training, "model_path", None)
     blocking = blocking_file(path) if path else None
     if blocking is not None and blocking == os.path.abspath(path):

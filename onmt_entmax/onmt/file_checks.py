@@ -1,7 +1,9 @@
 """Files checked before a command starts (the checks: ``onmt_entmax.options.files``): ``onmt_translate``'s
 by ``ArgumentParser.validate_translate_opts``, its first step, before the model loads and before upstream
 opens ``-output``; ``onmt_train``'s ``-save_model`` by ``validate_train_opts``, before a model is built; the
-corpus files of ``onmt_train`` and ``onmt_build_vocab`` by ``validate_prepare_opts``, before the data is read."""
+corpus files of ``onmt_train`` and ``onmt_build_vocab`` (and the latter's vocabularies, never a corpus) by
+``validate_prepare_opts``, before the data is read; ``onmt_train``'s ``-log_file`` and ``-save_model`` against the
+files it reads and another run's checkpoints by ``onmt.bin.train.train``, before the log file opens."""
 from __future__ import annotations
 
 import os
@@ -9,7 +11,8 @@ import os
 import yaml
 
 from onmt_entmax.options.files import (check_corpus_files, check_creatable_folder, check_decoding_files,
-                                       check_out_dir, check_outputs)
+                                       check_new_run, check_out_dir, check_outputs, check_training_outputs,
+                                       run_checkpoints, same_file)
 
 
 def corpora(opt) -> dict:
@@ -32,9 +35,42 @@ def wrap_validate_prepare_opts(upstream):
 
     def validate_prepare_opts(cls, opt, *args, **kwargs):
         check_corpus_files(corpora(opt))
+        if kwargs.get("build_vocab_only", args[0] if args else False):
+            check_vocab_outputs(opt)
         return upstream(cls, opt, *args, **kwargs)
 
     return validate_prepare_opts
+
+
+def check_vocab_outputs(opt) -> None:
+    """``onmt_build_vocab``'s vocabularies none of its corpus files (with ``-overwrite`` upstream would replace
+    the corpus with the vocabulary; without, it stops after reading the data)."""
+    vocabs = {"src_vocab": getattr(opt, "src_vocab", None)}
+    if not getattr(opt, "share_vocab", False):
+        vocabs["tgt_vocab"] = getattr(opt, "tgt_vocab", None)
+    check_training_outputs(vocabs, corpora(opt), {})
+
+
+def check_train_outputs(opt) -> None:
+    """``onmt_train``'s ``-log_file`` none of the files it reads, and ``-save_model`` no other run's: its
+    checkpoints would replace that run's, unless ``-train_from`` one of them resumes it."""
+    inputs = {name: getattr(opt, name, None) for name in ("src_vocab", "tgt_vocab", "train_from")}
+    check_training_outputs({"log_file": getattr(opt, "log_file", None)}, corpora(opt), inputs)
+    if getattr(opt, "save_model", None):
+        saved = run_checkpoints(opt.save_model)
+        check_new_run("-save_model", opt.save_model, saved, getattr(opt, "train_from", None),
+                      lambda start: any(same_file(start, path) for path in saved))
+
+
+def wrap_train(upstream):
+    """``onmt.bin.train.train(opt)``, ``onmt_train``'s body: ``check_train_outputs`` first, before upstream opens
+    ``-log_file`` (``init_logger``, its first line) and before anything is read."""
+
+    def train(opt, *args, **kwargs):
+        check_train_outputs(opt)
+        return upstream(opt, *args, **kwargs)
+
+    return train
 
 
 def check_translate_files(opt) -> None:
@@ -54,5 +90,6 @@ def wrap_validate_translate_opts(upstream):
     return validate_translate_opts
 
 
-__all__ = ["check_out_dir", "check_outputs", "check_save_model", "check_translate_files", "corpora",
-           "wrap_validate_prepare_opts", "wrap_validate_translate_opts"]
+__all__ = ["check_out_dir", "check_outputs", "check_save_model", "check_train_outputs", "check_translate_files",
+           "check_vocab_outputs", "corpora", "wrap_train", "wrap_validate_prepare_opts",
+           "wrap_validate_translate_opts"]

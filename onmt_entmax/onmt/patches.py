@@ -39,8 +39,12 @@ PATCHES: list[Patch] = [
           lambda up: validation.wrap_validate_train_opts(up, lr_halving.check_train_opts, cuda_graphs.check_train_opts,
                                                          fork_settings.check_train_opts, adam_fused.check_train_opts,
                                                          file_checks.check_save_model)),
-    Patch("corpus_files", "onmt_train, onmt_build_vocab: a missing corpus file named in one line, not a traceback",
+    Patch("corpus_files", "onmt_train, onmt_build_vocab: a missing corpus file named in one line, not a traceback; "
+          "onmt_build_vocab's vocabularies never a corpus file",
           "onmt.utils.parse:DataOptsCheckerMixin.validate_prepare_opts", file_checks.wrap_validate_prepare_opts),
+    Patch("train_outputs", "onmt_train: -log_file never a file it reads, -save_model never another run's "
+          "checkpoints (unless -train_from resumes it), before the log file opens",
+          "onmt.bin.train:train", file_checks.wrap_train),
     Patch("train_from_options", "-train_from: name the given model options the checkpoint's replace",
           "onmt.train_single:_get_model_opts", validation.wrap_get_model_opts),
     Patch("build_base_model", "install our generator and attention normalizers before weights are loaded "

@@ -16,8 +16,9 @@ outputs (``check_outputs``, ``check_out_dir``).
 """
 from __future__ import annotations
 
+import glob
 import os
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from .model import EntmaxOptionError
 
@@ -71,11 +72,12 @@ def _check_apart(option: str, path: str, inputs: Mapping[str, object]) -> None:
     """The output ``path`` of ``-option`` neither an input file nor inside an input folder."""
     for other, values in inputs.items():
         for given in _paths(values):
+            name = other if "." in other else f"-{other}"  # (a corpus key, data.<corpus>.path_src, has no dash)
             if same_file(path, given):
-                raise EntmaxOptionError(f"-{option} {path} is the -{other} file: it would be written over; "
+                raise EntmaxOptionError(f"-{option} {path} is the {name} file: it would be written over; "
                                         f"choose another -{option}")
             if writes_into(path, given):
-                raise EntmaxOptionError(f"-{option} {path} is inside the -{other} folder {given}: it would write "
+                raise EntmaxOptionError(f"-{option} {path} is inside the {name} folder {given}: it would write "
                                         f"into the model's files; choose a -{option} outside it")
 
 
@@ -95,15 +97,49 @@ def check_outputs(outputs: Mapping[str, object], inputs: Mapping[str, object],
             seen.append((option, path))
 
 
-def blank_lines(path: str) -> tuple[int, list[int]]:
+def not_utf8(label: str, line: bytes, number: int) -> Optional[EntmaxOptionError]:
+    """The refusal for ``line`` (1-based ``number`` in the file ``label`` names) when it is not UTF-8: both
+    toolkits decode every line as UTF-8 and would end with a traceback in their data reader there."""
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return EntmaxOptionError(f"{label} line {number} is not UTF-8 text (byte 0x{line[err.start]:02x} at "
+                                 f"byte {err.start + 1} of the line): convert the file to UTF-8 (iconv -t UTF-8)")
+    return None
+
+
+def blank_lines(path: str, option: str = "") -> tuple[int, list[int]]:
     """(number of lines, 1-based numbers of the blank ones) of a text file, read as OpenNMT-py
-    reads it (split on newlines; a line of spaces is blank: upstream strips it to nothing)."""
+    reads it (split on newlines; a line of spaces is blank: upstream strips it to nothing). A line
+    that is not UTF-8 is refused, naming ``-option`` (when given), the file and the line."""
     count, blank = 0, []
     with open(path, "rb") as f:
         for count, line in enumerate(f, 1):
+            refusal = not_utf8(f"-{option} {path}" if option else path, line, count)
+            if refusal is not None:
+                raise refusal
             if not line.strip():
                 blank.append(count)
     return count, blank
+
+
+def corpus_lines(label: str, path: str, block: int = 1 << 20) -> tuple[int, bool]:
+    """(number of lines, whether one holds more than spaces) of a training corpus file, read in blocks that
+    end at a line's end (a UTF-8 character never spans one); a block that is not UTF-8 is refused naming
+    ``label``, the file and the line (``not_utf8``)."""
+    lines, text = 0, False
+    with open(path, "rb") as f:
+        while chunk := f.read(block) + f.readline():
+            try:
+                chunk.decode("utf-8")
+            except UnicodeDecodeError as err:
+                start = chunk.rfind(b"\n", 0, err.start) + 1
+                end = chunk.find(b"\n", err.start)
+                raise not_utf8(label, chunk[start:end if end >= 0 else None],
+                               lines + chunk.count(b"\n", 0, err.start) + 1) from None
+            lines += chunk.count(b"\n") + (not chunk.endswith(b"\n"))
+            text = text or bool(chunk.strip())
+    return lines, text
 
 
 def _lines_listed(numbers: Sequence[int]) -> str:
@@ -119,7 +155,7 @@ def check_translate_inputs(src: Optional[str], tgt: Optional[str], toolkit: str 
         return
     if not os.path.isfile(src):
         raise EntmaxOptionError(f"-src {src}: no such file")
-    n_src, blank = blank_lines(src)
+    n_src, blank = blank_lines(src, "src")
     if not n_src:  # (upstream's loop over no batch then fails on a name it never bound)
         raise EntmaxOptionError(f"-src {src} is empty: nothing to translate")
     if blank and drops_blank_sources:
@@ -130,7 +166,7 @@ def check_translate_inputs(src: Optional[str], tgt: Optional[str], toolkit: str 
         return
     if not os.path.isfile(tgt):
         raise EntmaxOptionError(f"-tgt {tgt}: no such file")
-    n_tgt, blank = blank_lines(tgt)
+    n_tgt, blank = blank_lines(tgt, "tgt")
     if n_tgt != n_src:
         raise EntmaxOptionError(f"-tgt {tgt} has {n_tgt} lines but -src {src} has {n_src}: every source line needs "
                                 "its reference")
@@ -150,6 +186,7 @@ def check_decoding_files(opt, inputs: Mapping[str, object], toolkit: str = "Open
 
 
 CORPUS_FILES = ("path_src", "path_tgt", "path_txt", "path_sco", "path_align")
+TEXT_CORPUS_FILES = ("path_src", "path_tgt", "path_txt")
 
 
 def check_corpus_files(data: Mapping[str, Mapping[str, object]]) -> None:
@@ -158,8 +195,51 @@ def check_corpus_files(data: Mapping[str, Mapping[str, object]]) -> None:
     for name, corpus in data.items():
         for key in CORPUS_FILES:
             path = corpus.get(key)
-            if path and "://" not in str(path) and not os.path.isfile(str(path)):
+            if not path or "://" in str(path):
+                continue
+            if not os.path.isfile(str(path)):
                 raise EntmaxOptionError(f"data.{name}.{key} {path}: no such file")
+            _, text = corpus_lines(f"data.{name}.{key} {path}", str(path))
+            if not text and key in TEXT_CORPUS_FILES:  # (upstream's data mixer ends in a traceback)
+                raise EntmaxOptionError(f"data.{name}.{key} {path} has no text: nothing to train on; give it "
+                                        f"sentences or remove the corpus {name}")
+
+
+def corpus_paths(data: Mapping[str, Mapping[str, object]]) -> dict[str, str]:
+    """``data.<corpus>.<key>`` -> path of every local file the corpora of ``data`` read."""
+    return {f"data.{name}.{key}": str(corpus[key]) for name, corpus in data.items() for key in CORPUS_FILES
+            if corpus.get(key) and "://" not in str(corpus[key])}
+
+
+def check_training_outputs(outputs: Mapping[str, object], data: Mapping[str, Mapping[str, object]],
+                           inputs: Mapping[str, object]) -> None:
+    """What a training or vocabulary command writes (its log file; ``build_vocab``'s vocabularies) is none of
+    the files it reads: no corpus file of ``data`` (the toolkits' ``overwrite`` would replace a corpus with a
+    vocabulary) and none of ``inputs`` (vocabularies, ``train_from``), nor a file inside one of those folders."""
+    everything = {**corpus_paths(data), **inputs}
+    for option, value in outputs.items():
+        for path in _paths(value):
+            _check_apart(option, path, everything)
+
+
+def run_checkpoints(save_model: str) -> list[str]:
+    """The checkpoints ``<save_model>_step_<N>.pt`` OpenNMT-py saved under the prefix ``save_model``, by step."""
+    found = glob.glob(glob.escape(save_model) + "_step_*.pt")
+    steps = {path: path[len(save_model) + len("_step_"):-len(".pt")] for path in found}
+    return sorted((path for path, step in steps.items() if step.isdigit()), key=lambda path: int(steps[path]))
+
+
+def check_new_run(option: str, save: str, checkpoints: Sequence[str], train_from: Optional[str],
+                  resumes: Callable[[str], bool], resume_option: str = "-train_from") -> None:
+    """A training run saves where no other run's checkpoints are (it would replace them one by one, the
+    newest last): ``checkpoints`` saved at ``save`` before must be empty, unless ``train_from`` continues that
+    run (``resumes(train_from)``). ``option`` and ``resume_option`` as the user wrote them (``-save_model``)."""
+    if not checkpoints or (train_from and resumes(train_from)):
+        return
+    newest = checkpoints[-1]
+    raise EntmaxOptionError(f"{option} {save}: another run's checkpoints are there ({len(checkpoints)}, the newest "
+                            f"{newest}) and this run would replace them; give another {option}, remove them, or "
+                            f"resume with {resume_option} {newest}")
 
 
 def blocking_file(path: str | os.PathLike) -> str | None:
@@ -197,5 +277,6 @@ def check_out_dir(option: str, path: str, names: Iterable[str], inputs: Mapping[
 
 
 __all__ = ["CORPUS_FILES", "TRANSLATE_OUTPUTS", "PNG_OUTPUTS", "blocking_file", "check_corpus_files",
-           "check_creatable_folder", "check_decoding_files", "check_outputs", "check_out_dir",
+           "check_creatable_folder", "check_decoding_files", "check_new_run", "check_outputs", "check_out_dir",
+           "check_training_outputs", "corpus_paths", "run_checkpoints",
            "check_translate_inputs", "check_writable", "same_file", "writes_into"]

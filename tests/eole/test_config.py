@@ -170,3 +170,65 @@ def test_train_files_that_are_missing_or_in_the_models_way_are_refused_before_tr
         with pytest.raises(ConfigError) as err:
             check_train_files(cfg)
         assert str(err.value).startswith(says)
+
+
+def test_train_and_build_vocab_never_write_what_they_read_nor_over_another_run(tmp_path, monkeypatch):
+    """build_vocab's vocabularies and train's log file are no corpus file (``overwrite: true`` would replace
+    the corpus); a model_path that holds another run's ``step_N/`` folders is refused unless train_from
+    resumes that run."""
+    from eole.config.run import BuildVocabConfig
+
+    from onmt_entmax.eole.files import check_train_files
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("src.txt", "tgt.txt"):
+        (tmp_path / name).write_text("a\n")
+    data = {"corpus_1": {"path_src": "src.txt", "path_tgt": "tgt.txt"}}
+
+    def train(**training):
+        return TrainConfig(src_vocab="v.src", tgt_vocab="v.tgt", data=data, model=TINY,
+                           training={"model_path": "run/model", **training})
+
+    for vocabs in ({"src_vocab": "src.txt", "tgt_vocab": "v.tgt"}, {"src_vocab": "v.src", "tgt_vocab": "./tgt.txt"}):
+        with pytest.raises(ConfigError, match=r"_vocab \S+ is the data.corpus_1.path_(src|tgt) file"):
+            check_train_files(BuildVocabConfig(data=data, overwrite=True, **vocabs))
+    check_train_files(BuildVocabConfig(data=data, src_vocab="v", tgt_vocab="src.txt", share_vocab=True))
+    with pytest.raises(ConfigError, match=r"^-log_file src.txt is the data.corpus_1.path_src file"):
+        check_train_files(TrainConfig(src_vocab="v.src", tgt_vocab="v.tgt", data=data, model=TINY,
+                                      log_file="src.txt", training={"model_path": "run/model"}))
+    check_train_files(train())
+    (tmp_path / "run" / "model" / "step_20").mkdir(parents=True)
+    (tmp_path / "run" / "model" / "step_40").mkdir()
+    with pytest.raises(ConfigError, match=r"^training.model_path run/model: another run's .*step_40"):
+        check_train_files(train())
+    with pytest.raises(ConfigError, match=r"^training.model_path"):  # another run's model is no resume
+        (tmp_path / "elsewhere").mkdir()
+        check_train_files(train(train_from="elsewhere"))
+    check_train_files(train(train_from="run/model/step_20"))
+    check_train_files(train(train_from="run/model"))
+
+
+@pytest.mark.parametrize("option", ["src", "tgt"])
+def test_predict_refuses_a_line_that_is_not_utf8_naming_the_file_and_line(predict_files, option):
+    from onmt_entmax.eole.config import check_predict_files
+
+    (predict_files / f"{option}.txt").write_bytes(b"a b\nx\nc \xe9\n")
+    with pytest.raises(ConfigError) as err:
+        check_predict_files(PredictConfig(model_path="model", src="src.txt", tgt="tgt.txt"))
+    assert f"-{option} {option}.txt line 3 " in str(err.value)
+
+
+@pytest.mark.parametrize("src,says", [(b"a\n\xff b\n", "data.corpus_1.path_src src.txt line 2 "),
+                                      (b"", "data.corpus_1.path_src src.txt "), (b" \n\n", "data.corpus_1.path_src ")])
+def test_train_refuses_a_corpus_that_is_not_utf8_or_has_no_sentence(tmp_path, monkeypatch, src, says):
+    """Both end inside Eole's data reader with a traceback (UnicodeDecodeError; UnboundLocalError)."""
+    from onmt_entmax.eole.files import check_train_files
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "src.txt").write_bytes(src)
+    (tmp_path / "tgt.txt").write_text("a\nb\n")
+    config = TrainConfig(src_vocab="v.src", tgt_vocab="v.tgt", model=TINY,
+                         data={"corpus_1": {"path_src": "src.txt", "path_tgt": "tgt.txt"}})
+    with pytest.raises(ConfigError) as err:
+        check_train_files(config)
+    assert str(err.value).startswith(says)

@@ -118,3 +118,125 @@ def test_training_refuses_a_missing_corpus_file_and_a_save_model_under_a_file(tm
     with pytest.raises(EntmaxOptionError, match=r"^-save_model \S*a_file: \S*a_file is a file, not a folder$"):
         ArgumentParser.validate_train_opts(opt(str(tmp_path / "a_file/model")))
     ArgumentParser.validate_train_opts(opt(str(tmp_path / "new/folder/model")))  # (made when it saves)
+
+
+@pytest.mark.parametrize("option", ["src", "tgt"])
+def test_a_source_or_reference_line_that_is_not_utf8_is_refused_naming_the_file_and_line(files, option):
+    (files / f"{option}.txt").write_bytes(b"a b\nc \xe9 d\n")  # (Latin-1 e-acute on line 2)
+    with pytest.raises(EntmaxOptionError) as err:
+        _validate("-tgt", "tgt.txt")
+    assert f"-{option} {option}.txt line 2 " in str(err.value)
+
+
+def _train_opt(tmp_path, **corpus):
+    from onmt.bin.train import _get_parser
+
+    data = {"corpus_1": {"path_src": str(tmp_path / "src.txt"), "path_tgt": str(tmp_path / "tgt.txt"), **corpus}}
+    return _get_parser().parse_known_args(["-data", str(data), "-src_vocab", "v", "-save_model", "m"])[0]
+
+
+@pytest.mark.parametrize("key,text", [("path_src", b"a\nb\nc \xff\n"), ("path_tgt", b"a\nb\n\x80c\n")])
+def test_a_training_corpus_line_that_is_not_utf8_is_refused_naming_the_file_and_line(tmp_path, key, text):
+    from onmt.utils.parse import ArgumentParser
+
+    (tmp_path / "src.txt").write_text("a\nb\nc\n")
+    (tmp_path / "tgt.txt").write_text("a\nb\nc\n")
+    (tmp_path / f"{key[5:]}.txt").write_bytes(text)
+    with pytest.raises(EntmaxOptionError) as err:
+        ArgumentParser.validate_prepare_opts(_train_opt(tmp_path))
+    assert str(err.value).startswith(f"data.corpus_1.{key} {tmp_path / (key[5:] + '.txt')} line 3 ")
+
+
+def test_the_line_of_a_byte_that_is_not_utf8_is_counted_across_read_blocks(tmp_path):
+    from onmt_entmax.options.files import corpus_lines
+
+    path = tmp_path / "big.txt"
+    path.write_bytes("é a\n".encode() * 500 + b"\xe9\n" + b"b\n" * 10)
+    for block in (1, 3, 7, 1 << 20):
+        with pytest.raises(EntmaxOptionError, match=" line 501 "):
+            corpus_lines("big", str(path), block)
+    path.write_bytes("é a\n".encode() * 500 + b"b")
+    assert corpus_lines("big", str(path), 7) == (501, True)
+
+
+@pytest.mark.parametrize("src", ["", "\n  \n"])
+def test_an_empty_training_corpus_is_refused_naming_it(tmp_path, src):
+    """Upstream's data mixer ends in an UnboundLocalError traceback on a corpus without a sentence."""
+    from onmt.utils.parse import ArgumentParser
+
+    (tmp_path / "src.txt").write_text(src)
+    (tmp_path / "tgt.txt").write_text(src)
+    with pytest.raises(EntmaxOptionError) as err:
+        ArgumentParser.validate_prepare_opts(_train_opt(tmp_path))
+    assert str(err.value).startswith(f"data.corpus_1.path_src {tmp_path / 'src.txt'} ")
+
+
+def _corpus(tmp_path):
+    for name in ("src.txt", "tgt.txt"):
+        (tmp_path / name).write_text("a b c\nb c\n")
+    return {"corpus_1": {"path_src": str(tmp_path / "src.txt"), "path_tgt": str(tmp_path / "tgt.txt")}}
+
+
+def test_build_vocab_never_replaces_a_corpus_with_its_vocabulary(tmp_path):
+    """``-src_vocab`` naming the training corpus (any spelling) is refused before the data is read, even with
+    ``-overwrite``: the corpus keeps its bytes."""
+    from onmt.bin.build_vocab import _get_parser, build_vocab_main
+
+    data = _corpus(tmp_path)
+    (tmp_path / "link.txt").symlink_to(tmp_path / "tgt.txt")
+    before = {name: (tmp_path / name).read_bytes() for name in ("src.txt", "tgt.txt")}
+    for vocab in (["-src_vocab", str(tmp_path / "src.txt")],
+                  ["-src_vocab", str(tmp_path / "v"), "-tgt_vocab", str(tmp_path / "link.txt")]):
+        opt = _get_parser().parse_known_args(["-data", str(data), *vocab, "-save_data", str(tmp_path / "s"),
+                                              "-n_sample", "-1", "-overwrite"])[0]
+        with pytest.raises(EntmaxOptionError, match="_vocab .* is the data.corpus_1.path_(src|tgt) file"):
+            build_vocab_main(opt)
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before
+    opt = _get_parser().parse_known_args(["-data", str(data), "-src_vocab", str(tmp_path / "v"), "-share_vocab",
+                                          "-tgt_vocab", str(tmp_path / "src.txt"), "-save_data", str(tmp_path / "s"),
+                                          "-n_sample", "-1"])[0]
+    from onmt_entmax.onmt.file_checks import check_vocab_outputs
+    check_vocab_outputs(opt)  # (with -share_vocab, -tgt_vocab is not written)
+
+
+def test_onmt_train_log_file_is_never_a_file_it_reads(tmp_path):
+    """``-log_file`` naming the corpus or the vocabulary ends the run before the log file opens: nothing is
+    appended to the corpus."""
+    from onmt.bin.train import _get_parser, train
+
+    data = _corpus(tmp_path)
+    (tmp_path / "vocab").write_text("a\t3\n")
+    before = (tmp_path / "src.txt").read_bytes()
+    for log in (tmp_path / "src.txt", tmp_path / "vocab"):
+        opt = _get_parser().parse_known_args(["-data", str(data), "-src_vocab", str(tmp_path / "vocab"),
+                                              "-save_model", str(tmp_path / "run/m"), "-log_file", str(log)])[0]
+        with pytest.raises(EntmaxOptionError, match="^-log_file .* is the (data.corpus_1.path_src|-src_vocab) file"):
+            train(opt)
+    assert (tmp_path / "src.txt").read_bytes() == before
+
+
+def test_a_second_run_on_one_save_model_is_refused_unless_it_resumes_the_first(tmp_path):
+    """Checkpoints ``<save_model>_step_N.pt`` already there belong to another run: a new run would replace them
+    one by one, so it is refused before anything is read; ``-train_from`` one of them resumes and passes."""
+    from onmt.bin.train import _get_parser, train
+
+    from onmt_entmax.onmt.file_checks import check_train_outputs
+
+    data = _corpus(tmp_path)
+    (tmp_path / "run").mkdir()
+    for step in (5, 10):
+        (tmp_path / "run" / f"m_step_{step}.pt").write_bytes(b"weights")
+    (tmp_path / "run" / "m_step_x.pt").write_bytes(b"not a checkpoint of the run")
+
+    def opt(save_model, *more):
+        return _get_parser().parse_known_args(["-data", str(data), "-src_vocab", "v",
+                                               "-save_model", str(save_model), *more])[0]
+
+    with pytest.raises(EntmaxOptionError, match=r"^-save_model \S+/run/m: another run's .*\(2, the newest "
+                                                r"\S+m_step_10.pt\)"):
+        train(opt(tmp_path / "run" / "m"))
+    with pytest.raises(EntmaxOptionError, match="-save_model"):  # another run's checkpoint is no resume
+        check_train_outputs(opt(tmp_path / "run" / "m", "-train_from", str(tmp_path / "run" / "m_step_x.pt")))
+    check_train_outputs(opt(tmp_path / "run" / "m", "-train_from", str(tmp_path / "run" / "m_step_5.pt")))
+    check_train_outputs(opt(tmp_path / "run" / "other"))
+    assert (tmp_path / "run" / "m_step_10.pt").read_bytes() == b"weights"
