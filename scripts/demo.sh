@@ -20,6 +20,8 @@ run_dir=$(dirname "$save_model")
 model="${save_model}_step_${steps}.pt"
 data=data/sigmorphon2018-sample
 mkdir -p "$run_dir"
+# the demo trains anew: onmt_train refuses a -save_model that holds another run's checkpoints
+rm -f "${save_model}"_step_*.pt
 
 echo "== onmt_build_vocab / onmt_train ($CONFIG)"
 onmt_build_vocab -config "$CONFIG" -n_sample -1 > "$run_dir/build_vocab.log" 2>&1
