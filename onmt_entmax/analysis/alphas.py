@@ -22,8 +22,10 @@ from typing import Iterable, Optional, Sequence
 import torch
 
 from onmt_entmax.modules.attention import LearnableAlpha
+from onmt_entmax.options.files import check_out_dir
 
 from .checkpoint import load_checkpoint as safe_load
+from .command import refuse, refusals
 from .figures import pyplot, save_figure
 
 COLUMNS = ("step", "kind", "layer", "head", "alpha")
@@ -84,20 +86,30 @@ def checkpoint_alphas(path: str) -> dict[Site, list[float]]:
 
 
 def read_alpha_csv(path: str) -> list[tuple[int, str, int, int, float]]:
-    """Rows (step, kind, layer, head, alpha) of an ``*_alphas.csv``."""
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if header is None or tuple(header) != COLUMNS:
-            raise ValueError(f"{path}: not an alphas CSV (header {header}, expected {','.join(COLUMNS)})")
-        rows = []
-        for r in reader:
-            if not r:
-                continue
-            if r[1] not in KINDS:
-                raise ValueError(f"{path}: unknown attention kind {r[1]!r} (expected one of {KINDS})")
-            rows.append((int(r[0]), r[1], int(r[2]), int(r[3]), float(r[4])))
-    return rows
+    """Rows (step, kind, layer, head, alpha) of an ``*_alphas.csv``; anything else (not UTF-8 text, another
+    header, a row that is not step, kind, layer, head, alpha) is a ``ValueError`` naming the file (and line)."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            if header is None or tuple(header) != COLUMNS:
+                raise ValueError(f"{path}: not an alphas CSV (header {header}, expected {','.join(COLUMNS)})")
+            return [row for row in (_alpha_row(path, reader.line_num, r) for r in reader) if row is not None]
+    except (UnicodeDecodeError, csv.Error) as err:
+        why = "not UTF-8 text" if isinstance(err, UnicodeDecodeError) else str(err)
+        raise ValueError(f"{path}: not an alphas CSV ({why})") from None
+
+
+def _alpha_row(path: str, line: int, r: list[str]) -> Optional[tuple[int, str, int, int, float]]:
+    if not r:
+        return None
+    try:
+        if len(r) == len(COLUMNS) and r[1] in KINDS:
+            return int(r[0]), r[1], int(r[2]), int(r[3]), float(r[4])
+    except ValueError:
+        pass
+    raise ValueError(f"{path} line {line}: not an alphas CSV row (step, kind in {KINDS}, layer, head, alpha): "
+                     f"{','.join(r)!r}")
 
 
 def trajectories(rows: Iterable[tuple]) -> dict[tuple, tuple[list[int], list[float]]]:
@@ -211,31 +223,44 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+    """``onmt-entmax-alphas``; a bad input ends it with one line naming the option, exit status 1."""
+    with refusals("onmt-entmax-alphas"):
+        return _main(build_parser().parse_args(argv))
+
+
+def _main(args: argparse.Namespace) -> int:
+    prog = "onmt-entmax-alphas"
     if not args.checkpoint and not args.csv:
         build_parser().error("give -checkpoint and/or -csv")
-    os.makedirs(args.out_dir, exist_ok=True)
-    written = []
+    check_out_dir("out_dir", args.out_dir, ["alphas_per_layer.png", "alpha_trajectories.png"],
+                  {"checkpoint": args.checkpoint, "csv": args.csv})
+    if args.checkpoint and not os.path.exists(args.checkpoint):
+        refuse(prog, f"-checkpoint: no such file {args.checkpoint}")
+    if args.csv and not os.path.isfile(args.csv):
+        refuse(prog, f"-csv: no such file {args.csv}")
+    alphas = rows = None
     if args.checkpoint:
-        if not os.path.exists(args.checkpoint):
-            build_parser().error(f"-checkpoint: no such file {args.checkpoint}")
         try:
             alphas = checkpoint_alphas(args.checkpoint)
         except ValueError as err:
-            build_parser().error(f"-checkpoint: {err}")
+            refuse(prog, f"-checkpoint: {err}")
+    csv_file = args.csv or (default_csv(args.checkpoint) if args.checkpoint else None)
+    if csv_file and os.path.exists(csv_file):
+        try:
+            rows = read_alpha_csv(csv_file)
+        except ValueError as err:
+            refuse(prog, f"-csv: {err}")
+    os.makedirs(args.out_dir, exist_ok=True)
+    written = []
+    if alphas is not None:
         written.append(plot_alphas_per_layer(alphas, os.path.join(args.out_dir, "alphas_per_layer.png"), args.title))
         for (kind, layer), heads in alphas.items():
             print(f"{kind:8s} layer {layer + 1}: " + " ".join(f"{a:.3f}" for a in heads))
         for kind, s in summary(alphas).items():
             print(f"{kind:8s} {s['heads']} heads, mean alpha {s['mean']:.3f}, "
                   f"{100 * s['low_share']:.0f}% < 1.25, {100 * s['high_share']:.0f}% > 1.75")
-    csv_file = args.csv or (default_csv(args.checkpoint) if args.checkpoint else None)
-    if csv_file and os.path.exists(csv_file):
-        rows = read_alpha_csv(csv_file)
-        if rows:
-            written.append(plot_trajectories(rows, os.path.join(args.out_dir, "alpha_trajectories.png"), args.title))
-    elif args.csv:
-        build_parser().error(f"-csv: no such file {args.csv}")
+    if rows:
+        written.append(plot_trajectories(rows, os.path.join(args.out_dir, "alpha_trajectories.png"), args.title))
     for w in written:
         print(f"wrote {w}")
     return 0

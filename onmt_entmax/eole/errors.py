@@ -2,11 +2,14 @@
 
 ``OneLine`` errors carry ``onmt_entmax_refusal`` (the import hook then adds nothing) and, raised out of
 a command, are printed by ``sys.excepthook`` as ``onmt-entmax: <message>``; other exceptions keep the
-interpreter's hook.
+interpreter's hook, except an ``OSError`` raised while writing (a full device, a file it may not write): one
+line naming the file (``analysis.command.write_failure``).
 """
 from __future__ import annotations
 
 import sys
+
+from onmt_entmax.analysis.command import write_failure
 
 
 class OneLine(Exception):
@@ -28,8 +31,9 @@ def install_one_line_hook() -> None:
     previous = sys.excepthook
 
     def excepthook(kind, value, tb):
-        if isinstance(value, OneLine):
-            sys.stderr.write(f"onmt-entmax: {value}\n")
+        failure = write_failure(value, tb)
+        if isinstance(value, OneLine) or failure is not None:
+            sys.stderr.write(f"onmt-entmax: {failure or value}\n")
         else:
             previous(kind, value, tb)
 

@@ -5,7 +5,8 @@ that would run code, ...) is raised as a ``ValueError`` subclass, so that librar
 (``SparseDecoder``, the analysis functions) catch it like any other bad argument. When one ends an
 ``onmt_*`` command uncaught, this process's ``sys.excepthook`` prints ``<command>: error:
 <message>`` on one line and Python exits with status 1; ``ONMT_ENTMAX_TRACEBACK=1`` adds the
-traceback. Every other exception keeps Python's own report.
+traceback. An ``OSError`` raised while writing (a full device, a file it may not write) is one line naming
+the file (``analysis.command.write_failure``). Every other exception keeps Python's own report.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import sys
 import traceback
 
 from onmt_entmax.analysis.checkpoint import CheckpointError
+from onmt_entmax.analysis.command import write_failure
 
 from .validation import EntmaxOptionError
 
@@ -33,10 +35,11 @@ def is_refusal(err: BaseException) -> bool:
 
 def _make_hook(previous):
     def excepthook(kind, value, tb):
-        if is_refusal(value):
+        failure = write_failure(value, tb)
+        if is_refusal(value) or failure is not None:
             if os.environ.get("ONMT_ENTMAX_TRACEBACK", "") not in ("", "0"):
                 traceback.print_exception(kind, value, tb)
-            sys.stderr.write(one_line(value) + "\n")
+            sys.stderr.write(one_line(failure or value) + "\n")
             return
         previous(kind, value, tb)
 

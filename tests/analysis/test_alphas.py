@@ -203,3 +203,31 @@ def test_command_with_csv_only_and_a_clear_error_without_alphas(tiny, tmp_path, 
     with pytest.raises(SystemExit):
         main(["-checkpoint", tiny["dense"], "-out_dir", str(tmp_path)])
     assert "learn_alpha" in capsys.readouterr().err
+
+
+def _alphas_refused(*args, capsys) -> str:
+    with pytest.raises(SystemExit) as stop:
+        main(list(args))
+    lines = capsys.readouterr().err.splitlines()
+    assert stop.value.code == 1 and len(lines) == 1, lines
+    return lines[0]
+
+
+def test_an_out_dir_that_is_a_file_and_a_binary_csv_are_refused_in_one_line(tmp_path, capsys):
+    good = tmp_path / "model_alphas.csv"
+    good.write_text("step,kind,layer,head,alpha\n5,enc_self,0,0,1.4\n")
+    (tmp_path / "a_file").write_text("x")
+    assert "-out_dir" in _alphas_refused("-csv", str(good), "-out_dir", str(tmp_path / "a_file"), capsys=capsys)
+    for name, data in (("png.csv", b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe"), ("latin1.csv", b"step,kind\xe9\n"),
+                       ("nul.csv", b"step,kind,layer,head,alpha\n5,enc\x00,0,0,1\n")):
+        (tmp_path / name).write_bytes(data)
+        line = _alphas_refused("-csv", str(tmp_path / name), "-out_dir", str(tmp_path / "out"), capsys=capsys)
+        assert f"-csv: {tmp_path / name}" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_malformed_row_is_refused_naming_its_line(tmp_path):
+    bad = tmp_path / "x.csv"
+    bad.write_text("step,kind,layer,head,alpha\n5,enc_self,0,0,1.4\n10,enc_self,0,zero,1.3\n")
+    with pytest.raises(ValueError, match=r"x.csv line 3: not an alphas CSV row"):
+        read_alpha_csv(str(bad))

@@ -179,3 +179,55 @@ def test_cuda_capture_matches_cpu_and_needs_the_explicit_path(tiny):
             m.softmax.register_forward_hook(lambda mod, i, o, name=name: called.add(name))
     run(model, vocabs, tiny["src"], tiny["tgt"], lambda fb: None, attention=False)
     assert not any("decoder" in n for n in called)  # why capture_attention forces scaled-dot
+
+
+def _refused(main, *args) -> str:
+    """The command's one stderr line, asserting it ended with exit status 1."""
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with pytest.raises(SystemExit) as stop, contextlib.redirect_stderr(err):
+        main(list(args))
+    lines = err.getvalue().splitlines()
+    assert stop.value.code == 1 and len(lines) == 1, err.getvalue()
+    return lines[0]
+
+
+def test_a_target_file_shorter_than_the_source_is_refused_in_one_line_before_a_model_loads(tiny, tmp_path):
+    from onmt_entmax.onmt.decoding import teacher_forcing
+
+    short = tmp_path / "short.txt"
+    short.write_text("".join(open(tiny["tgt"]).readlines()[:3]))
+    for main in (teacher_forcing.head_diversity_main, teacher_forcing.alpha_relu_stats_main):
+        line = _refused(main, "-model", tiny["dense"], "-src", tiny["src"], "-tgt", str(short),
+                        "-out_dir", str(tmp_path / "out"))
+        assert f"-tgt {short}" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_out_dir_that_is_a_file_is_refused_in_one_line(tiny, tmp_path):
+    from onmt_entmax.onmt.decoding.teacher_forcing import head_diversity_main
+
+    (tmp_path / "a_file").write_text("x")
+    line = _refused(head_diversity_main, "-model", tiny["dense"], "-src", tiny["src"], "-tgt", tiny["tgt"],
+                    "-out_dir", str(tmp_path / "a_file"))
+    assert "-out_dir" in line
+
+
+def test_an_rnn_model_is_refused_in_one_line_naming_it(tiny, tmp_path):
+    """Head diversity compares the heads of Transformer attention; an RNN has none."""
+    from onmt.bin.train import _get_parser, train
+    from tiny_transformers import CONFIG
+
+    from onmt_entmax.onmt.decoding.teacher_forcing import head_diversity_main
+
+    config = CONFIG.format(name="rnn", steps=1, layers=1, heads=1, d=8).replace("_type: transformer", "_type: rnn")
+    config = config.replace("vocab.src", f"{tiny['dir']}/vocab.src").replace("vocab.tgt", f"{tiny['dir']}/vocab.tgt")
+    config = config.replace("src-train.txt", tiny["src"]).replace("tgt-train.txt", tiny["tgt"])
+    (tmp_path / "rnn.yaml").write_text(config.replace("save_model: run/", f"save_model: {tmp_path}/"))
+    train(_get_parser().parse_known_args(["-config", str(tmp_path / "rnn.yaml")])[0])
+    model = str(tmp_path / "rnn_step_1.pt")
+    line = _refused(head_diversity_main, "-model", model, "-src", tiny["src"], "-tgt", tiny["tgt"],
+                    "-out_dir", str(tmp_path / "out"))
+    assert f"-model {model}" in line and "Transformer" in line

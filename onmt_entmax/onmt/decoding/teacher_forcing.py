@@ -27,7 +27,9 @@ from torch import Tensor, nn
 
 from onmt_entmax.analysis.alpha_relu_stats import StepStats, format_summary, plot_sums, plot_zero_shares
 from onmt_entmax.analysis.alphas import attention_site, site_order
+from onmt_entmax.analysis.command import refusals
 from onmt_entmax.analysis.head_diversity import HeadDiversity, plot_head_diversity
+from onmt_entmax.options.files import blank_lines
 
 from ..file_checks import check_out_dir
 from ..model.fused_attention import eager_branch
@@ -68,6 +70,10 @@ def load_model(checkpoint: str, gpu: int = -1):
     return model, vocabs
 
 
+class NoAttention(EntmaxOptionError):
+    """A model without the Transformer attention an analysis reads (an RNN's)."""
+
+
 @contextmanager
 def capture_attention(model: nn.Module) -> Iterator[dict]:
     """Yields a dict filled at each forward with {(kind, layer): attention probabilities}.
@@ -91,7 +97,7 @@ def capture_attention(model: nn.Module) -> Iterator[dict]:
 
         handles.append(module.softmax.register_forward_hook(hook))
     if not handles:
-        raise ValueError("the model has no Transformer attention to capture (encoder/decoder_type transformer)")
+        raise NoAttention("the model has no Transformer attention to capture (encoder/decoder_type transformer)")
     try:
         with eager_branch():
             yield store
@@ -165,6 +171,20 @@ def _null_capture():
 
 
 # --- commands --------------------------------------------------------------------------------
+def check_pairs(src: str, tgt: str) -> None:
+    """-src and -tgt there, UTF-8, line for line, no source line empty (nothing to attend to); before a
+    model loads (``batches`` would stop after loading it)."""
+    for option, path in (("src", src), ("tgt", tgt)):
+        if not os.path.isfile(path):
+            raise EntmaxOptionError(f"-{option} {path}: no such file")
+    (n_src, blank), (n_tgt, _) = blank_lines(src, "src"), blank_lines(tgt, "tgt")
+    if blank:
+        raise EntmaxOptionError(f"-src {src}: empty line(s) {blank[:5]}: every source sentence needs a token")
+    if n_tgt != n_src:
+        raise EntmaxOptionError(f"-tgt {tgt} has {n_tgt} lines but -src {src} has {n_src}: give one target line "
+                                "(a reference or the model's translation) per source line")
+
+
 def _common_parser(prog: str, description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=prog, description=description)
     p.add_argument("-model", "--model", nargs="+", required=True, help="one or more onmt_train checkpoints")
@@ -179,35 +199,47 @@ def _common_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 
 def _parse_models(prog: str, doc: str, argv: Optional[Sequence[str]], outputs: Sequence[str]):
-    """The tools' shared start: parse, check -name against -model and -out_dir against the inputs
-    (``outputs``: the files written there), make -out_dir; returns the arguments and a generator of
-    (name, model, vocabs), each checkpoint loaded when reached."""
+    """The tools' shared start: parse, check -name against -model, -out_dir against the inputs
+    (``outputs``: the files written there) and -tgt line for line with -src (each refusal an
+    ``EntmaxOptionError``), make -out_dir; returns the arguments and a generator of (name, model, vocabs),
+    each checkpoint loaded when reached."""
     parser = _common_parser(prog, doc)
     args = parser.parse_args(argv)
     names = args.name or [os.path.splitext(os.path.basename(m))[0] for m in args.model]
     if len(names) != len(args.model):
-        parser.error(f"-name: {len(names)} names for {len(args.model)} models")
-    try:
-        check_out_dir("out_dir", args.out_dir, outputs, {"model": args.model, "src": args.src, "tgt": args.tgt})
-    except EntmaxOptionError as err:
-        parser.error(str(err))
+        raise EntmaxOptionError(f"-name: {len(names)} names for {len(args.model)} models")
+    if args.batch_size < 1:
+        raise EntmaxOptionError(f"-batch_size must be >= 1, got {args.batch_size}")
+    for path in args.model:
+        if not os.path.isfile(path):
+            raise EntmaxOptionError(f"-model {path}: no such checkpoint")
+    check_out_dir("out_dir", args.out_dir, outputs, {"model": args.model, "src": args.src, "tgt": args.tgt})
+    check_pairs(args.src, args.tgt)
     os.makedirs(args.out_dir, exist_ok=True)
     return args, ((name, *load_model(ckpt, args.gpu)) for name, ckpt in zip(names, args.model))
 
 
 def head_diversity_main(argv: Optional[Sequence[str]] = None) -> int:
     """``onmt-entmax-head-diversity``: mean JS between heads per layer, for each model; PNG + JSON."""
+    with refusals("onmt-entmax-head-diversity"):
+        return _head_diversity(argv)
+
+
+def _head_diversity(argv: Optional[Sequence[str]]) -> int:
     args, models = _parse_models("onmt-entmax-head-diversity", head_diversity_main.__doc__, argv,
                                  ("head_diversity.png", "head_diversity.json"))
     results = {}
-    for name, model, vocabs in models:
+    for (name, model, vocabs), path in zip(models, args.model):
         acc = HeadDiversity()
 
         def add(fb: ForcedBatch, acc=acc):
             for site, attn in fb.attn.items():
                 acc.add(site, attn, fb.query_mask(site))
 
-        run(model, vocabs, args.src, args.tgt, add, batch_size=args.batch_size, outputs=False)
+        try:
+            run(model, vocabs, args.src, args.tgt, add, batch_size=args.batch_size, outputs=False)
+        except NoAttention as err:
+            raise EntmaxOptionError(f"-model {path}: {err}; head diversity compares Transformer heads") from None
         results[name] = acc.result()
         for (kind, layer), js in results[name].items():
             print(f"{name}\t{kind}\tlayer {layer + 1}\tJS {js:.4f}")
@@ -223,6 +255,11 @@ def head_diversity_main(argv: Optional[Sequence[str]] = None) -> int:
 
 def alpha_relu_stats_main(argv: Optional[Sequence[str]] = None) -> int:
     """``onmt-entmax-alpha-relu-stats``: per-step output sum (self-normalization) and zeros per step."""
+    with refusals("onmt-entmax-alpha-relu-stats"):
+        return _alpha_relu_stats(argv)
+
+
+def _alpha_relu_stats(argv: Optional[Sequence[str]]) -> int:
     args, models = _parse_models("onmt-entmax-alpha-relu-stats", alpha_relu_stats_main.__doc__, argv,
                                  ("output_sums.png", "zero_shares.png", "alpha_relu_stats.json"))
     stats = {}
