@@ -7,26 +7,29 @@ That call runs any code pickled into the file wherever torch's default is not we
 2.1-2.5, or ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``). The name ``torch`` of those three modules is
 bound to ``WeightsOnlyTorch``: torch itself, except that ``load`` is
 ``analysis.checkpoint.load_checkpoint`` (explicit ``weights_only=True``, the options' class
-allowlisted, a one-line ``CheckpointError`` naming the file otherwise). Nothing else in torch or in
-the process changes.
+allowlisted, a one-line ``CheckpointError`` naming the file otherwise) and ``save`` to a path is
+``training.saving.atomic_save`` (checkpoints, averaged models: written whole or not at all). Nothing else
+in torch or in the process changes.
 """
 from __future__ import annotations
 
 import argparse
 import contextvars
 import importlib
+import os
 import types
 
 import torch
 
 from onmt_entmax.analysis.checkpoint import SAFE_GLOBALS, CheckpointError, check_torch, load_checkpoint
+from onmt_entmax.training.saving import atomic_save
 
 LOADING_MODULES = ("onmt.models.model_saver", "onmt.bin.average_models", "onmt.bin.release_model")
 _LOADED = contextvars.ContextVar("onmt_entmax_loaded_checkpoints", default=None)  # [(path, options)] if recording
 
 
 class WeightsOnlyTorch(types.ModuleType):
-    """``torch`` as the checkpoint-loading modules of OpenNMT-py see it: ``load`` is weights-only."""
+    """``torch`` as the checkpoint modules of OpenNMT-py see it: ``load`` is weights-only, ``save`` atomic."""
 
     def __init__(self) -> None:
         super().__init__("torch", "torch, with a weights-only torch.load (onmt_entmax.onmt.checkpoint)")
@@ -42,6 +45,14 @@ class WeightsOnlyTorch(types.ModuleType):
         if seen is not None:
             seen.append((str(f), ckpt.get("opt") if isinstance(ckpt, dict) else None))
         return ckpt
+
+    @staticmethod
+    def save(obj, f, *args, **kwargs) -> None:
+        """``torch.save``; to a path, written whole or not at all (``training.saving.atomic_save``: a full disk
+        leaves no truncated checkpoint under its name and ends the run in one line)."""
+        if not isinstance(f, (str, os.PathLike)):
+            return torch.save(obj, f, *args, **kwargs)
+        atomic_save(obj, f, lambda value, file: torch.save(value, file, *args, **kwargs))
 
 
 def allow_checkpoint_globals() -> None:

@@ -135,7 +135,8 @@ PATCHES: list[Patch] = [
     Patch("stop_between_steps", "once a stop is asked, the training loop gets no further batch",
           "onmt.trainer:Trainer._accum_batches", lambda up: stop_between_steps(up, "onmt")),
     Patch("checkpoint_weights_only", "every checkpoint upstream loads (onmt_translate, -train_from, "
-          "onmt_average_models, onmt_release_model) is read weights-only, whatever torch's default",
+          "onmt_average_models, onmt_release_model) is read weights-only, whatever torch's default; every "
+          "one they save is written whole or not at all (temporary file, then renamed; a full disk in one line)",
           apply=checkpoint.install_weights_only_loading),
     Patch("average_same_options", "onmt_average_models refuses checkpoints with different Entmax options",
           "onmt.bin.average_models:average_models", checkpoint.wrap_average_models),

@@ -1,0 +1,1 @@
+"""Training features that serve both toolkits (framework-free; the adapters wire them in)."""
