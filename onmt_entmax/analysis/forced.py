@@ -20,14 +20,22 @@ class StepSupport:
 
     gold: str
     gold_prob: float
-    support: list  # [(token, prob)], most probable first
+    support: list  # [(token, prob)], most probable first (at most max_support of them)
+    nonzero: int | None = None  # |{v : p_v > 0}|, which a truncated support list undercounts
 
     @property
     def size(self) -> int:
-        return len(self.support)
+        return len(self.support) if self.nonzero is None else self.nonzero
 
     def to_dict(self) -> dict:
-        return {"gold": self.gold, "gold_prob": self.gold_prob, "support": [[w, p] for w, p in self.support]}
+        return {"gold": self.gold, "gold_prob": self.gold_prob, "support": [[w, p] for w, p in self.support],
+                "size": self.size}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "StepSupport":
+        """The inverse of ``to_dict`` (a record's ``forced`` entry; a null gold_prob is p = 0)."""
+        return cls(gold=d["gold"], gold_prob=d["gold_prob"] or 0.0, support=[tuple(x) for x in d["support"]],
+                   nonzero=d.get("size"))
 
 
 def _tokens(ids: Sequence[int], vocab: Sequence[str] | None) -> list:
@@ -57,6 +65,7 @@ def support_sets(
         ids = torch.nonzero(torch.isfinite(row)).flatten()
         order = torch.argsort(row[ids], descending=True)
         ids = ids[order]
+        nonzero = ids.numel()
         if max_support is not None:
             ids = ids[:max_support]
         probs = row[ids].exp().tolist()
@@ -64,6 +73,7 @@ def support_sets(
             gold=_tokens([gold], vocab)[0],
             gold_prob=math.exp(float(row[gold])),
             support=list(zip(_tokens(ids.tolist(), vocab), probs)),
+            nonzero=nonzero,
         ))
     return steps
 
@@ -83,11 +93,31 @@ def suggestions(next_log_probs: Tensor, vocab: Sequence[str] | None = None) -> l
 
 
 def format_support_sets(steps: Sequence[StepSupport], width: int = 6) -> str:
-    """Text rendering of Figure 2: one line per step, gold token marked with *."""
+    """Text rendering of Figure 2: one line per step (its number, the support size, the ``width`` most
+    probable tokens), the gold token marked with *; a gold token not among those shown is named at the end."""
     lines = []
     for t, s in enumerate(steps, 1):
-        cells = [f"{'*' if w == s.gold else ''}{w} {p:.3f}" for w, p in s.support[:width]]
-        more = f" (+{s.size - width} more)" if s.size > width else ""
-        gold = "" if s.gold_prob > 0 else f"  [gold {s.gold!r} has p = 0]"
+        shown = s.support[:width]
+        cells = [f"{'*' if w == s.gold else ''}{w} {p:.3f}" for w, p in shown]
+        more = f" (+{s.size - len(shown)} more)" if s.size > len(shown) else ""
+        if s.gold_prob <= 0:
+            gold = f"  [gold {s.gold!r} has p = 0]"
+        else:
+            gold = "" if any(w == s.gold for w, _ in shown) else f"  [gold *{s.gold} {s.gold_prob:.3f}]"
         lines.append(f"{t:3d} |{s.size:4d}| " + " | ".join(cells) + more + gold)
     return "\n".join(lines)
+
+
+def format_forced_record(record: dict, width: int = 6) -> str:
+    """The log block of one sentence's forced decoding (``-forced_support``): a header with the
+    reference's log p(y | x) = sum_t log p(y_t | y_<t, x), then ``format_support_sets``' lines.
+    ``record``: a decoding record with ``id``, ``forced`` (``StepSupport.to_dict`` rows) and ``gold_log_prob``."""
+    steps = [StepSupport.from_dict(d) for d in record["forced"]]
+    lp = record.get("gold_log_prob")
+    zero = [t for t, s in enumerate(steps, 1) if s.gold_prob <= 0]
+    if zero:
+        total = f"log p = -inf: step {zero[0]} gives its token probability 0"
+    else:
+        total = f"log p = {lp:.3f}" if lp is not None else "log p unknown"
+    return (f"[entmax] forced decoding of the reference of sentence {record['id']} ({total}); per step: "
+            f"|support|, the most probable tokens, * the reference's\n" + format_support_sets(steps, width))

@@ -19,7 +19,7 @@ from onmt_entmax.decoding.scoring import PrefixScorer, trim_eos
 from onmt_entmax.options.decoding import DecodingConfig
 
 from .empty import empty_beats_beam
-from .forced import support_sets
+from .forced import format_forced_record, support_sets
 from .heatmap import attention_heatmap
 from .report import format_summary, summarize, write_jsonl
 from .sparsity import SparsityStats
@@ -222,6 +222,10 @@ class DecodingRun:
             self.log(f"[entmax] ... and {len(short) - 10} more sentences with fewer than n_best hypotheses "
                      "(see -entmax_report)")
         self._report_cuts(records)
+        if cfg.forced_support:  # every reference's steps in the log; the report keeps -forced_max_support tokens
+            for r in records:
+                if r.get("forced"):
+                    self.log(format_forced_record(r))
         if cfg.entmax_report:
             write_jsonl(records, cfg.entmax_report)
         self.log(format_summary(summarize(records), attention_of=self.attention or None,

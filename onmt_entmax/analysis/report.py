@@ -9,7 +9,8 @@ since JSON has no infinity. Known keys (all optional except "id"):
   empty_log_prob, beam_log_prob, empty_wins, support {"size", "mass", "sequences"} or {"error"},
   exact {"text", "score", "agrees", "beam_log_prob", "cause"} or {"error"}, target_tokens,
   output_support, attended, prob_sum, prob_sum_std (over the sentence's target_tokens steps),
-  gold_score, forced [{"gold", "gold_prob", "support"}], gold_log_prob.
+  gold_score, forced [{"gold", "gold_prob", "support", "size"}] (size: the step's number of nonzero
+  probabilities, of which support lists at most -forced_max_support), gold_log_prob.
 
 File-level numbers (``summarize``) are per target token where they say so: a sentence weighs by its
 number of steps, never a mean of sentence means. docs/decoding.md defines each printed line.

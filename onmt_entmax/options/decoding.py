@@ -45,7 +45,8 @@ DECODING_OPTIONS = (
                    "self-normalisation)."),
     DecodingOption("forced_support", bool, False,
                    "Forced decoding of the tgt reference: per step, every token with nonzero probability "
-                   "(Figure 2 of Peters et al. 2019); written to entmax_report."),
+                   "(Figure 2 of Peters et al. 2019): logged per sentence (its most probable tokens a step, the "
+                   "reference's marked) and written to entmax_report (forced_max_support tokens a step)."),
     DecodingOption("forced_max_support", int, 50,
                    "At most this many tokens listed per forced step (dense models have the whole vocabulary)."),
     DecodingOption("attn_heatmap", str, None,

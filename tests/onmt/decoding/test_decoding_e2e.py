@@ -8,6 +8,7 @@ import json
 import math
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -319,6 +320,32 @@ def test_cut_hypotheses_are_flagged_and_a_gold_score_of_minus_inf_explained(work
     assert zero and all(r["gold_log_prob"] is None for r in zero)  # forced decoding agrees on which
     assert "GOLD SCORE: -inf" in proc.stderr
     assert f"GOLD SCORE is -inf (GOLD PPL inf) because {len(zero)} of 20 references contain a token" in proc.stderr
+
+
+def test_forced_support_alone_logs_every_reference_step(workdir):
+    """-forced_support without -entmax_report: each reference's forced steps are in the log, a line a token
+    (EOS last) with the reference's token marked, and the references ruled out are those upstream scores -inf."""
+    refs = _lines(workdir / "tgt-test.txt")
+    refs = [r if i % 2 else " ".join(reversed(r.split())) for i, r in enumerate(refs)]  # half of them wrong
+    (workdir / "tgt-half.txt").write_text("".join(r + "\n" for r in refs))
+    proc = translate(workdir, "-model", SPARSE, "-tgt", "tgt-half.txt", "-output", "half.txt", "-forced_support")
+    log = proc.stderr.splitlines()
+    heads = [i for i, line in enumerate(log) if "[entmax] forced decoding of the reference of sentence" in line]
+    assert [int(log[i].split("sentence ")[1].split(" ")[0]) for i in heads] == list(range(1, 21))
+    step = re.compile(r"^\s*\d+ \|\s*\d+\| ")
+    ruled_out = 0
+    for i, ref in zip(heads, refs):
+        rows = []
+        for line in log[i + 1:]:
+            if not step.match(line):
+                break
+            rows.append(line)
+        assert len(rows) == len(ref.split()) + 1  # one step a reference token, then EOS
+        for row, gold in zip(rows, ref.split() + ["</s>"]):
+            assert f"*{gold} " in row or f"[gold {gold!r} has p = 0]" in row
+        ruled_out += "log p = -inf" in log[i]
+    assert 0 < ruled_out < 20
+    assert f"because {ruled_out} of 20 references contain a token" in proc.stderr
 
 
 def test_exact_search_disagreements_are_split_by_the_length_penalty(workdir):
