@@ -18,7 +18,7 @@ from typing import Mapping, Optional
 import torch
 from torch import Tensor
 
-from .figures import pyplot, save_figure
+from .figures import legend_above, pyplot, save_figure
 from .sparsity import output_support, probability_sums
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
@@ -127,9 +127,7 @@ def _histograms(series: Mapping[str, Tensor], path: str, xlabel: str, title: Opt
         ax.axvline(mark, color="grey", lw=0.6, ls=":")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("density")
-    ax.legend(fontsize=8)
-    if title:
-        ax.set_title(title)
+    legend_above(ax, title=title)  # a legend inside would cover the tallest bars, which reach the top
     return save_figure(fig, path)
 
 

@@ -45,6 +45,16 @@ def attention_heatmap(
     return save_figure(fig, path)
 
 
+def attention_name(decoder_layers: int | None = None, heads: int | None = None) -> str:
+    """Which attention the heatmap and the attended-token count read, named in both. A Transformer decoder
+    (OpenNMT-py's and Eole's alike) returns head 1 (index 0) of its last layer's context attention;
+    ``decoder_layers`` is its number of layers, None for an RNN, whose global attention is returned."""
+    if decoder_layers:
+        return (f"head 1 of {'?' if heads is None else heads} of the context attention of decoder layer "
+                f"{decoder_layers} (the last)")
+    return "the decoder's global attention"
+
+
 def outlined_cells(attn: Tensor) -> int:
     """Number of cells the heatmap outlines: the nonzero attention weights."""
     return int((attn > 0).sum())

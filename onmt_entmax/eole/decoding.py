@@ -20,6 +20,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from onmt_entmax.analysis.heatmap import attention_name
 from onmt_entmax.analysis.records import DecodingRun, Sentence, decode_file, target_tokens
 from onmt_entmax.decoding.beam_hooks import attach_record, fewer_than_n_best, install
 from onmt_entmax.decoding.scoring import SteppedScorer
@@ -171,10 +172,20 @@ def wrap_predict(upstream: Callable) -> Callable:
     """``Inference._predict`` (one input file): the run's records, report and summary at the end."""
 
     def _predict(self, infer_iter, *args, **kwargs):
-        run = DecodingRun(_config(self), target_tokens(self), self._tgt_eos_idx[0], self.n_best, self._log)
+        run = DecodingRun(_config(self), target_tokens(self), self._tgt_eos_idx[0], self.n_best, self._log,
+                          attention=attention_of(self.model))
         return decode_file(self, run, lambda: upstream(self, infer_iter, *args, **kwargs))
 
     return _predict
+
+
+def attention_of(model) -> str:
+    """Which attention the heatmap and the attended-token count read: Eole's Transformer decoder returns
+    head 1 of its last layer's context attention (``MultiHeadedAttention.heads`` of them), an RNN its global one."""
+    layers = getattr(getattr(model, "decoder", None), "transformer_layers", None)
+    if layers:
+        return attention_name(len(layers), getattr(getattr(layers[-1], "context_attn", None), "heads", None))
+    return attention_name()
 
 
 def wrap_report_results(upstream: Callable) -> Callable:

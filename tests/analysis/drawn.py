@@ -39,3 +39,30 @@ def bars(ax) -> list:
 def legend_texts(ax) -> list:
     legend = ax.get_legend()
     return [t.get_text() for t in legend.get_texts()] if legend else []
+
+
+def _renderer(fig):
+    """A renderer of the figure as saved (a closed figure has lost its Agg canvas: a new one draws it)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if not hasattr(fig.canvas, "get_renderer"):
+        FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    return fig.canvas.get_renderer()
+
+
+def legend_covers(ax) -> list:
+    """The bars and lines of ``ax`` whose drawn extent the legend's overlaps (a legend on the data)."""
+    from matplotlib.patches import Rectangle
+
+    renderer = _renderer(ax.figure)
+    box = ax.get_legend().get_window_extent(renderer)
+    data = [p for p in ax.patches if isinstance(p, Rectangle) and p.get_fill()] + list(ax.get_lines())
+    return [a for a in data if box.overlaps(a.get_window_extent(renderer))]
+
+
+def inside_figure(artist) -> bool:
+    """Whether ``artist`` (a title, a label) is drawn wholly inside its figure, not cut at an edge."""
+    fig = artist.figure
+    box, frame = artist.get_window_extent(_renderer(fig)), fig.bbox
+    return frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1

@@ -32,7 +32,7 @@ def test_step_sums_and_zero_counts_of_hand_built_steps():
 def test_plots_show_every_model_readably(tmp_path):
     """alpha-ReLU's sums spread around ~1; a normalized model's are 1 up to 1e-7. On one plot the
     normalized model is a line at 1 and alpha-ReLU a histogram over its own range (not 1e-8 bins)."""
-    from drawn import bars, capture, legend_texts
+    from drawn import bars, capture, inside_figure, legend_covers, legend_texts
 
     g = torch.Generator().manual_seed(0)
     z = torch.randn(200, 50, generator=g) * 2
@@ -54,6 +54,7 @@ def test_plots_show_every_model_readably(tmp_path):
     spread = float(ent.sums.max() - ent.sums.min())
     assert legend_texts(ax) == [f"1.5-ReLU (mean {float(relu.sums.mean()):.3f})",
                                 f"1.5-entmax: every step 1.000 (spread {spread:.0e})"]
+    assert legend_covers(ax) == [] and inside_figure(ax.get_legend())  # readable: on no bar, not cut
     ax = figs[str(tmp_path / "zeros.png")].axes[0]
     hist = bars(ax)
     assert len(hist) == 40 and all(w == pytest.approx(1 / 20) for _, w, _, _ in hist)  # two series on [0, 1]

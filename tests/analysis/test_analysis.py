@@ -20,6 +20,7 @@ from onmt_entmax.analysis import (
     support_sets,
     write_jsonl,
 )
+from onmt_entmax.analysis.forced import StepSupport
 
 NEG_INF = float("-inf")
 VOCAB = ["</s>", "the", "tree", "of", "life", "view", "look", "glimpse"]
@@ -44,6 +45,16 @@ def test_gold_outside_the_support_is_reported_with_probability_zero():
     steps = support_sets(_lp([[0.0, 1.0, 0, 0, 0, 0, 0, 0]]), target=[2], vocab=VOCAB)
     assert steps[0].gold_prob == 0.0
     assert "p = 0" in format_support_sets(steps)
+
+
+def test_a_truncated_support_keeps_its_size_and_a_gold_beyond_the_shown_tokens_is_named():
+    """A dense step (support V) listed with max_support 2: the size is still V, in the report and the log."""
+    lp = torch.log_softmax(torch.arange(8.0), dim=0).view(1, 8)
+    steps = support_sets(lp, target=[0], vocab=VOCAB, max_support=2)
+    assert len(steps[0].support) == 2 and steps[0].size == 8
+    assert StepSupport.from_dict(json.loads(json.dumps(steps[0].to_dict()))).size == 8
+    line = format_support_sets(steps, width=2)
+    assert "|   8|" in line and "+6 more" in line and f"*</s> {steps[0].gold_prob:.3f}" in line
 
 
 def test_support_sets_rejects_misaligned_target():
@@ -99,6 +110,19 @@ def test_heatmap_png_outlines_nonzero_cells(tmp_path):
     assert [t.get_text() for t in ax.get_yticklabels()] == ["x", "</s>"] and ax.get_title() == "t"
     with pytest.raises(ValueError, match="len\\(tgt_tokens\\)"):
         attention_heatmap(attn, ["a"], ["x"], str(tmp_path / "bad.png"))
+
+
+def test_a_heatmap_title_longer_than_the_figure_is_wrapped_inside_it(tmp_path):
+    """A Transformer's title names the head and layer drawn; on a three-token source it is wider than the
+    figure, which would cut it at both edges: it wraps, every word kept, and stays inside."""
+    from drawn import capture, inside_figure
+
+    title = "sentence 2: head 1 of 2 of the context attention of decoder layer 1 (the last)"
+    with capture() as figs:
+        path = attention_heatmap(torch.eye(3), ["a", "b", "c"], ["x", "y", "</s>"], str(tmp_path / "t.png"),
+                                 title=title)
+    ax = figs[path].axes[0]
+    assert ax.get_title().split() == title.split() and inside_figure(ax.title)
 
 
 def test_jsonl_writes_zero_probability_as_null_and_summary(tmp_path):

@@ -83,6 +83,7 @@ def test_rnn_entmax15_trains_with_its_fenchel_young_loss_and_decodes_with_every_
     assert all(math.isfinite(s) for s in scores)
     assert heatmap.read_bytes()[:4] == b"\x89PNG"
     assert "[entmax] 12 sentences" in log and "exactness certificate" in log
+    assert "attention heatmap of sentence 1 (the decoder's global attention)" in log  # what it draws, named
 
 
 @pytest.mark.parametrize("example", ["rnn", "learned"])
@@ -237,6 +238,8 @@ def test_alpha_relu_resolves_tau_on_the_first_batch_and_decodes_with_it(workdir,
     assert tau.shape == (1,) and tau.item() == pytest.approx(logged, rel=1e-5)
     out, log = predict(model, workdir, "-beam_size", "3", "-sparsity_stats", n=4)
     assert len(out) == 4 and "per-step sum of output probabilities: mean" in log
+    # which attention the attended-token count (and a heatmap) reads: Eole's Transformer returns one head
+    assert re.search(r"attended source tokens .*; head 1 of \d+ of the context attention of decoder layer \d+", log)
 
 
 def test_predict_refuses_to_write_over_its_source_in_one_line(workdir, trained):

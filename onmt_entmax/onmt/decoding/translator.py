@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextvars
 import functools
 
+from onmt_entmax.analysis.heatmap import attention_name
 from onmt_entmax.analysis.records import DecodingRun, Sentence, decode_file, target_tokens
 from onmt_entmax.decoding.beam_hooks import _coverage_wu, attach_record, fewer_than_n_best
 from onmt_entmax.decoding.ensemble import returns_log_probs
@@ -78,9 +79,8 @@ def attention_of(model) -> str:
     (head 1, i.e. index 0) of its last decoder layer's context attention, an RNN its global attention."""
     layers = getattr(getattr(model, "decoder", None), "transformer_layers", None)
     if layers:
-        heads = getattr(getattr(layers[-1], "context_attn", None), "head_count", "?")
-        return f"head 1 of {heads} of the context attention of decoder layer {len(layers)} (the last)"
-    return "the decoder's global attention"
+        return attention_name(len(layers), getattr(getattr(layers[-1], "context_attn", None), "head_count", None))
+    return attention_name()
 
 
 def _text(translator, ids) -> str:
