@@ -125,6 +125,17 @@ def check_unknown(unknown: Iterable[str], known: Optional[Iterable[str]] = None)
 
 
 # --- wrappers installed by patches.py ----------------------------------------------------------
+def wrap_error(upstream):
+    """``onmt.utils.parse.ArgumentParser.error`` (``onmt_train``, ``onmt_translate``, ``onmt_build_vocab``):
+    a usage error (an unknown or misspelled key, a bad choice, a missing option) is one line and exit
+    status 2; upstream prints the whole usage first, some 200 lines above the error."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {' '.join(str(message).split())} (-h lists the options)\n")
+
+    return error
+
+
 def wrap_model_opts(upstream):
     def model_opts(parser):
         upstream(parser)

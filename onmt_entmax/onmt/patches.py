@@ -31,6 +31,8 @@ PATCHES: list[Patch] = [
           "onmt.opts:translate_opts", options.wrap_translate_opts, aliases=("onmt.bin.translate:translate_opts",)),
     Patch("misspelled_options", "onmt_train ignores unknown keys; refuse ones that look like Entmax options",
           "onmt.utils.parse:ArgumentParser.parse_known_args", options.wrap_parse_known_args),
+    Patch("usage_errors", "a usage error is one line (upstream prints some 200 lines of usage above it)",
+          "onmt.utils.parse:ArgumentParser.error", options.wrap_error),
     Patch("validate_options", "check Entmax options (alpha >= 1, tau, copy_attn, learn_alpha) before training",
           "onmt.utils.parse:ArgumentParser.validate_model_opts", validation.wrap_validate_model_opts),
     Patch("validate_train_options", "training only: options the new model would ignore are refused; "

@@ -72,6 +72,24 @@ def test_unknown_names_and_misspelled_keys_are_refused(toy, capsys, key, value, 
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command,args", [
+    ("train", ["-config", "{config}"]),  # a misspelled key: "did you mean 'generator_function'?"
+    ("translate", ["-model", "m.pt", "-src", "s.txt", "-generator_function", "entmax16"]),  # a bad choice
+    ("build_vocab", ["-config", "{config}", "-n_sample", "many"]),
+])
+def test_a_usage_error_is_one_line_without_the_usage(toy, capsys, command, args):
+    """Upstream prints some 200 lines of usage above the error."""
+    import importlib
+
+    config = yaml_config(toy, dict(generator_fuction="entmax15"), steps=1)
+    parser = importlib.import_module(f"onmt.bin.{command}")._get_parser()
+    with pytest.raises(SystemExit) as stop:
+        parser.parse_known_args([a.format(config=config) for a in args])
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert stop.value.code == 2 and len(lines) == 1, lines
+    assert {"train": "generator_fuction", "translate": "entmax16", "build_vocab": "n_sample"}[command] in lines[0]
+
+
 def test_real_onmt_train_refuses_a_misspelled_key_instead_of_ignoring_it(toy):
     """Stock onmt_train would silently train a softmax model here."""
     config = yaml_config(toy, dict(generator_functoin="entmax15"), steps=1)
