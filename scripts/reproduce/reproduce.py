@@ -135,6 +135,11 @@ def prepare_data(e: E.Experiment, sigmorphon_archive: Path | None) -> None:
         if (out / "src-train.txt").exists():
             return
         archive = sigmorphon_archive or SHARED / "sigmorphon2018-task1.tar.gz"
+        if not archive.exists():
+            given = f"--sigmorphon {archive}: no such archive or folder" if sigmorphon_archive else \
+                f"no SIGMORPHON 2018 archive at {archive}"
+            raise SystemExit(f"data {e.table}: {given}; fetch it with `python3 scripts/data/download.py "
+                             "sigmorphon2018 --out work/downloads` and give --sigmorphon work/downloads/sigmorphon2018")
         run([sys.executable, ROOT / "scripts/data/prepare_sigmorphon2018.py", "--source", archive, "--out", out,
              "--setting", e.corpus.rsplit("-", 1)[1]])
         return
@@ -796,6 +801,13 @@ def print_runs(table: str, seeds: list[int], only) -> str:
 
 
 def plot_fig4(out: Path, runs: Path | None = None) -> Path:
+    """Figure 4 from the validations of its runs under ``runs`` (default: here); refused in one line when
+    no run has one (the figure would be empty)."""
+    panels = {which: collect(f"peters2019-fig4-{which}", runs) for which in ("attention", "output")}
+    if not any(panels.values()):
+        where = (runs or WORK) / E.RUNS / "peters2019-fig4"
+        raise SystemExit(f"plot: no Figure 4 run with a validation under {where}: train them first "
+                         "(reproduce.py train peters2019-fig4-attention, peters2019-fig4-output) or give --runs DIR")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -803,7 +815,7 @@ def plot_fig4(out: Path, runs: Path | None = None) -> Path:
 
     fig, axes = plt.subplots(1, 2, figsize=(8, 3), sharey=True)
     for ax, which in zip(axes, ("attention", "output")):
-        cells = collect(f"peters2019-fig4-{which}", runs)
+        cells = panels[which]
         xs = [a for a in E.FIG4_GRID if (E.alpha_tag(a), "dev accuracy") in cells]
         vals = [cells[(E.alpha_tag(a), "dev accuracy")] for a in xs]
         means = [tables.mean_std(v)[0] for v in vals]
@@ -852,7 +864,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--train-args", default="", help="extra onmt_train options, e.g. '-world_size 2 -gpu_ranks 0 1'")
     p.add_argument("--out", type=Path, default=ROOT / "runs/figure4.png", help="plot output")
     p.add_argument("--runs", type=Path, default=None,
-                   help="table, status: read the runs/ tree under this folder (e.g. docs/results/2026-11-26-h200)")
+                   help="table, status, plot: read the runs/ tree under this folder (e.g. docs/results/2026-11-26-h200)")
     p.add_argument("--jobs", type=int, default=1,
                    help="training / decoding processes at a time on the same device (small models: several a GPU)")
     p.add_argument("--max-minutes", type=float, default=None,
@@ -912,7 +924,7 @@ def main(argv: list[str] | None = None) -> None:
         smoke_data()
         return
     if a.step == "plot":
-        print(plot_fig4(a.out))
+        print(plot_fig4(a.out, a.runs))
         return
     if a.table is None:
         p.error(f"{a.step} needs a table: " + ", ".join([*E.TABLES, *E.ANALYSES]))

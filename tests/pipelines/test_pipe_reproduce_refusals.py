@@ -71,3 +71,23 @@ def test_evaluate_skips_a_run_not_yet_validated_and_names_it(tmp_path, monkeypat
     rep.evaluate(e, [1], None)
     assert f"skip {run_dir}: no validated checkpoint" in capsys.readouterr().err
     assert not (run_dir / "scores.json").exists()
+
+
+def test_sigmorphon_data_without_its_archive_names_the_option_and_the_download(tmp_path, monkeypatch, capsys):
+    """Without the shared archive the preparation script ended in a FileNotFoundError traceback."""
+    monkeypatch.setattr(rep, "WORK", tmp_path)
+    monkeypatch.setattr(rep, "SHARED", tmp_path / "shared")
+    for extra in ([], ["--sigmorphon", str(tmp_path / "nowhere.tar.gz")]):
+        said = _refused(["data", "peters2019-table1", "--only", "medium/out2-attn2", *extra], capsys)
+        assert "--sigmorphon" in said and "scripts/data/download.py sigmorphon2018" in said
+        assert len(said.strip().splitlines()) == 1
+    assert not (tmp_path / "work").exists()
+
+
+def test_plot_without_runs_is_refused_naming_where_it_looked(tmp_path, monkeypatch, capsys):
+    """It wrote an empty figure and exited 0."""
+    monkeypatch.setattr(rep, "WORK", tmp_path)
+    out = tmp_path / "figure4.png"
+    said = _refused(["plot", "--out", str(out)], capsys)
+    assert str(tmp_path / "runs") in said and len(said.strip().splitlines()) == 1
+    assert not out.exists()
