@@ -6,7 +6,9 @@
     python3 scripts/data/download.py --list
 
 A file is fetched through ``<name>.part`` with HTTP range requests: a cut connection is resumed where it
-stopped, in the same run and by the next one. A file is tried at its URLs in order (the one a reference
+stopped, in the same run and by the next one (the reason this is not ``pooch``: its HTTP downloader, 1.9.0,
+sends no range request and starts a cut download again from its first byte, and the WMT archives are
+gigabytes). A file is tried at its URLs in order (the one a reference
 uses, then a mirror or an equivalent release where one exists); a URL that fails (404, refused, ...)
 passes to the next.
 
