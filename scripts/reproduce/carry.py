@@ -197,6 +197,48 @@ def _pack_key(manifest: dict) -> str:
     return json.dumps(manifest["runs"], sort_keys=True) if manifest.get("runs") else ""
 
 
+def bad_entry_path(rel: str) -> str | None:
+    """Why a manifest's file path cannot be unpacked (None: it can): it must name a file inside the work
+    folder, relative, without ``..``, not empty, ``.`` or a folder (ending in ``/``), without a NUL."""
+    if not isinstance(rel, str) or not rel:
+        return "empty"
+    if "\0" in rel:
+        return "a name with a NUL byte"
+    path = Path(rel)
+    if path.is_absolute() or ".." in path.parts or not path.parts or rel.endswith("/"):
+        return "not a file inside the work folder"
+    return None
+
+
+def read_manifest(path: Path) -> dict:
+    """A batch's manifest, refused (``CarryError`` naming it) unless it is a JSON object of a format this
+    script reads with a ``files`` list of {path, size, sha256, parts} entries whose paths name files
+    inside the work folder (``bad_entry_path``)."""
+    try:
+        manifest = json.loads(path.read_bytes())
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CarryError(f"{path}: not JSON ({err}): not a batch's manifest") from None
+    if not isinstance(manifest, dict):
+        raise CarryError(f"{path}: not a batch's manifest (a JSON object with format and files)")
+    if manifest.get("format") not in FORMATS:
+        raise CarryError(f"{path}: format {manifest.get('format')!r}, this script reads {FORMATS}")
+    files = manifest.get("files")
+    if not isinstance(files, list):
+        raise CarryError(f"{path}: no 'files' list: not a batch's manifest")
+    for entry in files:
+        fields = isinstance(entry, dict) and isinstance(entry.get("size"), int) and \
+            isinstance(entry.get("sha256"), str) and isinstance(entry.get("parts"), list) and \
+            all(isinstance(n, str) for n in entry["parts"])
+        if not fields:
+            raise CarryError(f"{path}: a 'files' entry without path, size, sha256 and parts: {entry!r}")
+        why = bad_entry_path(entry.get("path"))
+        if why is not None:
+            raise CarryError(f"{path}: the path {entry.get('path')!r} is {why}; nothing was unpacked")
+    if not isinstance(manifest.get("runs", {}), dict):
+        raise CarryError(f"{path}: 'runs' is not a map of run folders to batches")
+    return manifest
+
+
 def _find_parts(folders: list[Path]) -> tuple[list[tuple[dict, dict[str, Path]]], dict[str, list[int]]]:
     """The manifests' file entries, each with the parts of its own pack (name -> path), and where each
     run of the format-2 packs went. A part belongs to the pack whose manifest sits beside it (format 1:
@@ -207,10 +249,7 @@ def _find_parts(folders: list[Path]) -> tuple[list[tuple[dict, dict[str, Path]]]
             raise CarryError(f"{folder}: no such folder")
         for path in sorted(folder.rglob("*")):
             if path.name == MANIFEST:
-                manifest = json.loads(path.read_text())
-                if manifest.get("format") not in FORMATS:
-                    raise CarryError(f"{path}: format {manifest.get('format')!r}, this script reads {FORMATS}")
-                manifests.append((path, manifest))
+                manifests.append((path, read_manifest(path)))
             elif path.is_file():
                 loose.setdefault(path.parent, {})[path.name] = path
     if not manifests:
@@ -282,10 +321,9 @@ def unpack(folders: list[Path], work: Path) -> list[Path]:
         print(f"unpack: left out, its batch did not come: {run}", file=sys.stderr)
     plan = []
     for entry, pool in (f for files in complete for f in files):
-        rel = Path(entry["path"])
-        if rel.is_absolute() or ".." in rel.parts:
-            raise CarryError(f"{MANIFEST}: {entry['path']} is not a path inside the work folder")
-        target = work / rel
+        target = work / entry["path"]
+        if target.is_dir():
+            raise CarryError(f"{MANIFEST}: {entry['path']} is a folder under {work}, not a file it can carry")
         if not target.exists():
             plan.append((entry, pool, target))
         elif sha256(target) != entry["sha256"]:

@@ -357,3 +357,35 @@ def test_a_run_being_trained_is_not_packed_until_its_trainer_has_ended(tmp_path)
     assert pieces.trainer_of(d) is None  # the same marker, its process gone
     carry.pack([d], tmp_path, tmp_path / "out")
     assert "model_step_3.pt" in _carried(sorted((tmp_path / "out").glob("batch-*")))
+
+
+def _edited(folder, edit):
+    """The manifest of ``folder`` replaced by ``edit(manifest)`` (bytes are written as they are)."""
+    manifest = json.loads((folder / carry.MANIFEST).read_text())
+    new = edit(manifest)
+    (folder / carry.MANIFEST).write_bytes(new if isinstance(new, bytes) else json.dumps(new).encode())
+
+
+@pytest.mark.parametrize("edit,says", [
+    (lambda m: b"\x89PNG\r\n\x1a\n\x00\xff", "not JSON"),
+    (lambda m: b'{"format": 2, "files": [', "not JSON"),
+    (lambda m: [m], "not a batch's manifest"),
+    (lambda m: {k: v for k, v in m.items() if k != "files"}, "no 'files' list"),
+    (lambda m: {**m, "files": [{**m["files"][0], "path": ""}]}, "the path '' is empty"),
+    (lambda m: {**m, "files": [{**m["files"][0], "path": "."}]}, "the path '.' is not a file inside"),
+    (lambda m: {**m, "files": [{**m["files"][0], "path": "runs/x/"}]}, "is not a file inside"),
+    (lambda m: {**m, "files": [{**m["files"][0], "path": "runs/a\0b"}]}, "NUL"),
+    (lambda m: {**m, "files": [{**m["files"][0], "path": "runs"}]}, "runs is a folder under"),
+    (lambda m: {**m, "files": [{"path": "runs/x"}]}, "without path, size, sha256 and parts"),
+], ids=["binary", "cut", "a list", "no files", "empty path", "dot", "folder path", "NUL", "a folder here",
+        "no sha256"])
+def test_unpack_refuses_a_manifest_it_cannot_trust_in_one_line_writing_nothing(tmp_path, edit, says):
+    """Each was a traceback (JSONDecodeError, KeyError, IsADirectoryError, ValueError: embedded null byte)."""
+    folders = carry.pack([_run(tmp_path / "a", valid=((1, 50.0),))], tmp_path / "a", tmp_path / "out")
+    _edited(folders[0], edit)
+    there = tmp_path / "b"
+    (there / "runs").mkdir(parents=True)
+    with pytest.raises(carry.CarryError) as err:
+        carry.unpack(folders, there)
+    assert says in str(err.value) and "\n" not in str(err.value)
+    assert [p.name for p in there.rglob("*")] == ["runs"]
