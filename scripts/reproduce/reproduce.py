@@ -864,7 +864,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--train-args", default="", help="extra onmt_train options, e.g. '-world_size 2 -gpu_ranks 0 1'")
     p.add_argument("--out", type=Path, default=ROOT / "runs/figure4.png", help="plot output")
     p.add_argument("--runs", type=Path, default=None,
-                   help="table, status, plot: read the runs/ tree under this folder (e.g. docs/results/2026-11-26-h200)")
+                   help="table, status, plot: read the runs/ tree under this folder "
+                        "(e.g. docs/results/2026-11-26-h200)")
     p.add_argument("--jobs", type=int, default=1,
                    help="training / decoding processes at a time on the same device (small models: several a GPU)")
     p.add_argument("--max-minutes", type=float, default=None,
