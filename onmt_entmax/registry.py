@@ -13,7 +13,6 @@ registered class is usable from YAML without touching the option code.
 """
 from __future__ import annotations
 
-import math
 from typing import ClassVar, Optional, Union
 
 import torch
@@ -21,7 +20,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from onmt_entmax import ops
-from onmt_entmax.ops.entmax_bisect import MAX_ITER
+from onmt_entmax.ops._common import check_alpha
+from onmt_entmax.ops.alpha_relu import check_tau
+from onmt_entmax.ops.entmax_bisect import check_n_iter
 
 Alpha = Union[float, Tensor]
 
@@ -38,11 +39,9 @@ def register_transformation(cls: type["Transformation"]) -> type["Transformation
     return cls
 
 
-def _check_alpha(alpha: Optional[float], what: str) -> None:
-    if alpha is None:
-        return
-    if not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha < 1:
-        raise ValueError(f"{what} must be a finite number >= 1 (alpha = 1 is softmax), got {alpha!r}")
+# A transformation's hyper-parameters are checked as the math checks them (ops._common), in float32: the dtype
+# models compute the mappings in (half precision is upcast), where an alpha of 1e39 is already inf.
+MODEL_DTYPE = torch.float32
 
 
 class Transformation:
@@ -179,11 +178,9 @@ class EntmaxBisect(Transformation):
 
     def __init__(self, alpha=None, tau=None, n_iter=None):
         alpha = 1.5 if alpha is None else alpha
-        _check_alpha(alpha, "alpha of entmax_bisect")
-        if n_iter is not None and (isinstance(n_iter, bool) or not isinstance(n_iter, int)
-                                   or not 1 <= n_iter <= MAX_ITER):
-            raise ValueError(f"bisect_iter must be an integer in [1, {MAX_ITER}] (60 bisection steps already reach "
-                             f"float64's resolution), got {n_iter!r}")
+        check_alpha(alpha, "alpha of entmax_bisect", dtype=MODEL_DTYPE)
+        if n_iter is not None:
+            check_n_iter(n_iter, MODEL_DTYPE, name="bisect_iter")
         super().__init__(alpha=float(alpha), n_iter=n_iter)
 
     @property
@@ -225,11 +222,9 @@ class AlphaReLU(Transformation):
 
     def __init__(self, alpha=None, tau=None, n_iter=None):
         alpha = 1.5 if alpha is None else alpha
-        _check_alpha(alpha, "alpha of alpha_relu")
-        if alpha == 1:
-            raise ValueError("alpha of alpha_relu must be > 1 (the exponent is 1/(alpha-1))")
-        if tau is not None and (not isinstance(tau, (int, float)) or not math.isfinite(tau)):
-            raise ValueError(f"tau of alpha_relu must be a finite number, got {tau!r}")
+        check_alpha(alpha, "alpha of alpha_relu", strict=True, dtype=MODEL_DTYPE)
+        if tau is not None:
+            check_tau(tau, MODEL_DTYPE, name="tau of alpha_relu")
         super().__init__(alpha=float(alpha), tau=None if tau is None else float(tau))
 
     @property

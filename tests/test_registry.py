@@ -94,3 +94,15 @@ def test_a_new_registered_class_becomes_a_choice():
         assert math.isclose(float(p.sum()), 1.0, rel_tol=1e-5) and p[0, 2] == 0
     finally:
         registry._REGISTRY.pop("entmax13_test")
+
+
+@pytest.mark.parametrize("name,params,option", [
+    ("entmax_bisect", dict(alpha=1e39), "alpha"),  # a finite float, inf in float32 (the models' dtype)
+    ("entmax_bisect", dict(alpha=True), "alpha"),
+    ("entmax_bisect", dict(n_iter=True), "bisect_iter"),
+    ("alpha_relu", dict(alpha=1.5, tau=-1e39), "tau"),
+    ("alpha_relu", dict(alpha=1.0, tau=0.1), "alpha"),
+])
+def test_hyper_parameters_the_math_cannot_use_are_refused_naming_them(name, params, option):
+    with pytest.raises(ValueError, match=option):
+        get_transformation(name, **params)

@@ -7,6 +7,7 @@ input dtype) and move it back.
 from __future__ import annotations
 
 import math
+import numbers
 import weakref
 from typing import Callable, NamedTuple, Union
 
@@ -46,55 +47,90 @@ def tensor_version(t: Tensor) -> int:
     return -1 if t.is_inference() else t._version
 
 
-# alpha tensors checked and unchanged since: id -> (weak reference, version, strict)
+# alpha tensors checked and unchanged since: id -> (weak reference, version, strict, largest value allowed)
 _CHECKED_ALPHA: dict[int, tuple] = {}
+_IN_RANGE = 0.0  # the bound recorded by `alpha_in_range`: below every dtype's largest finite value
 
 
-def _checked_before(alpha: Tensor, strict: bool) -> bool:
+def _checked_before(alpha: Tensor, strict: bool, upper: float) -> bool:
     seen = _CHECKED_ALPHA.get(id(alpha))
-    return seen is not None and seen[0]() is alpha and seen[1] == tensor_version(alpha) and seen[2] >= strict
+    return (seen is not None and seen[0]() is alpha and seen[1] == tensor_version(alpha) and seen[2] >= strict
+            and seen[3] <= upper)
 
 
-def _remember_checked(alpha: Tensor, strict: bool) -> None:
+def _remember_checked(alpha: Tensor, strict: bool, upper: float) -> None:
     if len(_CHECKED_ALPHA) >= 256:  # forget tensors that no longer exist
         for key in [k for k, v in _CHECKED_ALPHA.items() if v[0]() is None]:
             del _CHECKED_ALPHA[key]
-    _CHECKED_ALPHA[id(alpha)] = (weakref.ref(alpha), tensor_version(alpha), strict)
+    _CHECKED_ALPHA[id(alpha)] = (weakref.ref(alpha), tensor_version(alpha), strict, upper)
 
 
 def alpha_in_range(alpha: Tensor) -> Tensor:
     """Mark a tensor of alphas as known to be >= 1 (e.g. clamped into [1.01, 2] as learned alphas
     are): `check_alpha` skips it while it is unchanged. A learned alpha is a new tensor at every
     training call, and the check costs three device operations a call."""
-    _remember_checked(alpha, strict=False)
+    _remember_checked(alpha, strict=False, upper=_IN_RANGE)
     return alpha
 
 
-def check_alpha(alpha: Alpha, name: str = "alpha", strict: bool = False) -> None:
-    """Raise ValueError unless alpha >= 1 (alpha > 1 when `strict`) and finite; NaN is refused too.
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def largest_finite(dtype: torch.dtype) -> float:
+    """The largest finite value of the dtype a tensor of `dtype` is computed in (float32 for half
+    precision): a number above it is inf there, so 1e39 is a finite Python float but no float32 alpha."""
+    return torch.finfo(compute_dtype(dtype)).max
+
+
+def check_number(value: float, name: str, dtype: torch.dtype = torch.float32, error: type = ValueError,
+                 bound: str = "") -> float:
+    """``float(value)``, refused (`error` naming `name`) unless it is a number that stays finite in the
+    compute dtype of `dtype` (float32 by default: what models compute the mappings in, half precision
+    included). A bool is no number here (a YAML ``true`` is not an alpha). `bound` (e.g. ">= 1") is
+    only named in the message."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise error(f"{name} must be a number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise error(f"{name} must be {bound + ' and ' if bound else ''}finite, got {value!r}")
+    if abs(v) > largest_finite(dtype):
+        raise error(f"{name} {v:g} is not finite in {dtype_name(compute_dtype(dtype))}")
+    return v
+
+
+def check_alpha(alpha: Alpha, name: str = "alpha", strict: bool = False, dtype: torch.dtype = torch.float32,
+                error: type = ValueError) -> None:
+    """Raise `error` (a ValueError) unless alpha >= 1 (alpha > 1 when `strict`) and finite in the dtype it
+    is used in: the compute dtype of `dtype` (the input's; float32 by default, as models compute);
+    NaN is refused too. A float tensor alpha is used in that dtype as well, so a float64 1e300 is
+    refused for float32 logits.
 
     A tensor is checked once until it changes (same object, same version): decoding passes the
     same per-head alpha at every step, and on CUDA the check costs three device operations.
     """
     bound = "> 1" if strict else ">= 1"
     if isinstance(alpha, Tensor):
-        if _checked_before(alpha, strict):  # (a float tensor when checked, and unchanged since)
-            return
         if not torch.is_floating_point(alpha):
             raise TypeError(f"{name} must be a float tensor, got dtype {alpha.dtype}")
+        # the largest alpha finite both as stored and once cast to the compute dtype (exact in alpha's dtype)
+        upper = min(torch.finfo(alpha.dtype).max, largest_finite(dtype))
+        if _checked_before(alpha, strict, upper):  # (unchanged since a check at least as strict)
+            return
+        where = f"finite in {dtype_name(compute_dtype(dtype))}"
         if alpha.numel():
             a = alpha.detach()
-            ok = (((a > 1) if strict else (a >= 1)) & (a < float("inf"))).all()  # False for NaN too
+            ok = (((a > 1) if strict else (a >= 1)) & (a <= upper)).all()  # False for NaN too
             if a.is_cuda:
-                device_check(ok, f"{name} must be {bound} and finite everywhere")
+                device_check(ok, f"{name} must be {bound} and {where} everywhere")
             elif not bool(ok):
-                raise ValueError(f"{name} must be {bound} and finite everywhere, got min {a.min().item():g}, "
-                                 f"max {a.max().item():g}")
-            _remember_checked(alpha, strict)
+                raise error(f"{name} must be {bound} and {where} everywhere, got min {a.min().item():g}, "
+                            f"max {a.max().item():g}")
+            _remember_checked(alpha, strict, upper)
     else:
-        a = float(alpha)
-        if a != a or (a <= 1 if strict else a < 1) or a == float("inf"):
-            raise ValueError(f"{name} must be {bound} and finite, got {alpha!r}")
+        a = check_number(alpha, name, dtype, error, bound)
+        if a <= 1 if strict else a < 1:
+            raise error(f"{name} must be {bound}{'' if strict else ' (1 is softmax)'}, got {alpha!r}")
 
 
 def check_input(z: Tensor, name: str = "input") -> None:

@@ -12,14 +12,13 @@ from torch import Tensor
 from torch.autograd import Function
 
 from . import _dispatch
-from ._common import check_alpha, check_input, compute_dtype
+from ._common import check_alpha, check_input, check_number, compute_dtype
 
 
-def check_tau(tau: float) -> float:
-    t = float(tau)
-    if t != t or t in (float("inf"), float("-inf")):
-        raise ValueError(f"tau must be a finite number, got {tau!r}")
-    return t
+def check_tau(tau: float, dtype: torch.dtype = torch.float32, name: str = "tau") -> float:
+    """tau as a float, refused unless it is a number finite in the compute dtype of `dtype`
+    (a tau of 1e39 is -inf in (alpha-1) z - tau in float32: every output 0)."""
+    return check_number(tau, name, dtype)
 
 
 def power_(x: Tensor, e: float) -> Tensor:
@@ -69,8 +68,8 @@ def alpha_relu(z: Tensor, alpha: float = 1.5, tau: float = 0.0, dim: int = -1) -
     -inf entries give 0; float16/bfloat16 are computed in float32.
     """
     check_input(z)
-    check_alpha(alpha, strict=True)
-    tau = check_tau(tau)
+    check_alpha(alpha, strict=True, dtype=z.dtype)
+    tau = check_tau(tau, z.dtype)
     x = z.to(compute_dtype(z.dtype))
     return AlphaReLUFunction.apply(x, float(alpha), tau).to(z.dtype)
 
@@ -83,8 +82,8 @@ def alpha_relu_log(z: Tensor, alpha: float = 1.5, tau: float = 0.0) -> Tensor:
     float16/bfloat16 are computed in float32 and returned in their dtype.
     """
     check_input(z)
-    check_alpha(alpha, strict=True)
-    tau = check_tau(tau)
+    check_alpha(alpha, strict=True, dtype=z.dtype)
+    tau = check_tau(tau, z.dtype)
     out = _dispatch.try_kernel("alpha_relu_log", z, float(alpha), tau)  # (decoding, every step)
     if out is not None:
         return out

@@ -62,7 +62,7 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = N
         # decoding, every attention layer at every step: the kernel's own checks (shapes, dtypes,
         # strides, mask, alpha) decide, and anything they refuse takes the checked path below
         if kind == "entmax_bisect":
-            check_alpha(alpha)  # (a tensor alpha: checked once until it changes)
+            check_alpha(alpha, dtype=q.dtype)  # (a tensor alpha: checked once until it changes)
         out = _dispatch.try_kernel("sparse_attention_decode", q, k, v, keep, kind, alpha,
                                    None if scale is None else float(scale))
         if out is not None:
@@ -79,7 +79,7 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = N
     if alpha_logit is not None:
         _check_alpha_logit(alpha_logit, kind, alpha_bounds, q)
     elif kind == "entmax_bisect":
-        check_alpha(alpha)
+        check_alpha(alpha, dtype=q.dtype)
     if not 0.0 <= dropout_p <= 1.0:
         raise ValueError(f"sparse_attention: dropout_p must be in [0, 1], got {dropout_p!r}")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)

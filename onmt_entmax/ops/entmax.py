@@ -5,7 +5,7 @@ from typing import Optional
 
 from torch import Tensor
 
-from ._common import KINDS, Alpha, check_alpha, compute_dtype
+from ._common import KINDS, Alpha, check_alpha, check_input, compute_dtype
 from .entmax15 import entmax15, entmax15_threshold
 from .entmax_bisect import _bisect_last, _prepare, check_n_iter, entmax_bisect, softmax_safe
 from .sparsemax import sparsemax, sparsemax_threshold
@@ -25,7 +25,8 @@ def entmax(z: Tensor, alpha: Alpha = 1.5, dim: int = -1, n_iter: Optional[int] =
 
     A tensor `alpha` (per row / per head, possibly learnable) always takes the bisection path.
     """
-    check_alpha(alpha)
+    check_input(z)
+    check_alpha(alpha, dtype=z.dtype)
     if not isinstance(alpha, Tensor):
         a = float(alpha)
         if a == 1.0:
@@ -44,7 +45,8 @@ def entmax_threshold(z: Tensor, alpha: Alpha = 1.5, dim: int = -1, n_iter: Optio
     (no entry passes it).
     Used for the alpha-ReLU threshold estimate (the mean 1.5-entmax threshold of an untrained model).
     """
-    check_alpha(alpha, strict=True)
+    check_input(z)
+    check_alpha(alpha, strict=True, dtype=z.dtype)
     x = z.movedim(dim, -1).detach().to(compute_dtype(z.dtype))
     if not isinstance(alpha, Tensor) and float(alpha) == 1.5:
         tau = entmax15_threshold(x)

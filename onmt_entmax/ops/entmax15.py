@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from . import _dispatch
-from ._common import Solved, on_last_dim, on_support_only, support_function, top_candidates
+from ._common import Solved, check_input, on_last_dim, on_support_only, support_function, top_candidates
 
 
 def entmax15_tau_sorted(srt: Tensor) -> Tensor:
@@ -59,6 +59,7 @@ def entmax15(z: Tensor, dim: int = -1) -> Tensor:
     -inf entries get exactly 0; a row that is entirely -inf gives all zeros (zero gradient);
     a NaN makes its own row NaN. float16/bfloat16 are computed in float32.
     """
+    check_input(z)
     fast = _dispatch.kernel("entmax15", z, dim)
     if fast is not None:
         return fast(z, dim)

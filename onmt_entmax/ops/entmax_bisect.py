@@ -34,8 +34,8 @@ from torch import Tensor
 from torch.autograd import Function
 
 from . import _dispatch
-from ._common import (Alpha, Solved, check_alpha, compute_dtype, log_power_slope, on_last_dim, shift_by_max,
-                      support_backward, top_candidates)
+from ._common import (Alpha, Solved, check_alpha, check_input, compute_dtype, log_power_slope, on_last_dim,
+                      shift_by_max, support_backward, top_candidates)
 
 _DEFAULT_ITERS = {torch.float32: 30, torch.float64: 60}
 MAX_ITER = 200  # past ~60 halvings the bracket is below float64's resolution: more iterations change nothing
@@ -45,13 +45,13 @@ def default_n_iter(dtype: torch.dtype) -> int:
     return _DEFAULT_ITERS.get(compute_dtype(dtype), 30)
 
 
-def check_n_iter(n_iter, dtype: torch.dtype) -> int:
-    """The number of bisection steps: the dtype's default for None, else an int in [1, MAX_ITER]."""
+def check_n_iter(n_iter, dtype: torch.dtype, name: str = "n_iter", error: type = ValueError) -> int:
+    """The number of bisection steps: the dtype's default for None, else an int in [1, MAX_ITER] (not a bool)."""
     if n_iter is None:
         return default_n_iter(dtype)
     if isinstance(n_iter, bool) or not isinstance(n_iter, int) or not 1 <= n_iter <= MAX_ITER:
-        raise ValueError(f"n_iter must be an integer in [1, {MAX_ITER}] (60 bisection steps already reach "
-                         f"float64's resolution), got {n_iter!r}")
+        raise error(f"{name} must be an integer in [1, {MAX_ITER}] (60 bisection steps already reach "
+                    f"float64's resolution; more would only slow it down), got {n_iter!r}")
     return n_iter
 
 
@@ -182,7 +182,8 @@ def entmax_bisect(z: Tensor, alpha: Alpha = 1.5, dim: int = -1, n_iter: Optional
     `n_iter` bisection steps (default: 30 in float32, 60 in float64; see the module docstring).
     -inf entries get 0; an all -inf row gives zeros; float16/bfloat16 are computed in float32.
     """
-    check_alpha(alpha)
+    check_input(z)
+    check_alpha(alpha, dtype=z.dtype)
     n = check_n_iter(n_iter, z.dtype)
     fast = _dispatch.kernel("entmax_bisect", z, dim, alpha=alpha)
     if fast is not None:

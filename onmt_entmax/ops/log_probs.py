@@ -27,7 +27,7 @@ def log_probs(z: Tensor, kind: str, alpha: Alpha = 1.5, dim: int = -1, n_iter: O
         raise ValueError(f"log_probs kind must be one of {', '.join(KINDS)}, got {kind!r}")
     check_input(z)
     if kind == "entmax_bisect":
-        check_alpha(alpha)
+        check_alpha(alpha, dtype=z.dtype)
     grad = torch.is_grad_enabled() and (z.requires_grad or (isinstance(alpha, Tensor) and alpha.requires_grad))
     if not grad:  # decoding, every step: the kernel looks at the call itself (None: one it does not take)
         out = _dispatch.try_kernel("log_probs", z, kind, alpha, dim)

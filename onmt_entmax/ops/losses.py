@@ -32,7 +32,8 @@ from torch import Tensor, nn
 from torch.autograd import Function
 
 from . import _dispatch
-from ._common import Alpha, check_alpha, compute_dtype, device_check, expm1_ratio, expm1_ratio_slope, shift_by_max
+from ._common import (Alpha, check_alpha, check_input, compute_dtype, device_check, expm1_ratio, expm1_ratio_slope,
+                      shift_by_max)
 from .alpha_relu import _alpha_relu, check_tau, power_
 from ._common import Solved
 from .entmax15 import entmax15_solve
@@ -223,13 +224,14 @@ def fy_loss(logits: Tensor, target: Tensor, kind: str, alpha: Alpha = 1.5, tau: 
     eps = float(label_smoothing)
     if not 0.0 <= eps <= 1.0:
         raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing!r}")
-    check_alpha(alpha, strict=(kind == "alpha_relu"))
+    check_input(logits)
+    if not isinstance(target, Tensor):
+        raise TypeError(f"target must be a torch.Tensor of class indices, got {type(target).__name__}")
+    check_alpha(alpha, strict=(kind == "alpha_relu"), dtype=logits.dtype)
     if kind == "alpha_relu":
         if isinstance(alpha, Tensor):
             raise TypeError("alpha_relu loss takes a float alpha")
-        tau = check_tau(tau)
-    if not torch.is_floating_point(logits):
-        raise TypeError(f"input must be a floating-point tensor, got dtype {logits.dtype}")
+        tau = check_tau(tau, logits.dtype)
     rows, flat_target, shape = _flatten(logits, target)
     _check_target_dtype(flat_target)
     flat_target = flat_target.long()
@@ -331,7 +333,7 @@ class EntmaxBisectLoss(_FYLoss):
     def __init__(self, alpha: Alpha = 1.5, n_iter: Optional[int] = None, ignore_index: int = -100,
                  reduction: str = "mean", label_smoothing: float = 0.0):
         super().__init__(ignore_index, reduction, label_smoothing)
-        check_alpha(alpha)
+        check_alpha(alpha, dtype=torch.float64)  # (usable in some dtype; each call checks it in the input's)
         self.alpha = alpha
         self.n_iter = n_iter
 
@@ -347,9 +349,9 @@ class AlphaReLULoss(_FYLoss):
     def __init__(self, alpha: float = 1.5, tau: float = 0.0, ignore_index: int = -100,
                  reduction: str = "mean", label_smoothing: float = 0.0):
         super().__init__(ignore_index, reduction, label_smoothing)
-        check_alpha(alpha, strict=True)
+        check_alpha(alpha, strict=True, dtype=torch.float64)  # (each call checks them in the input's dtype)
         self.alpha = float(alpha)
-        self.tau = check_tau(tau)
+        self.tau = check_tau(tau, torch.float64)
 
     def loss_kwargs(self) -> dict:
         return {"alpha": self.alpha, "tau": self.tau}

@@ -96,10 +96,12 @@ def support_fraction(sigma: float, vocab_size: int, alpha: float = 1.5, tol: flo
 
     The left side of (*) grows with p (more entries, each farther above the threshold), so p* is
     found by bisection on log p. Returns 1 - 1/V when every entry is kept (the dense regime of
-    alpha near 1 with small sigma V, where (*) has no root).
+    alpha near 1 with small sigma V, where (*) has no root). V = 2 leaves no p: (1/2, 1/2] is empty
+    (the quantile grid q(i/V), i = 1..V-1, has the one point q(1/2) = 0), so V >= 3 is required.
     """
-    if vocab_size < 2:
-        raise ValueError(f"vocab_size must be >= 2, got {vocab_size}")
+    if vocab_size < 3:
+        raise ValueError(f"vocab_size must be >= 3 (the support fraction p* lies in (1/V, 1 - 1/V], empty for "
+                         f"V = 2), got {vocab_size}")
     if not sigma > 0:
         raise ValueError(f"sigma must be > 0, got {sigma}")
     if not 1.0 < alpha <= 2.0:
@@ -141,8 +143,9 @@ def tau_formula(d_model: int, vocab_size: int, alpha: float = 1.5) -> float:
     """
     if int(d_model) < 1:
         raise ValueError(f"d_model must be a positive integer, got {d_model}")
-    if int(vocab_size) < 2:
-        raise ValueError(f"vocab_size must be >= 2, got {vocab_size}")
+    if int(vocab_size) < 3:
+        raise ValueError(f"vocab_size must be >= 3 (the support fraction p* of eq. 3 lies in (1/V, 1 - 1/V], "
+                         f"empty for V = 2), got {vocab_size}")
     return tau_normal(logit_sigma(int(d_model), int(vocab_size)), int(vocab_size), float(alpha))
 
 

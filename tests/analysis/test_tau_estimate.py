@@ -74,3 +74,15 @@ def test_bad_input_names_the_argument():
         tau_first_batch(torch.full((2, 3), float("-inf")))
     with pytest.raises(ValueError, match="mask"):
         tau_first_batch(torch.zeros(2, 3), mask=torch.ones(3, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("d_model", [1, 8, 512])
+def test_a_vocabulary_of_two_has_no_support_fraction_and_is_refused_naming_it(d_model):
+    """p* lies in (1/V, 1 - 1/V], empty for V = 2: a ValueError naming vocab_size (it used to divide by zero);
+    from V = 3 on the formula gives a finite threshold, at every alpha of (1, 2]."""
+    with pytest.raises(ValueError, match="vocab_size"):
+        tau_formula(d_model, 2)
+    with pytest.raises(ValueError, match="vocab_size"):
+        support_fraction(logit_sigma(d_model, 2), 2)
+    for alpha in (1.5, 1.3, 2.0):
+        assert math.isfinite(tau_formula(d_model, 3, alpha))

@@ -476,3 +476,76 @@ def test_a_non_finite_alpha_is_refused(alpha):
     if not torch.is_tensor(alpha):
         with pytest.raises(ValueError, match="alpha must be > 1 and finite"):
             oe.alpha_relu(torch.randn(2, 4), alpha)
+
+
+ALPHA_USERS = {  # every public entry taking alpha (and tau), called on logits z
+    "entmax_bisect": lambda z, a, tau: oe.entmax_bisect(z, a),
+    "entmax": lambda z, a, tau: oe.entmax(z, a),
+    "entmax_threshold": lambda z, a, tau: oe.entmax_threshold(z, a),
+    "log_probs": lambda z, a, tau: oe.log_probs(z, "entmax_bisect", a),
+    "entmax_bisect_loss": lambda z, a, tau: oe.entmax_bisect_loss(z, torch.zeros(len(z), dtype=torch.long), alpha=a),
+    "alpha_relu": lambda z, a, tau: oe.alpha_relu(z, a, tau),
+    "alpha_relu_log": lambda z, a, tau: oe.alpha_relu_log(z, a, tau),
+    "alpha_relu_loss": lambda z, a, tau: oe.alpha_relu_loss(z, torch.zeros(len(z), dtype=torch.long), a, tau),
+    "sparse_attention": lambda z, a, tau: oe.sparse_attention(z[None], z[None], z[None], kind="entmax_bisect", alpha=a),
+}
+
+
+@pytest.mark.parametrize("name", ALPHA_USERS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_an_alpha_or_tau_that_is_inf_in_the_compute_dtype_is_refused_instead_of_giving_nan(name, dtype):
+    """1e39 is a finite Python float but inf in float32 (where half precision is computed too): refused
+    naming alpha / tau, where it used to give NaN or zeros without a word; in float64 it is a number."""
+    fn = ALPHA_USERS[name]
+    z = torch.randn(3, 5).to(dtype)
+    with pytest.raises(ValueError, match="alpha"):
+        fn(z, 1e39, 0.0)
+    if name.startswith("alpha_relu"):
+        with pytest.raises(ValueError, match="tau"):
+            fn(z, 1.5, -1e39)
+        assert torch.isfinite(fn(z.double(), 1.5, -1e39)).all()
+    else:
+        out = fn(z.double(), 1e39, 0.0)
+        assert out.dtype == torch.float64 and not torch.isnan(out).any()
+
+
+def test_an_alpha_tensor_is_checked_in_the_dtype_of_the_logits_it_is_used_with():
+    """A float64 alpha of 1e300 is a number for float64 logits, inf once cast for float32 ones: refused
+    there, even right after the same tensor passed for float64 (the checked-once memory knows the dtype)."""
+    alpha = torch.tensor([[1e300], [1.5]], dtype=torch.float64)
+    z = torch.randn(2, 6, dtype=torch.float64)
+    p = oe.entmax_bisect(z, alpha)
+    assert torch.allclose(p.sum(-1), torch.ones(2, dtype=torch.float64))
+    with pytest.raises(ValueError, match="alpha"):
+        oe.entmax_bisect(z.float(), alpha)
+    with pytest.raises(ValueError, match="alpha"):
+        oe.entmax_bisect(z.float(), torch.tensor(1e300, dtype=torch.float64))
+
+
+PUBLIC = {  # every public mapping / loss entry, called with `x` where a tensor of logits belongs
+    "sparsemax": lambda x: oe.sparsemax(x),
+    "entmax15": lambda x: oe.entmax15(x),
+    "entmax_bisect": lambda x: oe.entmax_bisect(x, 1.3),
+    "entmax": lambda x: oe.entmax(x, 1.3),
+    "entmax_threshold": lambda x: oe.entmax_threshold(x),
+    "alpha_relu": lambda x: oe.alpha_relu(x),
+    "log_probs": lambda x: oe.log_probs(x, "entmax15"),
+    "sparse_attention": lambda x: oe.sparse_attention(x, x, x),
+    "sparsemax_loss": lambda x: oe.sparsemax_loss(x, torch.tensor([0])),
+    "entmax15_loss": lambda x: oe.entmax15_loss(x, torch.tensor([0])),
+    "entmax_bisect_loss": lambda x: oe.entmax_bisect_loss(x, torch.tensor([0])),
+    "alpha_relu_loss": lambda x: oe.alpha_relu_loss(x, torch.tensor([0])),
+    "Entmax15Loss": lambda x: oe.Entmax15Loss()(x, torch.tensor([0])),
+}
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_a_list_where_a_tensor_belongs_is_a_type_error_saying_a_tensor_is_expected(name):
+    with pytest.raises(TypeError, match="Tensor"):
+        PUBLIC[name]([[1.0, 2.0]])
+
+
+@pytest.mark.parametrize("loss", [oe.sparsemax_loss, oe.entmax15_loss, oe.entmax_bisect_loss, oe.alpha_relu_loss])
+def test_a_list_of_targets_is_a_type_error_saying_a_tensor_is_expected(loss):
+    with pytest.raises(TypeError, match="target.*Tensor"):
+        loss(torch.randn(1, 3), [0])
