@@ -9,8 +9,10 @@ do), widens the two stock ``Literal``s to the registry's names, adds the decodin
 ``valid_lr_halving``, ``valid_lr_halving_every`` and ``adam_fused`` to ``TrainingConfig``, and rebuilds the pydantic
 schemas that embed them. Unknown or misspelled keys are still refused; the field types
 refuse bad values (a name not in the registry, alpha < 1, a tau that is neither a number nor
-auto/formula). Cross-option checks (``validate_entmax_opts``) run when a run's
-config is built (``wrap_build_config``) and again when a model is built. A config error is one line:
+auto/formula, a YAML boolean where a number belongs). Cross-option checks (``validate_entmax_opts``) run when
+a run's config is built (``wrap_build_config``) and again when a model is built; a training run's config also
+gets OpenNMT-py's training checks (``check_train_config``: options the model would not use), a predict
+config its search sizes, all from the shared code of ``onmt_entmax.options.model``. A config error is one line:
 the option's path, what is wrong and, for an unknown key, the closest known one.
 """
 from __future__ import annotations
@@ -19,19 +21,32 @@ import difflib
 from types import SimpleNamespace
 from typing import Annotated, Callable, Literal, Optional, Union
 
-from pydantic import Field, ValidationError, create_model
+from pydantic import BeforeValidator, Field, ValidationError, create_model
 
 from onmt_entmax import data_order
 from onmt_entmax.options.decoding import DECODING_OPTIONS, DecodingConfig
-from onmt_entmax.options.model import (ATTENTION_KINDS, EntmaxOptionError, generator_transformation,
-                                       model_option_help, model_option_names, validate_entmax_opts)
+from onmt_entmax.options.model import (ATTENTION_KINDS, EntmaxOptionError, check_applicable, check_label_smoothing,
+                                       check_search_sizes, generator_transformation, model_option_help,
+                                       model_option_names, validate_entmax_opts)
 from onmt_entmax.registry import transformation_names
 
 from . import adam_fused, cuda_graphs, lr_halving
 from .errors import ConfigError
 from .files import check_predict_files, check_train_files
+from .training import eole_logger
 
-Alpha = Optional[Annotated[float, Field(ge=1.0, allow_inf_nan=False)]]
+
+
+def _not_a_bool(value):
+    """pydantic's lax mode reads YAML ``true`` as 1 / 1.0 (an alpha of softmax, one bisection step);
+    OpenNMT-py refuses it as a number: refuse it here too."""
+    if isinstance(value, bool):
+        raise ValueError(f"a number is expected, not the boolean {str(value).lower()}")
+    return value
+
+
+NoBool = BeforeValidator(_not_a_bool)
+Alpha = Optional[Annotated[float, Field(ge=1.0, allow_inf_nan=False), NoBool]]
 
 
 def _literal(names: list) -> object:
@@ -45,9 +60,9 @@ def model_fields() -> dict:
     spec: dict = {
         "generator_function": (names, "softmax"),
         "generator_alpha": (Alpha, None),
-        "generator_tau": (Optional[Union[Annotated[float, Field(allow_inf_nan=False)], Literal["auto", "formula"]]],
-                          None),
-        "bisect_iter": (Optional[Annotated[int, Field(ge=1)]], None),
+        "generator_tau": (Optional[Union[Annotated[float, Field(allow_inf_nan=False), NoBool],
+                                         Literal["auto", "formula"]]], None),
+        "bisect_iter": (Optional[Annotated[int, Field(ge=1), NoBool]], None),
         "global_attention_function": (attn, "softmax"),
         "global_attention_alpha": (Alpha, None),
         "attention_function": (attn, "softmax"),
@@ -122,6 +137,7 @@ def flat_options(model_config) -> SimpleNamespace:
     values["global_attention_function"] = values["global_attention_function"] or "softmax"
     values["encoder_type"] = getattr(encoder, "encoder_type", "")
     values["decoder_type"] = getattr(decoder, "decoder_type", "")
+    values["model_task"] = "seq2seq" if encoder is not None else "lm"  # (a decoder alone has no context attention)
     return SimpleNamespace(**values)
 
 
@@ -133,13 +149,28 @@ def check_model_config(model_config) -> None:
         raise ConfigError(f"model: {err}") from None
 
 
-def check_predict_config(config) -> None:
-    """The decoding options against the checkpoint's output layer, before any weight is loaded."""
-    model = getattr(config, "model", None)
-    if model is None:
-        return
+def check_train_config(config) -> list[str]:
+    """What OpenNMT-py's ``validate_train_opts`` refuses, by the same shared checks: training.label_smoothing in
+    [0, 1); a sparse function for an attention the model does not have (a ``ConfigError``); an alpha, tau or
+    bisect_iter the model ignores (a warning, returned). A ``train_from`` run keeps its checkpoint's model."""
     try:
-        DecodingConfig.from_opts(config, [generator_transformation(flat_options(model))])
+        check_label_smoothing(getattr(getattr(config, "training", None), "label_smoothing", None),
+                              "training.label_smoothing")
+        if getattr(config, "model", None) is None or getattr(getattr(config, "training", None), "train_from", None):
+            return []
+        return check_applicable(flat_options(config.model), where="model: ", warn=lambda m: eole_logger().warning(m))
+    except EntmaxOptionError as err:
+        raise ConfigError(str(err)) from None
+
+
+def check_predict_config(config) -> None:
+    """beam_size and n_best >= 1; the decoding options against the checkpoint's output layer, before any weight
+    is loaded."""
+    model = getattr(config, "model", None)
+    try:
+        check_search_sizes(config)
+        if model is not None:
+            DecodingConfig.from_opts(config, [generator_transformation(flat_options(model))])
     except ValueError as err:
         raise ConfigError(str(err)) from None
 
@@ -226,6 +257,7 @@ def wrap_build_config(upstream: Callable) -> Callable:
             check_predict_files(config)
             check_predict_config(config)
         else:
+            check_train_config(config)
             check_train_files(config)
         return config
 

@@ -81,8 +81,9 @@ PATCHES: list[Patch] = [
     Patch("translator_log_probs", "log of the model's own probabilities (-inf for zeros) instead of log_softmax",
           "onmt.translate.translator:log_softmax", make_log_softmax),
     Patch("translate_files", "onmt_translate's outputs writable and never an input, -src without blank lines, "
-          "-tgt line for line (before the model loads)",
-          "onmt.utils.parse:ArgumentParser.validate_translate_opts", file_checks.wrap_validate_translate_opts),
+          "-tgt line for line; beam_size and n_best >= 1 (before the model loads)",
+          "onmt.utils.parse:ArgumentParser.validate_translate_opts",
+          lambda up: file_checks.wrap_validate_translate_opts(validation.wrap_validate_translate_opts(up))),
     Patch("load_test_model", "translate-time overrides; refuse an alpha_relu model without tau",
           "onmt.model_builder:load_test_model", loading.wrap_load_test_model),
     Patch("train_options", "the training options valid_lr_halving (Peters et al.'s learning-rate schedule), "

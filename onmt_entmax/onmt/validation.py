@@ -1,12 +1,16 @@
-"""Checks of the Entmax options, run by ``validate_model_opts`` before any model is built."""
+"""Checks of the Entmax options (``options.model``), run by ``validate_model_opts`` before any model is built,
+``validate_train_opts`` (training) and ``validate_translate_opts`` (before the model loads)."""
 from __future__ import annotations
 
 from typing import Optional
 
-from onmt_entmax.options.model import EntmaxOptionError, attention_spec, inapplicable_options, validate_entmax_opts
+from onmt_entmax.options.model import (EntmaxOptionError, attention_spec, check_label_smoothing, check_search_sizes,
+                                       inapplicable_options, validate_entmax_opts)
+from onmt_entmax.options.model import check_applicable as refuse_inapplicable
 
 __all__ = ["EntmaxOptionError", "attention_spec", "check_applicable", "check_training_opts", "inapplicable_options",
-           "validate_entmax_opts", "wrap_get_model_opts", "wrap_validate_model_opts", "wrap_validate_train_opts"]
+           "validate_entmax_opts", "wrap_get_model_opts", "wrap_validate_model_opts", "wrap_validate_train_opts",
+           "wrap_validate_translate_opts"]
 
 
 def wrap_validate_train_opts(upstream, *more_checks):
@@ -32,23 +36,31 @@ def wrap_validate_model_opts(upstream):
     return validate_model_opts
 
 
+def wrap_validate_translate_opts(upstream):
+    """``ArgumentParser.validate_translate_opts`` (classmethod): stock checks, then beam_size and n_best >= 1
+    (upstream's beam search fails on less with a traceback), before the model loads."""
+
+    def validate_translate_opts(cls, opt):
+        upstream(cls, opt)
+        check_search_sizes(opt)
+
+    return validate_translate_opts
+
+
 # --- options that would be ignored (``options.model.inapplicable_options``) -----------------------
 def check_applicable(opt, names: Optional[set] = None, where: str = "") -> list[str]:
-    """Raise for an ignored sparse function; log (and return) a warning for each ignored parameter."""
-    errors, warnings = inapplicable_options(opt, names)
-    if errors:
-        raise EntmaxOptionError(f"{where}{'; '.join(errors)}")
-    if warnings:
-        from onmt.utils.logging import logger
+    """``options.model.check_applicable`` with OpenNMT-py's logger: raise for an ignored sparse function;
+    log (and return) a warning for each ignored parameter."""
+    from onmt.utils.logging import logger
 
-        for message in warnings:
-            logger.warning("%s%s", where, message)
-    return warnings
+    return refuse_inapplicable(opt, names, where, lambda message: logger.warning("%s", message))
 
 
 def check_training_opts(opt) -> None:
-    """Training-only checks (``validate_train_opts``): options the new model would ignore; a
-    ``-train_from`` run takes the checkpoint's model options (compared in ``wrap_get_model_opts``)."""
+    """Training-only checks (``validate_train_opts``): label_smoothing in [0, 1); options the new model
+    would ignore; a ``-train_from`` run takes the checkpoint's model options (compared in
+    ``wrap_get_model_opts``)."""
+    check_label_smoothing(getattr(opt, "label_smoothing", None))
     if getattr(opt, "train_from", None) and not getattr(opt, "override_opts", False):
         return
     check_applicable(opt)

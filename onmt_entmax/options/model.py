@@ -1,16 +1,22 @@
 """Model options of sparse models (output layer, loss, attention), their help and their checks.
 
 ``validate_entmax_opts(opt)`` reads the options as attributes of ``opt`` (an argparse namespace, or a
-flat view of an Eole model config) and raises ``EntmaxOptionError`` naming the first bad one.
+flat view of an Eole model config) and raises ``EntmaxOptionError`` naming the first bad one; values are
+checked as the math checks them (``ops._common``), in float32, the dtype models compute the mappings in.
+``check_applicable`` refuses (or warns of) options the model would not use; ``check_label_smoothing`` and
+``check_search_sizes`` the stock values the plugin's loss and beam search cannot take. Both adapters call
+these same functions.
 """
 from __future__ import annotations
 
 import math
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 from onmt_entmax.modules.attention import ALPHA_MAX, ALPHA_MIN
-from onmt_entmax.ops.entmax_bisect import MAX_ITER
-from onmt_entmax.registry import Transformation, get_transformation, help_text, transformation_class
+from onmt_entmax.ops._common import check_alpha, check_number
+from onmt_entmax.ops.entmax_bisect import check_n_iter
+from onmt_entmax.registry import (MODEL_DTYPE, Transformation, get_transformation, help_text,
+                                  transformation_class)
 
 ATTENTION_KINDS = {  # per-kind override prefix -> what it covers
     "enc": "Transformer encoder self-attention",
@@ -83,11 +89,11 @@ class EntmaxOptionError(ValueError):
 
 
 def _alpha(opt, name: str) -> Optional[float]:
+    """The alpha option ``name``, checked as the math checks it, in the dtype models compute in."""
     value = getattr(opt, name, None)
     if value is None:
         return None
-    if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 1:
-        raise EntmaxOptionError(f"{name} must be a finite number >= 1 (1 is softmax), got {value!r}")
+    check_alpha(value, name, dtype=MODEL_DTYPE, error=EntmaxOptionError)
     return float(value)
 
 
@@ -107,9 +113,8 @@ def _uses_transformer(opt) -> bool:
 def validate_entmax_opts(opt) -> None:
     """Raise ``EntmaxOptionError`` (a ValueError) naming the first bad Entmax option of ``opt``."""
     bisect_iter = getattr(opt, "bisect_iter", None)
-    if bisect_iter is not None and (not isinstance(bisect_iter, int) or not 1 <= bisect_iter <= MAX_ITER):
-        raise EntmaxOptionError(f"bisect_iter must be an integer in [1, {MAX_ITER}] (60 bisection steps already "
-                                f"reach float64's resolution; more would only slow training), got {bisect_iter!r}")
+    if bisect_iter is not None:
+        check_n_iter(bisect_iter, MODEL_DTYPE, name="bisect_iter", error=EntmaxOptionError)
 
     gen = getattr(opt, "generator_function", "softmax")
     try:
@@ -124,8 +129,10 @@ def validate_entmax_opts(opt) -> None:
                 f"generator_function {gen} needs generator_tau: a number, 'auto' (the mean 1.5-entmax "
                 f"threshold of the untrained model on the first training batch) or 'formula' (eq. 3 of "
                 f"Speeding Up Entmax)")
-        if tau not in DEFERRED_TAU and (not isinstance(tau, (int, float)) or not math.isfinite(tau)):
-            raise EntmaxOptionError(f"generator_tau must be a finite number, 'auto' or 'formula', got {tau!r}")
+        if tau not in DEFERRED_TAU:
+            if isinstance(tau, bool) or not isinstance(tau, (int, float)):
+                raise EntmaxOptionError(f"generator_tau must be a finite number, 'auto' or 'formula', got {tau!r}")
+            check_number(tau, "generator_tau", MODEL_DTYPE, EntmaxOptionError)
     try:
         get_transformation(gen, alpha=alpha, tau=None if tau in DEFERRED_TAU else tau,
                            n_iter=bisect_iter, option="generator_function")
@@ -264,6 +271,38 @@ def inapplicable_options(opt, names: Optional[set] = None) -> tuple[list[str], l
         if "entmax_bisect" not in used and not learn:
             warnings.append("bisect_iter is ignored: no mapping of this model bisects (only entmax_bisect does)")
     return [m for m in errors if m], [m for m in warnings if m]
+
+
+def check_applicable(opt, names: Optional[set] = None, where: str = "",
+                     warn: Optional[Callable[[str], None]] = None) -> list[str]:
+    """``inapplicable_options`` enforced, the same for both toolkits: raise ``EntmaxOptionError`` (one line)
+    for a sparse function the model does not have; pass each warning (an alpha, tau or bisect_iter the
+    model ignores) to ``warn`` (the toolkit's logger) and return them. ``where`` prefixes each message."""
+    errors, warnings = inapplicable_options(opt, names)
+    if errors:
+        raise EntmaxOptionError(f"{where}{'; '.join(errors)}")
+    for message in warnings:
+        if warn is not None:
+            warn(f"{where}{message}")
+    return warnings
+
+
+# --- stock options whose bad values reach the plugin's math (refused when the run's options are read) ----
+def check_label_smoothing(value, name: str = "label_smoothing") -> None:
+    """eps in [0, 1): the target (1 - eps) e_y + eps u. At eps = 1 the target no longer depends on the
+    reference word (nothing is learnt); outside [0, 1] it is no distribution (the loss refuses it at the
+    first step, after the model and the data are built)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1):
+        raise EntmaxOptionError(f"{name} must be a number in [0, 1), got {value!r}")
+
+
+def check_search_sizes(opt) -> None:
+    """beam_size >= 1 and n_best >= 1, integers: 0 or less fails inside the toolkit's beam search (a
+    traceback). An n_best above beam_size is no error: the search runs until n_best hypotheses end."""
+    for name in ("beam_size", "n_best"):
+        value = getattr(opt, name, None)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise EntmaxOptionError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 def generator_transformation(opt) -> Transformation:

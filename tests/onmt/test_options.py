@@ -48,6 +48,9 @@ BAD = [
     (dict(generator_function="alpha_relu"), "generator_tau"),
     (dict(bisect_iter=0), "bisect_iter"),
     (dict(generator_function="entmax_bisect", bisect_iter=10**9), r"bisect_iter must be an integer in \[1, 200\]"),
+    (dict(generator_function="entmax_bisect", generator_alpha=1e39), "generator_alpha"),  # inf in float32: NaN loss
+    (dict(generator_function="alpha_relu", generator_tau=-1e39), "generator_tau"),
+    (dict(label_smoothing=2), "label_smoothing"),  # (was a ValueError of the loss at the first step)
 ]
 
 
@@ -184,3 +187,54 @@ def test_train_from_names_the_model_options_the_checkpoint_replaces(toy, caplog)
             "them): embeddings_dropout=0.0 (checkpoint: None), generator_function='sparsemax' (checkpoint: "
             "'entmax15'), hidden_size=16 (checkpoint: 8)" in caplog.text)
     assert torch.load(toy / "run/model_step_3.pt")["opt"].generator_function == "entmax15"
+
+
+def _translate_opt(tmp_path, monkeypatch, *args):
+    """onmt_translate's first step, before the model loads: parse, then ArgumentParser.validate_translate_opts."""
+    from onmt.bin.translate import _get_parser
+    from onmt.utils.parse import ArgumentParser
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.pt").write_bytes(b"weights")
+    (tmp_path / "src.txt").write_text("a b\n")
+    opt = _get_parser().parse_args(["-model", "model.pt", "-src", "src.txt", *args])
+    ArgumentParser.validate_translate_opts(opt)
+    return opt
+
+
+@pytest.mark.parametrize("args,option", [(["-beam_size", "0"], "beam_size"), (["-beam_size", "-2"], "beam_size"),
+                                         (["-n_best", "0"], "n_best")])
+def test_onmt_translate_refuses_a_search_of_no_hypothesis_before_the_model_loads(tmp_path, monkeypatch, args, option):
+    """Upstream's beam search fails on these with a traceback (step must be nonzero; list index out of range)."""
+    from onmt_entmax.onmt.validation import EntmaxOptionError
+
+    with pytest.raises(EntmaxOptionError, match=option):
+        _translate_opt(tmp_path, monkeypatch, *args)
+    _translate_opt(tmp_path, monkeypatch, "-beam_size", "2", "-n_best", "3")  # more than the beam: upstream copes
+
+
+@pytest.mark.parametrize("args,option", [(["-generator_alpha", "1e39"], "generator_alpha"),
+                                         (["-generator_alpha", "1.3", "-bisect_iter", "0"], "bisect_iter")])
+def test_onmt_translate_override_the_math_cannot_use_is_refused(tmp_path, monkeypatch, args, option):
+    """-generator_alpha 1e39 used to decode empty lines with status 0 (the alpha is inf in float32)."""
+    from onmt_entmax.onmt.model.loading import apply_overrides, overrides_from
+    from onmt_entmax.onmt.validation import EntmaxOptionError
+
+    opt = _translate_opt(tmp_path, monkeypatch, *args)
+    model_opt = _model_opt(generator_function="entmax_bisect", generator_alpha=1.5)
+    with pytest.raises(EntmaxOptionError, match=option):
+        apply_overrides(model_opt, overrides_from(opt))
+
+
+@pytest.mark.parametrize("model,option", [
+    (dict(generator_function="entmax_bisect", generator_alpha=1e39), "generator_alpha"),
+    (dict(global_attention_function="entmax_bisect", global_attention_alpha=float(2 ** 128)), "global_attention_alpha"),
+    (dict(generator_function="entmax_bisect", generator_alpha=True), "generator_alpha"),
+    (dict(generator_function="entmax_bisect", bisect_iter=True), "bisect_iter"),
+    (dict(generator_function="alpha_relu", generator_tau=True), "generator_tau"),
+])
+def test_option_values_the_math_cannot_use_are_refused_naming_the_option(model, option):
+    from onmt_entmax.onmt.validation import EntmaxOptionError, validate_entmax_opts
+
+    with pytest.raises(EntmaxOptionError, match=option):
+        validate_entmax_opts(_model_opt(**model))
