@@ -4,7 +4,7 @@ import itertools
 import torch
 
 from onmt_entmax.data_order import ReplayedPasses, ReshuffledPasses, mark_for_reshuffling, permuted, reshuffle_mixer, \
-    run_seed, wrap_init_datasets
+    run_seed, tensor_bytes, wrap_init_datasets
 
 
 class Corpus:
@@ -112,3 +112,11 @@ def test_a_validation_set_over_the_memory_limit_is_read_at_every_pass():
     passes = ReplayedPasses(source, limit=100)  # bytes: the first batches already exceed it
     assert [len(list(passes)) for _ in range(3)] == [5, 5, 5]
     assert source.reads == 3 and passes.kept is None
+
+
+def test_a_validation_set_of_exactly_the_limit_is_kept_and_one_byte_over_is_read_again():
+    size = tensor_bytes(list(Batches(5)))  # the first pass's tensors
+    kept, over = Batches(5), Batches(5)
+    at_limit, over_limit = ReplayedPasses(kept, limit=size), ReplayedPasses(over, limit=size - 1)
+    assert [len(list(at_limit)) for _ in range(3)] == [5, 5, 5] and kept.reads == 1
+    assert [len(list(over_limit)) for _ in range(3)] == [5, 5, 5] and over.reads == 3

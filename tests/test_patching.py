@@ -21,8 +21,8 @@ class _Trainer:
     def _accum_batches(self, iterator):
         yield from iterator
 
-    def train(self, n):
-        for batch in self._accum_batches(iter(range(n))):
+    def train(self, n, batches=None):
+        for batch in self._accum_batches(iter(range(n)) if batches is None else batches):
             step = self.optim.training_step
             if step == self.kill_at:
                 for signum in self.signals:  # arrives in the middle of the step
@@ -63,6 +63,22 @@ def test_a_stop_before_the_first_step_exits_without_saving_over_the_newest_check
     assert stop.value.code == 128 + signal.SIGTERM
     assert trainer.trained == [] and trainer.saved is None
     assert "stopping before the first step of this process; nothing to save" in caplog.text
+
+
+def test_a_stop_signal_while_the_next_batch_is_read_stops_before_training_it(caplog):
+    def reading(n, signal_at):  # the data loader: the signal arrives while batch `signal_at` is read
+        for batch in range(n):
+            if batch == signal_at:
+                os.kill(os.getpid(), signal.SIGTERM)
+            yield batch
+
+    trainer = _Trainer()
+    trainer.train = lambda n, train=trainer.train: train(n, reading(n, 3))
+    with pytest.raises(SystemExit) as stop:
+        _main(trainer, 10)
+    assert stop.value.code == 128 + signal.SIGTERM
+    assert trainer.trained == [0, 1, 2] and trainer.saved == 3  # the batch read meanwhile is not trained
+    assert "SIGTERM: stopping after step 3" in caplog.text
 
 
 def test_without_a_signal_the_loop_runs_to_its_end_and_the_process_exits_normally():

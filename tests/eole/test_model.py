@@ -10,8 +10,10 @@ from eole.modules.global_attention import GlobalAttention
 from eole.utils.loss import LossCompute
 from onmt_entmax import ops
 from onmt_entmax.eole import attention
+from onmt_entmax.eole.config import flat_options
 from onmt_entmax.modules import EntmaxGenerator, TransformationLoss
 from onmt_entmax.modules.models import learned_alphas
+from onmt_entmax.options.model import inapplicable_options
 
 
 def test_every_transformer_attention_gets_its_kinds_normalizer_and_the_output_layer_its_mapping():
@@ -96,6 +98,16 @@ def test_rnn_global_attention_takes_every_registered_normalizer(function):
     _, weights = attn(torch.randn(2, 3, 16) * 3, enc, src_pad_mask=pad)
     assert (weights[1, :, 4:] == 0).all() and (weights == 0).sum() > 4
     assert torch.allclose(weights.sum(-1), torch.ones(()))
+
+
+def test_global_attention_function_given_in_the_decoder_section_reaches_the_checks_and_the_rnn_attention():
+    """Eole also takes the RNN attention's function in ``decoder:``; there it counts as in ``model:``."""
+    net, config, _ = build({**RNN, "generator_function": "entmax15", "global_attention_alpha": 1.3,
+                            "decoder": {"decoder_type": "rnn", "global_attention_function": "entmax_bisect"}})
+    attn = next(m for m in net.modules() if isinstance(m, GlobalAttention))
+    assert getattr(attn, attention.RNN_NORMALIZER).transformation.describe() == "entmax_bisect(alpha=1.3)"
+    errors, warnings = inapplicable_options(flat_options(config))
+    assert errors == [] and not [w for w in warnings if w], warnings  # (its alpha is used, not ignored)
 
 
 def _loss_compute(model, **training):

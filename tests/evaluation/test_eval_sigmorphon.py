@@ -81,6 +81,13 @@ def test_spaces_in_forms_are_compared_as_spaces():
     assert scores["average"]["accuracy"] == 100.0
 
 
+def test_forms_differing_only_in_case_are_wrong():
+    """German nouns are capitalized: "hund" for "Hund" is a wrong form (one edit), as in the shared task."""
+    scores = S.score_multilingual(["german N H u n d", "german N K a t z e"], ["h u n d", "K a t z e"],
+                                  ["H u n d", "K a t z e"])
+    assert scores["german"] == {"accuracy": 50.0, "levenshtein": 0.5, "n": 2}
+
+
 def test_bad_input_is_named():
     with pytest.raises(ValueError, match="line counts differ"):
         S.score_multilingual(["a x"], [], ["x"])

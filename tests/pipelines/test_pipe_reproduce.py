@@ -30,6 +30,26 @@ def test_best_checkpoint_is_the_highest_validation_accuracy():
         rep.best_checkpoint("[..] Saving checkpoint m_step_5.pt\n")
 
 
+def test_of_equal_best_validations_the_first_checkpoint_is_decoded_as_the_run_summary_says():
+    log = LOG.replace("69.0", "70.25")  # steps 1000 and 1500 validate equally
+    path, acc = rep.best_checkpoint(log)
+    curve = [{"epoch": f"{i}.0", "step": str(500 * i), "valid_acc": a, "lr": "0.001"}
+             for i, a in enumerate(["61.5", "70.25", "70.25"], 1)]
+    run = {"epochs": "3.0", "steps": "1500", "valid_acc": "70.25", "test_acc": "1", "test_lev": "1"}
+    assert (path, acc) == ("runs/x/seed1/model_step_1000.pt", 70.25)
+    assert pieces_mod.step_of(path) == results_csv.run_summary(run, curve, 1500)["best_step"]
+
+
+def test_of_two_rows_of_one_run_on_one_day_the_later_in_the_file_is_the_runs_row():
+    run = {"setting": "medium", "output_alpha": "1.5", "attention_alpha": "1.5", "seed": "1"}
+    rows = [{**run, "date": "2026-11-27", "test_acc": "70.0"}, {**run, "date": "2026-11-28", "test_acc": "71.0"},
+            {**run, "date": "2026-11-28", "test_acc": "72.0"},
+            {**run, "seed": "2", "date": "2026-11-29", "test_acc": "9"}]
+    assert [r["test_acc"] for r in results_csv.latest_per_run(rows)] == ["72.0", "9"]
+    older = {**run, "date": "2026-11-26", "test_acc": "60.0"}  # later in the file, of an earlier day
+    assert [r["test_acc"] for r in results_csv.latest_per_run(rows + [older])] == ["72.0", "9"]
+
+
 def _runs(tmp_path, table, rows_scores):
     for e in E.all_experiments():
         if e.table == table and e.row in rows_scores:
