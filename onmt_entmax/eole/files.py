@@ -2,8 +2,9 @@
 step trains; each problem is one ``ConfigError`` line naming the option. ``eole predict``: as
 ``onmt_translate`` (``onmt_entmax.options.files``). ``eole train`` / ``build_vocab``: the corpus files,
 ``train_from``, a ``model_path`` that can become a folder (Eole writes one there at the first save:
-a file in its place would end the run then, after its steps were trained) and holds no other run's ``step_N/``
-(they would be replaced), a ``log_file`` and ``build_vocab``'s vocabularies that are none of the files read."""
+a file in its place would end the run then, after its steps were trained), a ``log_file`` and ``build_vocab``'s
+vocabularies that are none of the files read; before the first step, a ``model_path`` without another run's
+``step_N/`` (they would be replaced)."""
 from __future__ import annotations
 
 import glob
@@ -49,6 +50,31 @@ def step_folders(model_path: str) -> list[str]:
     return sorted((path for path, step in steps.items() if step.isdigit()), key=lambda path: int(steps[path]))
 
 
+def check_model_path_is_new(config) -> None:
+    """``training.model_path`` holds no other run's ``step_N/`` folders (this run's would replace them), unless
+    ``training.train_from`` resumes that run (names its folder or one of its step folders)."""
+    training = config.training
+    if not training.model_path:
+        return
+    try:
+        check_new_run("training.model_path", training.model_path, step_folders(training.model_path),
+                      training.train_from, lambda start: writes_into(start, training.model_path),
+                      "training.train_from")
+    except EntmaxOptionError as err:
+        raise ConfigError(str(err)) from None
+
+
+def wrap_build_model_saver(upstream):
+    """``build_model_saver(config, ...)``: ``check_model_path_is_new`` first; after every config check, before the
+    data is read and the first step trained."""
+
+    def build_model_saver(config, *args, **kwargs):
+        check_model_path_is_new(config)
+        return upstream(config, *args, **kwargs)
+
+    return build_model_saver
+
+
 def check_train_files(config) -> None:
     """Every local corpus file there (``hf://`` and other URLs are Eole's to fetch), ``train_from`` there,
     ``model_path`` a folder or nothing yet."""
@@ -63,10 +89,6 @@ def check_train_files(config) -> None:
             return
         inputs = {"src_vocab": config.src_vocab, "tgt_vocab": config.tgt_vocab, "train_from": training.train_from}
         check_training_outputs({"log_file": getattr(config, "log_file", None)}, corpora, inputs)
-        if training.model_path:
-            check_new_run("training.model_path", training.model_path, step_folders(training.model_path),
-                          training.train_from, lambda start: writes_into(start, training.model_path),
-                          "training.train_from")
     except EntmaxOptionError as err:
         raise ConfigError(str(err)) from None
     path = getattr(training, "model_path", None)

@@ -14,7 +14,8 @@ from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_an
 from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread, stop_between_steps, stop_on_signal
 from onmt_entmax.resume_state import wrap_load_state_dict, wrap_state_dict
 
-from . import adam_fused, attention, building, config, cuda_graphs, decoding, ensemble, lr_halving, saving, training
+from . import (adam_fused, attention, building, config, cuda_graphs, decoding, ensemble, files, lr_halving, saving,
+               training)
 from .errors import install_one_line_hook
 
 MHA = "eole.modules.multi_headed_attn"
@@ -51,6 +52,9 @@ PATCHES: list[Patch] = [
           aliases=("eole.bin.run.train:single_main",)),
     Patch("stop_between_steps", "once a stop is asked, the training loop gets no further batch",
           "eole.trainer:Trainer._accum_batches", lambda up: stop_between_steps(up, "eole")),
+    Patch("one_run_per_model_path", "training.model_path never holds another run's step_N/ (unless train_from "
+          "resumes it), checked before the first step", "eole.models.model_saver:build_model_saver",
+          files.wrap_build_model_saver, aliases=("eole.train_single:build_model_saver",)),
     Patch("atomic_checkpoints", "a checkpoint folder (step_N/ and the links beside it) is written in a staging "
           "folder and renamed into place whole; a full disk ends the run in one line",
           "eole.models.model_saver:TrainingModelSaver._save", saving.wrap_save),

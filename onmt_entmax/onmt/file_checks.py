@@ -2,8 +2,9 @@
 by ``ArgumentParser.validate_translate_opts``, its first step, before the model loads and before upstream
 opens ``-output``; ``onmt_train``'s ``-save_model`` by ``validate_train_opts``, before a model is built; the
 corpus files of ``onmt_train`` and ``onmt_build_vocab`` (and the latter's vocabularies, never a corpus) by
-``validate_prepare_opts``, before the data is read; ``onmt_train``'s ``-log_file`` and ``-save_model`` against the
-files it reads and another run's checkpoints by ``onmt.bin.train.train``, before the log file opens."""
+``validate_prepare_opts``, before the data is read; ``onmt_train``'s ``-log_file`` against the files it reads by
+``onmt.bin.train.train``, before the log file opens; ``-save_model`` against another run's checkpoints by
+``build_model_saver``, before the first step."""
 from __future__ import annotations
 
 import os
@@ -52,14 +53,9 @@ def check_vocab_outputs(opt) -> None:
 
 
 def check_train_outputs(opt) -> None:
-    """``onmt_train``'s ``-log_file`` none of the files it reads, and ``-save_model`` no other run's: its
-    checkpoints would replace that run's, unless ``-train_from`` one of them resumes it."""
+    """``onmt_train``'s ``-log_file`` none of the files it reads (corpus, vocabularies, ``-train_from``)."""
     inputs = {name: getattr(opt, name, None) for name in ("src_vocab", "tgt_vocab", "train_from")}
     check_training_outputs({"log_file": getattr(opt, "log_file", None)}, corpora(opt), inputs)
-    if getattr(opt, "save_model", None):
-        saved = run_checkpoints(opt.save_model)
-        check_new_run("-save_model", opt.save_model, saved, getattr(opt, "train_from", None),
-                      lambda start: any(same_file(start, path) for path in saved))
 
 
 def wrap_train(upstream):
@@ -71,6 +67,26 @@ def wrap_train(upstream):
         return upstream(opt, *args, **kwargs)
 
     return train
+
+
+def check_save_model_is_new(opt) -> None:
+    """``-save_model`` holds no other run's checkpoints (``<save_model>_step_N.pt``): this run's would replace them
+    one by one, unless ``-train_from`` one of them resumes that run."""
+    if getattr(opt, "save_model", None):
+        saved = run_checkpoints(opt.save_model)
+        check_new_run("-save_model", opt.save_model, saved, getattr(opt, "train_from", None),
+                      lambda start: any(same_file(start, path) for path in saved))
+
+
+def wrap_build_model_saver(upstream):
+    """``build_model_saver(model_opt, opt, ...)``: ``check_save_model_is_new`` first; after every option check,
+    before the data is read and the first step trained."""
+
+    def build_model_saver(model_opt, opt, *args, **kwargs):
+        check_save_model_is_new(opt)
+        return upstream(model_opt, opt, *args, **kwargs)
+
+    return build_model_saver
 
 
 def check_translate_files(opt) -> None:
@@ -90,6 +106,6 @@ def wrap_validate_translate_opts(upstream):
     return validate_translate_opts
 
 
-__all__ = ["check_out_dir", "check_outputs", "check_save_model", "check_train_outputs", "check_translate_files",
-           "check_vocab_outputs", "corpora", "wrap_train", "wrap_validate_prepare_opts",
-           "wrap_validate_translate_opts"]
+__all__ = ["check_out_dir", "check_outputs", "check_save_model", "check_save_model_is_new", "check_train_outputs",
+           "check_translate_files", "check_vocab_outputs", "corpora", "wrap_build_model_saver", "wrap_train",
+           "wrap_validate_prepare_opts", "wrap_validate_translate_opts"]

@@ -44,9 +44,12 @@ PATCHES: list[Patch] = [
     Patch("corpus_files", "onmt_train, onmt_build_vocab: a missing corpus file named in one line, not a traceback; "
           "onmt_build_vocab's vocabularies never a corpus file",
           "onmt.utils.parse:DataOptsCheckerMixin.validate_prepare_opts", file_checks.wrap_validate_prepare_opts),
-    Patch("train_outputs", "onmt_train: -log_file never a file it reads, -save_model never another run's "
-          "checkpoints (unless -train_from resumes it), before the log file opens",
+    Patch("train_log_file", "onmt_train: -log_file never a file it reads (before upstream opens it)",
           "onmt.bin.train:train", file_checks.wrap_train),
+    Patch("one_run_per_save_model", "onmt_train: -save_model never holds another run's checkpoints (unless "
+          "-train_from resumes it), checked before the first step", "onmt.models.model_saver:build_model_saver",
+          file_checks.wrap_build_model_saver,
+          aliases=("onmt.models:build_model_saver", "onmt.train_single:build_model_saver")),
     Patch("train_from_options", "-train_from: name the given model options the checkpoint's replace",
           "onmt.train_single:_get_model_opts", validation.wrap_get_model_opts),
     Patch("build_base_model", "install our generator and attention normalizers before weights are loaded "

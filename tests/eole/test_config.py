@@ -178,7 +178,7 @@ def test_train_and_build_vocab_never_write_what_they_read_nor_over_another_run(t
     resumes that run."""
     from eole.config.run import BuildVocabConfig
 
-    from onmt_entmax.eole.files import check_train_files
+    from onmt_entmax.eole.files import check_model_path_is_new, check_train_files
 
     monkeypatch.chdir(tmp_path)
     for name in ("src.txt", "tgt.txt"):
@@ -196,16 +196,16 @@ def test_train_and_build_vocab_never_write_what_they_read_nor_over_another_run(t
     with pytest.raises(ConfigError, match=r"^-log_file src.txt is the data.corpus_1.path_src file"):
         check_train_files(TrainConfig(src_vocab="v.src", tgt_vocab="v.tgt", data=data, model=TINY,
                                       log_file="src.txt", training={"model_path": "run/model"}))
-    check_train_files(train())
+    check_model_path_is_new(train())
     (tmp_path / "run" / "model" / "step_20").mkdir(parents=True)
     (tmp_path / "run" / "model" / "step_40").mkdir()
     with pytest.raises(ConfigError, match=r"^training.model_path run/model: another run's .*step_40"):
-        check_train_files(train())
+        check_model_path_is_new(train())
     with pytest.raises(ConfigError, match=r"^training.model_path"):  # another run's model is no resume
         (tmp_path / "elsewhere").mkdir()
-        check_train_files(train(train_from="elsewhere"))
-    check_train_files(train(train_from="run/model/step_20"))
-    check_train_files(train(train_from="run/model"))
+        check_model_path_is_new(train(train_from="elsewhere"))
+    check_model_path_is_new(train(train_from="run/model/step_20"))
+    check_model_path_is_new(train(train_from="run/model"))
 
 
 @pytest.mark.parametrize("option", ["src", "tgt"])

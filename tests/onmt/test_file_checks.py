@@ -217,10 +217,10 @@ def test_onmt_train_log_file_is_never_a_file_it_reads(tmp_path):
 
 def test_a_second_run_on_one_save_model_is_refused_unless_it_resumes_the_first(tmp_path):
     """Checkpoints ``<save_model>_step_N.pt`` already there belong to another run: a new run would replace them
-    one by one, so it is refused before anything is read; ``-train_from`` one of them resumes and passes."""
-    from onmt.bin.train import _get_parser, train
+    one by one, so it is refused before its first step; ``-train_from`` one of them resumes and passes."""
+    from onmt.bin.train import _get_parser
 
-    from onmt_entmax.onmt.file_checks import check_train_outputs
+    from onmt_entmax.onmt.file_checks import check_save_model_is_new
 
     data = _corpus(tmp_path)
     (tmp_path / "run").mkdir()
@@ -234,9 +234,47 @@ def test_a_second_run_on_one_save_model_is_refused_unless_it_resumes_the_first(t
 
     with pytest.raises(EntmaxOptionError, match=r"^-save_model \S+/run/m: another run's .*\(2, the newest "
                                                 r"\S+m_step_10.pt\)"):
-        train(opt(tmp_path / "run" / "m"))
+        check_save_model_is_new(opt(tmp_path / "run" / "m"))
     with pytest.raises(EntmaxOptionError, match="-save_model"):  # another run's checkpoint is no resume
-        check_train_outputs(opt(tmp_path / "run" / "m", "-train_from", str(tmp_path / "run" / "m_step_x.pt")))
-    check_train_outputs(opt(tmp_path / "run" / "m", "-train_from", str(tmp_path / "run" / "m_step_5.pt")))
-    check_train_outputs(opt(tmp_path / "run" / "other"))
-    assert (tmp_path / "run" / "m_step_10.pt").read_bytes() == b"weights"
+        check_save_model_is_new(opt(tmp_path / "run" / "m", "-train_from", str(tmp_path / "run" / "m_step_x.pt")))
+    check_save_model_is_new(opt(tmp_path / "run" / "m", "-train_from", str(tmp_path / "run" / "m_step_5.pt")))
+    check_save_model_is_new(opt(tmp_path / "run" / "other"))
+
+
+def test_onmt_train_into_a_finished_runs_save_model_stops_before_its_first_step(tmp_path):
+    """The same config trained twice: the second ``onmt_train`` ends in the refusal, the first run's checkpoint
+    keeps its bytes; ``-train_from`` it resumes."""
+    from onmt_testkit import build_vocab, reversal_corpus, train, yaml_config
+
+    reversal_corpus(tmp_path, n_train=40, n_test=4)
+    config = yaml_config(tmp_path, {"encoder_type": "rnn", "decoder_type": "rnn", "layers": 1, "hidden_size": 8,
+                                    "word_vec_size": 8}, steps=2)
+    build_vocab(config)
+    train(config)
+    ckpt = tmp_path / "run" / "model_step_2.pt"
+    before = ckpt.read_bytes()
+    with pytest.raises(EntmaxOptionError, match="^-save_model .*another run's checkpoints"):
+        train(config)
+    assert ckpt.read_bytes() == before
+    train(config, "-train_from", str(ckpt), "-train_steps", "3", "-save_checkpoint_steps", "3")
+    assert (tmp_path / "run" / "model_step_3.pt").exists()
+
+
+def test_a_source_line_longer_than_the_position_encoding_is_refused_before_decoding(tmp_path):
+    """OpenNMT-py's sinusoidal table has 5000 rows: a longer line (or -max_length) ended onmt_translate in
+    SequenceTooLongError at its batch, after the batches before it were decoded."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
+    from onmt_testkit import translate
+    from tiny_transformers import trained
+
+    model = trained()["dense"]  # a Transformer with position_encoding
+    (tmp_path / "src.txt").write_text("w1 w2\n" + " ".join(["w1"] * 5001) + "\n")
+    with pytest.raises(EntmaxOptionError, match=r"^-src \S*src.txt line 2 has 5001 tokens .* 5000 positions"):
+        translate(model, tmp_path / "src.txt", tmp_path / "pred.txt")
+    (tmp_path / "src.txt").write_text("w1 w2\n")
+    with pytest.raises(EntmaxOptionError, match=r"^-max_length 6000: .* 5000 positions"):
+        translate(model, tmp_path / "src.txt", tmp_path / "pred.txt", "-max_length", "6000")
+    assert not (tmp_path / "pred.txt").exists() or (tmp_path / "pred.txt").read_text() == ""
