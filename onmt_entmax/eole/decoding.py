@@ -26,6 +26,8 @@ from onmt_entmax.decoding.beam_hooks import attach_record, fewer_than_n_best, in
 from onmt_entmax.decoding.scoring import SteppedScorer
 from onmt_entmax.modules.models import member_transformations, warm_up_kernels_of
 from onmt_entmax.options.decoding import DecodingConfig
+from onmt_entmax.options.files import check_positions
+from onmt_entmax.options.model import EntmaxOptionError
 
 from .errors import ConfigError
 
@@ -47,12 +49,26 @@ def decoding_config(config, model) -> DecodingConfig:
         raise ConfigError(str(err)) from None
 
 
+def position_limit(model) -> int | None:
+    """Positions the model's sinusoidal position tables cover (the fewest; None: no table, no limit)."""
+    from eole.modules.embeddings import PositionalEncoding
+
+    rows = [m.pe.size(0) for m in model.modules() if isinstance(m, PositionalEncoding)]
+    return min(rows) if rows else None
+
+
 def wrap_inference_init(upstream: Callable) -> Callable:
-    """``Inference.__init__``: the decoding options checked first; with the model loaded, the kernels'
-    once-a-process set-up (and a line saying so where Triton compiles them for this GPU)."""
+    """``Inference.__init__``: the decoding options checked first (-src lines and -max_length within the
+    model's position encoding too: ``check_positions``); with the model loaded, the kernels' once-a-process
+    set-up (and a line saying so where Triton compiles them for this GPU)."""
 
     def __init__(self, model, vocabs, config, model_config, *args, **kwargs):
         cfg = decoding_config(config, model)  # bad options: fail before decoding
+        try:
+            check_positions(getattr(config, "src", None), getattr(config, "max_length", None), position_limit(model),
+                            toolkit="Eole")
+        except EntmaxOptionError as err:
+            raise ConfigError(str(err)) from None
         upstream(self, model, vocabs, config, model_config, *args, **kwargs)
         self._entmax_cfg = cfg
         from eole.utils.logging import logger

@@ -175,6 +175,28 @@ def check_translate_inputs(src: Optional[str], tgt: Optional[str], toolkit: str 
                                 "sentence pairs; give every reference a token")
 
 
+def check_positions(src: Optional[str], max_length: Optional[int], positions: Optional[int],
+                    toolkit: str = "OpenNMT-py") -> None:
+    """Every -src line (its whitespace tokens) and ``-max_length`` within the ``positions`` a model's
+    sinusoidal position encoding has (None: no such table, no limit). The toolkit builds that table with a
+    fixed number of rows and no option to change it; a longer source line would end the decoding with a
+    traceback at its batch (after every earlier batch was decoded)."""
+    if positions is None:
+        return
+    why = (f"this Transformer's position encoding covers {positions} positions ({toolkit} builds it with that "
+           "many, no option changes it)")
+    if max_length is not None and max_length > positions:
+        raise EntmaxOptionError(f"-max_length {max_length}: {why}; give -max_length {positions} or less")
+    if not src or src == STDIN or not os.path.isfile(src):
+        return
+    with open(src, "rb") as f:
+        for number, line in enumerate(f, 1):
+            tokens = len(line.split())
+            if tokens > positions:
+                raise EntmaxOptionError(f"-src {src} line {number} has {tokens} tokens but {why}: split that line "
+                                        "(or drop it)")
+
+
 def check_decoding_files(opt, inputs: Mapping[str, object], toolkit: str = "OpenNMT-py",
                          drops_blank_sources: bool = True) -> None:
     """A decoding command's files: its outputs (``TRANSLATE_OUTPUTS`` read from ``opt``; a heatmap a
@@ -277,6 +299,6 @@ def check_out_dir(option: str, path: str, names: Iterable[str], inputs: Mapping[
 
 
 __all__ = ["CORPUS_FILES", "TRANSLATE_OUTPUTS", "PNG_OUTPUTS", "blocking_file", "check_corpus_files",
-           "check_creatable_folder", "check_decoding_files", "check_new_run", "check_outputs", "check_out_dir",
+           "check_creatable_folder", "check_decoding_files", "check_new_run", "check_positions", "check_outputs", "check_out_dir",
            "check_training_outputs", "corpus_paths", "run_checkpoints",
            "check_translate_inputs", "check_writable", "same_file", "writes_into"]

@@ -305,3 +305,16 @@ def test_eole_train_takes_rnn_cuda_graphs_and_refuses_what_its_graphs_cannot_rep
     proc = run_eole(["train", "-c", config], cwd=directory, check=False)
     last = proc.stderr.strip().splitlines()[-1]
     assert proc.returncode != 0 and "training.accum_count 2 is set" in last and "Traceback" not in proc.stderr
+
+
+def test_predict_refuses_a_source_line_longer_than_the_position_encoding_before_decoding(workdir, trained):
+    """Eole's sinusoidal table has 5000 rows: a longer line ended the run in SequenceTooLongError at its batch."""
+    model_dir, _, _ = trained("relu")
+    src = workdir / "long.src.txt"
+    src.write_text("a b\n" + " ".join(["a"] * 5001) + "\n")
+    out = workdir / "long.pred.txt"
+    proc = run_eole(["predict", "-model_path", model_dir, "-src", src, "-output", out], cwd=workdir, check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f"-src {src} line 2 has 5001 tokens" in lines[-1] and "5000" in lines[-1]
+    assert not out.exists() or out.read_text() == ""

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import argparse
 import contextvars
-from typing import Callable
+from typing import Callable, Optional
 
 from onmt_entmax.modules import EntmaxGenerator
+from onmt_entmax.options.files import check_positions
 from onmt_entmax.registry import transformation_class
 
 from ..options import translate_option_names
@@ -59,7 +60,8 @@ def current_overrides() -> dict:
 
 
 def wrap_load_test_model(upstream: Callable) -> Callable:
-    """``model_builder.load_test_model``: pass overrides to the model build; refuse an unresolved tau."""
+    """``model_builder.load_test_model``: pass overrides to the model build; refuse an unresolved tau, and
+    -src lines or a -max_length longer than the model's position encoding covers (``check_positions``)."""
 
     def load_test_model(opt, device_id=0, model_path=None):
         from onmt.utils.misc import use_gpu
@@ -70,6 +72,7 @@ def wrap_load_test_model(upstream: Callable) -> Callable:
         finally:
             _OVERRIDES.reset(token)
             _GPU_LOAD.reset(gpu)
+        check_positions(getattr(opt, "src", None), getattr(opt, "max_length", None), position_limit(model))
         gen = getattr(model, "generator", None)
         tau = overrides_from(opt).get("generator_tau")
         if tau == "auto":
@@ -82,6 +85,14 @@ def wrap_load_test_model(upstream: Callable) -> Callable:
         return vocabs, model, apply_overrides(model_opt, overrides_from(opt))
 
     return load_test_model
+
+
+def position_limit(model) -> Optional[int]:
+    """Positions the model's sinusoidal position tables cover (the fewest; None: no table, no limit)."""
+    from onmt.modules.embeddings import PositionalEncoding
+
+    rows = [m.pe.size(0) for m in model.modules() if isinstance(m, PositionalEncoding)]
+    return min(rows) if rows else None
 
 
 def loading_onto_gpu() -> bool:
