@@ -299,6 +299,6 @@ def check_out_dir(option: str, path: str, names: Iterable[str], inputs: Mapping[
 
 
 __all__ = ["CORPUS_FILES", "TRANSLATE_OUTPUTS", "PNG_OUTPUTS", "blocking_file", "check_corpus_files",
-           "check_creatable_folder", "check_decoding_files", "check_new_run", "check_positions", "check_outputs", "check_out_dir",
-           "check_training_outputs", "corpus_paths", "run_checkpoints",
+           "check_creatable_folder", "check_decoding_files", "check_new_run", "check_outputs", "check_out_dir",
+           "check_positions", "check_training_outputs", "corpus_paths", "run_checkpoints",
            "check_translate_inputs", "check_writable", "same_file", "writes_into"]
