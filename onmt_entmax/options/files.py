@@ -8,9 +8,13 @@ model loads and before the toolkit opens its output):
 - ``-src`` must exist and hold a line; where the toolkit drops an example whose source is blank
   (OpenNMT-py), it must have no blank line, or every later output line and report id would move up one;
 - ``-tgt`` must have as many lines as ``-src`` (OpenNMT-py stops at the shorter file, exit status 0),
-  none of them blank (both toolkits drop that pair).
-For training (``onmt_train``, ``onmt_build_vocab``, ``eole train``): every corpus file there
-(``check_corpus_files``) and the model's folder a folder or creatable (``check_creatable_folder``).
+  none of them blank (both toolkits drop that pair);
+- both UTF-8, a line that is not named with its number (both toolkits decode every line as UTF-8);
+- once the model is loaded, every ``-src`` line and ``-max_length`` within the positions of its
+  sinusoidal position table (``check_positions``).
+For training (``onmt_train``, ``onmt_build_vocab``, ``eole train``): every corpus file there, UTF-8 and,
+for its text (source, target), with a sentence (``check_corpus_files``), and the model's folder a folder
+or creatable (``check_creatable_folder``).
 Each problem is an ``EntmaxOptionError`` naming the option. The same checks serve other commands'
 outputs (``check_outputs``, ``check_out_dir``).
 """
