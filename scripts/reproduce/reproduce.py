@@ -831,14 +831,19 @@ def plot_fig4(out: Path, runs: Path | None = None) -> Path:
 
 
 # ----------------------------------------------------------------------------------------- smoke
+MULTI30K_SAMPLE, SAMPLE_LINES = ROOT / "data/multi30k-sample", 400  # the release's first 400 lines a split
+
+
 def smoke_data(cwd: Path | None = None, lines: int = 400, merges: int = 300) -> None:
-    """work/smoke/multi30k: the first ``lines`` Multi30k pairs of each split, BPE with ``merges`` merges."""
+    """work/smoke/multi30k: the first ``lines`` Multi30k pairs of each split, BPE with ``merges`` merges,
+    from the bundled sample (the release's first lines: the same files) unless more lines are asked for."""
     cwd = cwd or WORK
     out = cwd / "work/smoke/multi30k"
     if (out / "prepare.json").exists():
         return
     raw = cwd / "work/smoke/multi30k-raw"
-    run([sys.executable, ROOT / "scripts/data/extract.py", "multi30k", "--downloads", SHARED / "multi30k", "--out", raw], cwd=cwd)
+    source = MULTI30K_SAMPLE if lines <= SAMPLE_LINES else SHARED / "multi30k"
+    run([sys.executable, ROOT / "scripts/data/extract.py", "multi30k", "--downloads", source, "--out", raw], cwd=cwd)
     run([sys.executable, ROOT / "scripts/data/prepare_mt.py", "multi30k", "--raw", raw, "--out", out,
          "--max-lines", str(lines), "--merges", str(merges)], cwd=cwd)
     shutil.rmtree(raw)

@@ -7,6 +7,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "data"
+MULTI30K_SAMPLE = ROOT / "data" / "multi30k-sample"  # the release's first 400 lines a split, bundled
 
 
 def load_script(rel: str):
@@ -23,5 +24,7 @@ def load_script(rel: str):
 
 
 def needs_shared(*parts: str):
+    """Skip unless ../shared/data/<parts> is there: real data too large (or not ours) to bundle in data/."""
     path = SHARED.joinpath(*parts)
-    return pytest.mark.skipif(not path.exists(), reason=f"needs {path}")
+    return pytest.mark.skipif(not path.exists(), reason=f"needs the real data ../shared/data/{'/'.join(parts)}, "
+                              "not bundled (README: where it comes from)")
