@@ -119,7 +119,8 @@ PATCHES: list[Patch] = [
           "eole.decoders.ensemble:EnsembleDecoder._disable_cache", ensemble.disable_members_cache),
     Patch("ensemble_average", "log((1/M) sum_m p_m) with each member's own mapping, -inf where all give 0",
           "eole.decoders.ensemble:EnsembleGenerator.forward", ensemble.wrap_generator_forward),
-    Patch("predict_options", "decoding options checked against the model; kernels' set-up at model load",
+    Patch("predict_options", "decoding options checked against the model (-src lines and -max_length within "
+          "its position table); kernels' set-up at model load",
           "eole.predict.inference:Inference.__init__", decoding.wrap_inference_init),
     Patch("predict_records", "certificate tracker per beam; per-sentence records and analyses",
           "eole.predict.translator:Translator._predict_batch_with_strategy",

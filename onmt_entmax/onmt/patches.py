@@ -87,7 +87,8 @@ PATCHES: list[Patch] = [
           "-tgt line for line; beam_size and n_best >= 1 (before the model loads)",
           "onmt.utils.parse:ArgumentParser.validate_translate_opts",
           lambda up: file_checks.wrap_validate_translate_opts(validation.wrap_validate_translate_opts(up))),
-    Patch("load_test_model", "translate-time overrides; refuse an alpha_relu model without tau",
+    Patch("load_test_model", "translate-time overrides; refuse an alpha_relu model without tau, and -src lines "
+          "or a -max_length beyond the model's position table",
           "onmt.model_builder:load_test_model", loading.wrap_load_test_model),
     Patch("train_options", "the training options valid_lr_halving (Peters et al.'s learning-rate schedule), "
           "shuffle_each_pass (their data order), embeddings_dropout and adam_eps (their code's values), "
