@@ -5,8 +5,8 @@ OpenNMT-py and Eole spawn fresh interpreters (one per GPU, data-loader workers, 
 so patches made in the parent are lost. ``setup.py`` writes ``onmt_entmax-autoload.pth`` into
 site-packages with one line that executes ``HOOK_SOURCE``: at every interpreter start it puts a
 finder first on ``sys.meta_path``; when a toolkit is first imported, the finder lets the normal
-machinery load it and then calls the adapter's ``activate()`` (for OpenNMT-py, just before upstream's
-modules execute, it also filters the deprecation warnings they raise at import: ``upstream_noise``).
+machinery load it and then calls the adapter's ``activate()`` (just before the toolkit's modules
+execute, it also filters the warnings they raise at import: each adapter's ``upstream_noise``).
 The finder answers once per toolkit and leaves when both have been imported. Nothing else is
 imported at start-up (no torch), and ``ONMT_ENTMAX_DISABLE=1`` turns it off. The finder carries
 ``HOOK_VERSION``: a newer hook (e.g. ``sitecustomize`` beside the ``.pth`` line of an earlier install)
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 PTH_NAME = "onmt_entmax-autoload.pth"
 # 1: activate() after import onmt; 2: upstream's import-time warnings filtered first; 3: Eole too;
-# 4: a hook whose package is gone says so in one line
-HOOK_VERSION = 4
+# 4: a hook whose package is gone says so in one line; 5: Eole's import-time warnings filtered first
+HOOK_VERSION = 5
 # toolkit -> (its adapter, the function run before the toolkit's modules execute, or None)
 ADAPTERS = {
     "onmt": ("onmt_entmax.onmt", ("onmt_entmax.onmt.upstream_noise", "filter_upstream_warnings")),
-    "eole": ("onmt_entmax.eole", None),
+    "eole": ("onmt_entmax.eole", ("onmt_entmax.eole.upstream_noise", "filter_upstream_warnings")),
 }
 
 HOOK_SOURCE = r'''

@@ -22,6 +22,7 @@ pip_install() { "$PY" -m pip install -qq --disable-pip-version-check --no-warn-c
 if ! "$PY" -c "import torch" 2>/dev/null; then
   pip_install "${TORCH_SPEC:-torch==2.13.0}"
 fi
+echo "install.sh: onmt-entmax and its dependencies (Eole, OpenNMT-py's imports, test tools): minutes when new..."
 pip_install -e ".[test,pipelines,eole]"
 if ! "$PY" -c "import importlib.metadata as m; assert m.version('OpenNMT-py') == '3.5.1'" 2>/dev/null; then
   pip_install --no-deps "OpenNMT-py==3.5.1"

@@ -15,12 +15,14 @@ from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread, st
 from onmt_entmax.resume_state import wrap_load_state_dict, wrap_state_dict
 
 from . import (adam_fused, attention, building, config, cuda_graphs, decoding, ensemble, files, lr_halving, saving,
-               training)
+               training, upstream_noise)
 from .errors import install_one_line_hook
 
 MHA = "eole.modules.multi_headed_attn"
 
 PATCHES: list[Patch] = [
+    Patch("upstream_noise", "upstream's import-time and config warnings (at their source), the 1-layer LSTM's "
+          "dropout warning and repeated corpus lines filtered", apply=upstream_noise.quiet),
     Patch("config_fields", "our model options in every model config, decoding options in PredictConfig, "
           "shuffle_each_pass, rnn_cuda_graphs, valid_lr_halving(_every) and adam_fused in TrainingConfig",
           apply=config.extend_configs),

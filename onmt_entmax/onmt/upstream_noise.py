@@ -7,6 +7,9 @@
   upstream module that makes the call, so the same deprecation anywhere else (our code, the user's)
   and every other warning still show; the one exception is ``sdp_kernel``, whose warning Python
   attributes to ``contextlib`` whoever calls it.
+- torch's warning that an ``nn.LSTM`` of one layer ignores its dropout, at every build of a 1-layer RNN
+  (each ``onmt_translate``): upstream applies that dropout around the LSTM itself
+  (``patching.ONE_LAYER_LSTM_DROPOUT``).
 - "Weighted corpora loaded so far", logged by upstream's ``WeightedMixer`` at every pass over a
   training corpus (on a small corpus, a line pair every few steps): logged once a process.
 
@@ -16,9 +19,11 @@ activation by hand, after ``import onmt``, still filters what training and trans
 """
 from __future__ import annotations
 
-import logging
 import re
 import warnings
+
+from onmt_entmax.patching import CORPORA_LOADED, ONE_LAYER_LSTM_DROPOUT, CorporaLoadedOnce, ignore_warnings
+from onmt_entmax.patching import log_corpora_once as _log_corpora_once
 
 _AMP = ("onmt.modules.sparse_activations", "onmt.modules.sparse_losses", "onmt.modules.sru")
 # (the torch API as its FutureWarning names it, the OpenNMT-py 3.5.1 modules that call it, the module
@@ -33,43 +38,23 @@ UPSTREAM_DEPRECATIONS: tuple[tuple[str, tuple[str, ...], str | None], ...] = (
     ("torch.backends.cuda.sdp_kernel()", ("onmt.modules.multi_headed_attn",), "contextlib"),
 )
 
-CORPORA_LOADED = "Weighted corpora loaded so far:"  # onmt/inputters/dynamic_iterator.py, WeightedMixer._logging
+__all__ = ["CORPORA_LOADED", "CorporaLoadedOnce", "UPSTREAM_DEPRECATIONS", "filter_upstream_warnings",
+           "log_corpora_once", "quiet"]
 
 
 def filter_upstream_warnings() -> None:
-    """Ignore exactly the deprecation warnings of ``UPSTREAM_DEPRECATIONS`` (idempotent: warnings
-    drops an equal filter before inserting it again)."""
+    """Ignore exactly the deprecation warnings of ``UPSTREAM_DEPRECATIONS`` and the 1-layer LSTM's dropout
+    warning (idempotent: warnings drops an equal filter before inserting it again)."""
     for api, callers, raised_in in UPSTREAM_DEPRECATIONS:
         modules = (raised_in,) if raised_in else callers
         warnings.filterwarnings("ignore", message=re.escape(f"`{api}` is deprecated"), category=FutureWarning,
                                 module="(?:" + "|".join(re.escape(m) for m in modules) + r")\Z")
-
-
-class CorporaLoadedOnce(logging.Filter):
-    """Passes the first "Weighted corpora loaded so far" record of the process, on one line; drops the
-    later ones (one for every further pass over a corpus). Other records pass untouched."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen = False
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not (isinstance(record.msg, str) and record.msg.startswith(CORPORA_LOADED)):
-            return True
-        if self.seen:
-            return False
-        self.seen = True
-        counts = [line.strip(" \t*") for line in record.getMessage()[len(CORPORA_LOADED):].splitlines()]
-        record.msg = f"{CORPORA_LOADED} {', '.join(c for c in counts if c)} (logged once a process)"
-        record.args = ()
-        return True
+    ignore_warnings([ONE_LAYER_LSTM_DROPOUT])
 
 
 def log_corpora_once() -> None:
-    """Put the filter on OpenNMT-py's logger (``init_logger`` replaces its handlers, never its filters)."""
-    logger = logging.getLogger("onmt")
-    if not any(isinstance(f, CorporaLoadedOnce) for f in logger.filters):
-        logger.addFilter(CorporaLoadedOnce())
+    """The corpus line once on OpenNMT-py's logger."""
+    _log_corpora_once("onmt")
 
 
 def quiet() -> None:
