@@ -10,18 +10,25 @@ its own machine.
 
     python3 benchmarks/report.py OUTDIR [OUTDIR ...]                           # print the sections
     python3 benchmarks/report.py OUTDIR [OUTDIR ...] --into docs/benchmarks.md  # replace them there
+    python3 benchmarks/report.py --long-attention benchmarks/results/long-attention.csv [--into docs/benchmarks.md]
 
---into replaces the text between the lines BEGIN and END (below) of the file, nothing else.
+--into replaces the text between the lines BEGIN and END (below) of the file, nothing else; with
+--long-attention (the rows `benchmarks/bench_long_attention.py` appends to its CSV), the text between
+LONG_BEGIN and LONG_END.
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import re
 from pathlib import Path
 
 BEGIN = "<!-- GPU tables: written by benchmarks/report.py from a benchmarks/run_gpu.sh run -->"
 END = "<!-- end of the GPU tables -->"
+LONG_BEGIN = "<!-- long attention: written by benchmarks/report.py --long-attention from its CSV -->"
+LONG_END = "<!-- end of long attention -->"
+LONG_CMD = "python3 benchmarks/bench_long_attention.py --csv benchmarks/results/long-attention.csv"
 
 # (section title, what it measures, [file or (file, first-cell prefix of the rows kept)])
 SECTIONS = [
@@ -121,22 +128,55 @@ def report(outdirs: list[Path]) -> str:
     return "\n\n".join(s for s in sections if s) + "\n"
 
 
-def replace_between_markers(document: str, text: str) -> str:
-    if document.count(BEGIN) != 1 or document.count(END) != 1 or document.index(BEGIN) > document.index(END):
-        raise SystemExit(f"report.py: the document needs one line {BEGIN!r} and, after it, one line {END!r}")
-    head, rest = document.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n\n{text.strip()}\n\n{END}{tail}"
+def long_attention(csv_path: Path) -> str:
+    """The long-attention tables from bench_long_attention.py's CSV rows: one table per machine and
+    commit (its command, GPU, torch, Triton, date), a row per case with time and peak memory against
+    SDPA (and AdaSplash v1 where it ran)."""
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    runs: dict = {}
+    for r in rows:
+        runs.setdefault((r["gpu"], r["torch"], r["triton"], r["commit"], r["date"]), []).append(r)
+    parts = []
+    for (gpu, torch_v, triton_v, commit, date), group in runs.items():
+        dirty = " with uncommitted changes" if commit.endswith("-dirty") else ""
+        lines = [f"`{LONG_CMD}`; {gpu}, torch {torch_v}, Triton {triton_v}, commit {commit[:12]}{dirty}, {date}:", "",
+                 "| dtype | kind | attention | causal | B | Tq | Tk | ours ms | SDPA ms | ours / SDPA | AdaSplash v1 ms "
+                 "| AdaSplash / SDPA | ours peak MiB | SDPA peak MiB | peak ours / SDPA |", "|" + "---|" * 15]
+        for r in group:
+            ours, sdpa = float(r["ours_ms"]), float(r["sdpa_ms"])
+            ada = f"{float(r['adasplash_ms']):.2f} | {float(r['adasplash_ms']) / sdpa:.2f}x" if r["adasplash_ms"] else " | "
+            mem_o, mem_s = float(r["ours_peak_mib"]), float(r["sdpa_peak_mib"])
+            kind = r["kind"] + (f" (α {r['alpha']})" if r.get("alpha") else "")
+            lines.append(f"| {r['dtype']} | {kind} | {r['attention']} | {'yes' if r['causal'] == '1' else 'no'} "
+                         f"| {r['batch']} | {r['tq']} | {r['tk']} | {ours:.2f} | {sdpa:.2f} | {ours / sdpa:.2f}x | {ada} "
+                         f"| {mem_o:.0f} | {mem_s:.0f} | {mem_o / max(mem_s, 1e-9):.2f}x |")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) + "\n"
+
+
+def replace_between_markers(document: str, text: str, begin: str = BEGIN, end: str = END) -> str:
+    if document.count(begin) != 1 or document.count(end) != 1 or document.index(begin) > document.index(end):
+        raise SystemExit(f"report.py: the document needs one line {begin!r} and, after it, one line {end!r}")
+    head, rest = document.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n\n{text.strip()}\n\n{end}{tail}"
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("outdirs", nargs="+", type=Path, help="OUTDIR of run_gpu.sh runs, oldest first")
+    ap.add_argument("outdirs", nargs="*", type=Path, help="OUTDIR of run_gpu.sh runs, oldest first")
     ap.add_argument("--into", type=Path, help="replace the GPU tables of this document (docs/benchmarks.md)")
+    ap.add_argument("--long-attention", type=Path, help="bench_long_attention.py's CSV: its tables instead")
     args = ap.parse_args(argv)
-    text = report(args.outdirs)
+    if args.long_attention:
+        text, markers = long_attention(args.long_attention), (LONG_BEGIN, LONG_END)
+    elif args.outdirs:
+        text, markers = report(args.outdirs), (BEGIN, END)
+    else:
+        ap.error("give OUTDIRs or --long-attention CSV")
     if args.into:
-        args.into.write_text(replace_between_markers(args.into.read_text(), text))
+        args.into.write_text(replace_between_markers(args.into.read_text(), text, *markers))
     else:
         print(text, end="")
 

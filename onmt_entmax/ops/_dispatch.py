@@ -19,9 +19,11 @@ policy as the reference, `dim` any int):
         ignore_index give 0; it checks the targets itself (a device assertion naming the target,
         asynchronous: no host sync). return_support: (loss, the number of nonzero probabilities
         of each row (N,) float32, 0 on ignore_index rows).
-    sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights, alpha_bounds)
+    sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights, alpha_bounds,
+                           is_causal)
         -> (B, H, Tq, Dv) or (that, weights)  # differentiable; supports() gets q as z and k=, v=,
-        keep=, kind=, alpha=, dropout_p= as keywords;
+        keep=, kind=, alpha=, dropout_p=, return_weights=, is_causal= as keywords (is_causal: keys
+        after the query masked, top-left aligned, as scaled_dot_product_attention's);
         with alpha_bounds (lo, hi), alpha holds logits a of alpha = clamp(1 + sigmoid(a), lo, hi)
     The decoding ops below run at every beam step (host-bound): each decides itself and returns
     None for a call it does not take (run by `try_kernel`; `supports` is not asked):

@@ -6,9 +6,11 @@ with masked keys at -1e18, the fill OpenNMT-py uses (they get weight exactly 0; 
 key masked attends uniformly, as OpenNMT-py's eager path does), and drop the attention dropout
 of training (weights zeroed with probability r, the others scaled by 1 / (1 - r)). The torch
 reference composes the mapping with two matmuls and is differentiable. On CUDA, calls that need
-no gradient (decoding) run one fused kernel (`triton/attention.py`) and calls that need one run
-two matmuls around one kernel each way with a single autograd node (`triton/attention_train.py`):
-host work, not GPU time, is what sparse attention costs over softmax's fused SDPA call.
+no gradient (decoding) run one fused kernel (`triton/attention.py`), calls that need one on short
+rows two launches with a single autograd node (`triton/attention_tiles.py`): host work, not GPU
+time, is what sparse attention costs over softmax's fused SDPA call there. Longer rows, with or
+without a gradient, take the tiled kernels of `triton/attention_long.py`, whose memory grows as
+Tq + Tk, not Tq x Tk (the weights are recomputed tile by tile, never stored).
 """
 from __future__ import annotations
 
@@ -40,7 +42,8 @@ def _reference(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor], kind: st
 def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = None, kind: str = "entmax15",
                      alpha: Alpha = 1.5, scale: Optional[float] = None, n_iter: Optional[int] = None,
                      dropout_p: float = 0.0, return_weights: bool = False, alpha_logit: Optional[Tensor] = None,
-                     alpha_bounds: tuple[float, float] = (1.01, 2.0)) -> Union[Tensor, tuple[Tensor, Tensor]]:
+                     alpha_bounds: tuple[float, float] = (1.01, 2.0),
+                     is_causal: bool = False) -> Union[Tensor, tuple[Tensor, Tensor]]:
     """drop(pi(scale q k^T)) v with keys where ``keep`` is False masked (weight 0).
 
     q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv); ``keep`` a bool tensor broadcastable to
@@ -56,8 +59,17 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = N
     head (dim -3 of q), of the learned alphas of "Adaptively Sparse Transformers",
     alpha = clamp(1 + sigmoid(a), *alpha_bounds), differentiated through; on CUDA with gradients the
     attention kernels compute alpha and dL/da themselves (no separate op and reduction a call).
+
+    ``is_causal``: keys after the query masked too (key j > query t, top-left aligned, as
+    ``scaled_dot_product_attention``'s), without a mask in memory where the tiled kernels run.
+
+    On CUDA every call with rows longer than the short-row tiles (`triton/attention_tiles.py`) runs
+    the tiled kernels of `triton/attention_long.py`, which keep O(Tq) numbers a row, not the Tq x Tk
+    weights, training and decoding alike; a call that wants the weights (``return_weights``) takes
+    the materialized path.
     """
     if not torch.is_grad_enabled() and alpha_logit is None and dropout_p == 0 and not return_weights \
+            and not is_causal \
             and isinstance(q, Tensor) and isinstance(k, Tensor) and isinstance(v, Tensor):
         # decoding, every attention layer at every step: the kernel's own checks (shapes, dtypes,
         # strides, mask, alpha) decide, and anything they refuse takes the checked path below
@@ -85,16 +97,26 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = N
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     wants_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or (
         isinstance(alpha, Tensor) and alpha.requires_grad) or (alpha_logit is not None and alpha_logit.requires_grad))
+    call = dict(k=k, v=v, keep=keep, kind=kind, dropout_p=dropout_p, return_weights=return_weights,
+                is_causal=is_causal)
     if alpha_logit is not None:
         if wants_grad:
-            fast = _dispatch.kernel("sparse_attention_train", q, k=k, v=v, keep=keep, kind=kind, alpha=alpha_logit,
-                                    dropout_p=dropout_p)
+            fast = _dispatch.kernel("sparse_attention_train", q, alpha=alpha_logit, **call)
             if fast is not None:
-                return fast(q, k, v, keep, kind, alpha_logit, scale, dropout_p, return_weights, alpha_bounds)
+                return fast(q, k, v, keep, kind, alpha_logit, scale, dropout_p, return_weights, alpha_bounds,
+                            is_causal)
         alpha = alpha_in_range(bounded_alpha(alpha_logit, *alpha_bounds).view(-1, 1, 1))
+    if is_causal:  # the tiled kernels mask by position; every other path reads a mask
+        fast = _dispatch.kernel("sparse_attention_train", q, alpha=alpha, **call)
+        if fast is not None:
+            return fast(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights, None, True)
+        if keep is not None:
+            _check_keep(keep, q, k)
+        causal = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+        keep = causal if keep is None else keep & causal
+        call.update(keep=keep, is_causal=False)
     if wants_grad or dropout_p > 0 or return_weights:
-        fast = _dispatch.kernel("sparse_attention_train", q, k=k, v=v, keep=keep, kind=kind, alpha=alpha,
-                                dropout_p=dropout_p)
+        fast = _dispatch.kernel("sparse_attention_train", q, alpha=alpha, **call)
         if fast is not None:
             return fast(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights)
     else:  # no gradient wanted, and not tried above: alphas from logits, or grad mode on for inputs that need

@@ -107,3 +107,31 @@ def test_the_document_has_the_markers_report_writes_between(outdir, tmp_path):
     report.main([str(outdir), "--into", str(doc)])
     text = doc.read_text()
     assert "| loss 4096x32768 float32/randn*3.0 | entmax15 | 0.593 |" in text and "## CPU (the reference path)" in text
+
+
+LONG_CSV = """gpu,dtype,kind,alpha,attention,causal,batch,heads,head_dim,tq,tk,ours_ms,sdpa_ms,adasplash_ms,ours_peak_mib,\
+sdpa_peak_mib,adasplash_peak_mib,torch,triton,commit,date
+NVIDIA H200,bf16,entmax15,,self,0,2,8,64,4096,4096,2.000,0.500,8.000,49.0,49.0,44.5,2.11.0+cu130,3.6.0,abc123,2026-12-01
+NVIDIA H200,bf16,entmax_bisect,1.33,cross,1,1,8,64,8192,16384,9.000,3.000,,75.0,50.0,,2.11.0+cu130,3.6.0,abc123,2026-12-01
+"""
+
+
+def test_long_attention_csv_becomes_one_table_with_its_machine_and_replaces_only_its_block(tmp_path):
+    """bench_long_attention.py's rows: one table per machine and commit, ratios against SDPA computed
+    from the times and peaks, AdaSplash cells empty where it did not run; --into replaces the text
+    between the long-attention markers and nothing else (the GPU tables' block stays)."""
+    path = tmp_path / "long.csv"
+    path.write_text(LONG_CSV)
+    text = report.long_attention(path)
+    assert "NVIDIA H200, torch 2.11.0+cu130, Triton 3.6.0, commit abc123, 2026-12-01" in text
+    rows = [line for line in text.splitlines() if line.startswith("| bf16")]
+    assert len(rows) == 2
+    assert "| 4.00x | 8.00 | 16.00x |" in rows[0] and "| 1.00x |" in rows[0]
+    assert "entmax_bisect (α 1.33) | cross | yes |" in rows[1] and "| 3.00x |  |  |" in rows[1]
+    assert rows[1].endswith("| 75 | 50 | 1.50x |")
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"top\n{report.BEGIN}\nold gpu\n{report.END}\n{report.LONG_BEGIN}\nold long\n{report.LONG_END}\nend\n")
+    report.main(["--long-attention", str(path), "--into", str(doc)])
+    new = doc.read_text()
+    assert "old long" not in new and "old gpu" in new and new.endswith(f"{report.LONG_END}\nend\n")
+    assert new.count("| bf16") == 2

@@ -9,8 +9,9 @@ and return None for a call they do not take (run by `_dispatch.try_kernel`, not 
 `beam_stats(scores, kept)` and `beam_topk(scores, k)` (the pick and the certificate's reductions)
 and `sparse_attention_decode(q, k, v, keep, kind, alpha, scale)` (fused attention forward). Through
 `supports` again:
-`sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights, alpha_bounds)`
-(differentiable) and `bounded_alpha(a, lo, hi)`.
+`sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights, alpha_bounds,
+is_causal)` (differentiable: short rows on `attention_tiles`, the rest on `attention_long`, O(T)
+memory, unless the weights are asked for) and `bounded_alpha(a, lo, hi)`.
 The kernels live in submodules imported lazily (`_submodule`), so this package imports where Triton
 is absent (`supports` is then False).
 """
@@ -58,9 +59,22 @@ def supports(op: str, z: torch.Tensor, dim: int = -1, alpha=None, kind: str | No
     if op == "bounded_alpha":
         return _submodule("alpha").supports(z)
     if op == "sparse_attention_train":
-        return _submodule("attention_train").supports(z, kw["k"], kw["v"], kw.get("keep"), kind, alpha,
-                                                      kw["dropout_p"])
+        args = (z, kw["k"], kw["v"], kw.get("keep"), kind, alpha, kw["dropout_p"])
+        if _long_attention(*args, kw.get("return_weights", False)):
+            return True
+        return not kw.get("is_causal", False) and _submodule("attention_train").supports(*args)
     return False
+
+
+def _long_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha, dropout_p: float,
+                    return_weights: bool) -> bool:
+    """Whether a differentiable attention call takes the tiled kernels of any length
+    (`attention_long`, O(T) memory): every call the short-row tiles (`attention_tiles.fits`) do not
+    take, unless it wants the weights (a Tq x Tk matrix: the materialized path)."""
+    if return_weights or q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        return False
+    return not _submodule("attention_tiles").fits(q, k, v) \
+        and _submodule("attention_long").supports(q, k, v, keep, kind, alpha, dropout_p)
 
 
 def _bisect_alpha_ok(alpha, n_cols: int) -> bool:
@@ -134,15 +148,27 @@ def sparse_attention_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k
     None for one it does not (what it takes and the launch in one look at the arguments)."""
     if not HAVE_TRITON or q.dtype not in _FLOATS:
         return None
-    return _submodule("attention").decode(q, k, v, keep, kind, alpha, scale)
+    out = _submodule("attention").decode(q, k, v, keep, kind, alpha, scale)
+    if out is None and isinstance(q, torch.Tensor) and q.ndim == 4 and k.ndim == 4 \
+            and k.shape[2] > _submodule("attention_tiles").MAX_KEYS:
+        # rows longer than the decoding kernel's: the tiled kernels (no grad here)
+        long = _submodule("attention_long")
+        if long.supports(q, k, v, keep, kind, alpha, 0.0):
+            return long.sparse_attention(q, k, v, keep, kind, alpha, q.shape[-1] ** -0.5 if scale is None else scale)
+    return out
 
 
 def sparse_attention_train(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha=None,
                            scale: float = 1.0, dropout_p: float = 0.0, return_weights: bool = False,
-                           alpha_bounds: tuple[float, float] | None = None):
+                           alpha_bounds: tuple[float, float] | None = None, is_causal: bool = False):
     """Fused drop(pi(scale q k^T, masked)) v with gradients (kernel path); with return_weights also
     the weights before dropout: (out, weights); with alpha_bounds, alpha holds the logits of a
-    learned alpha = clamp(1 + sigmoid(alpha), *alpha_bounds)."""
+    learned alpha = clamp(1 + sigmoid(alpha), *alpha_bounds); is_causal (the tiled kernels only, as
+    `supports` says): keys after the query masked too. Short rows take the tiles of
+    `attention_tiles`, calls that want the weights the materialized path, the rest `attention_long`."""
+    if _long_attention(q, k, v, keep, kind, alpha, dropout_p, return_weights):
+        return _submodule("attention_long").sparse_attention(q, k, v, keep, kind, alpha, scale, dropout_p,
+                                                             alpha_bounds, is_causal)
     return _submodule("attention_train").sparse_attention(q, k, v, keep, kind, alpha, scale, dropout_p,
                                                            return_weights, alpha_bounds)
 

@@ -115,7 +115,14 @@ def _sum3_min(k1, a1, b1, m1, k2, a2, b2, m2):
 @triton.jit
 def _reduce_stats(kf, a, b, mn, MODE: tl.constexpr):
     """(k, A, B, min_S d) per row of [BR, BC] terms, in one multi-operand reduction (one
-    shared-memory exchange across warps instead of one per statistic)."""
+    shared-memory exchange across warps instead of one per statistic). The interpreter runs a
+    multi-operand reduction element by element in Python: there, one reduction per statistic."""
+    if _INTERP:
+        if MODE == 2:
+            sb = tl.sum(b, 1)
+            return sb, tl.sum(a, 1), sb, sb
+        k = tl.sum(kf, 1)
+        return k, tl.sum(a, 1), tl.sum(b, 1) if MODE == 1 else k, tl.min(mn, 1)
     if MODE == 0:
         k, sa, smn = tl.reduce((kf, a, mn), 1, _sum2_min)
         return k, sa, k, smn

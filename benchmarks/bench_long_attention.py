@@ -1,0 +1,166 @@
+"""Long sparse attention (triton/attention_long.py) against `F.scaled_dot_product_attention`, one GPU.
+
+Forward + backward of B x 8 heads x T x 64 attention for T = 256 ... 32768 with the batch of issue 62
+(256: 16, 1024: 8, 4096: 2, 8192 and longer: 1): 1.5-entmax self-attention (Tq = Tk = T, causal and
+not) and cross-attention (Tq = T / 2 queries over Tk = T keys), sparsemax and alpha-entmax (alpha =
+1.33) self-attention, bf16 (fp16 and fp32 at two T), against SDPA (flash attention) in the same process, and AdaSplash's `adasplash_v1` (alpha = 1.5, 10 iterations; self-
+attention of a power-of-two length only) where it imports. Inputs are randn (scores of unit scale).
+Time: `triton.testing.do_bench` median of q, k, v -> out -> dq, dk, dv (the output gradient given);
+peak memory: the most allocated during one forward + backward beyond what was allocated before it
+(inputs and the output gradient), MiB. Rows appended to a CSV (columns: `FIELDS`); the markdown
+table printed last.
+
+    python3 benchmarks/bench_long_attention.py --csv benchmarks/results/long-attention.csv
+    python3 benchmarks/bench_long_attention.py --quick      # entmax15, bf16, self-attention, 4 lengths
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import os
+import subprocess
+import sys
+
+import torch
+import torch.nn.functional as F
+import triton
+from triton.testing import do_bench
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from onmt_entmax.ops.triton import attention_long as KL  # noqa: E402
+
+FIELDS = ["gpu", "dtype", "kind", "alpha", "attention", "causal", "batch", "heads", "head_dim", "tq", "tk",
+          "ours_ms", "sdpa_ms", "adasplash_ms", "ours_peak_mib", "sdpa_peak_mib", "adasplash_peak_mib",
+          "torch", "triton", "commit", "date"]
+BATCH = {256: 16, 1024: 8, 4096: 2, 8192: 1, 16384: 1, 32768: 1}
+ALPHA = {"sparsemax": None, "entmax15": None, "entmax_bisect": 1.33}
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def adasplash():
+    """adasplash_v1, or None where it does not import."""
+    try:
+        from adasplash import adasplash_v1
+    except ImportError:
+        return None
+    return adasplash_v1
+
+
+def measure(fn, q, k, v, grad) -> tuple[float, float]:
+    """(median ms, peak MiB beyond what was allocated before) of fn's forward + backward."""
+    def step():
+        out = fn(q, k, v)
+        torch.autograd.grad(out, (q, k, v), grad)
+
+    step()  # (compiles)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    step()
+    torch.cuda.synchronize()
+    peak = (torch.cuda.max_memory_allocated() - base) / 2**20
+    return do_bench(step, warmup=25, rep=100, return_mode="median"), peak
+
+
+def cases(quick: bool):
+    """(dtype, kind, attention, causal, T) to run, the headline first (bf16 1.5-entmax self-attention):
+    a run cut short keeps the rows it wrote."""
+    if quick:
+        for T in (1024, 4096, 16384, 32768):
+            yield "bf16", "entmax15", "self", False, T
+        return
+    for attention, causal in (("self", False), ("self", True), ("cross", False)):
+        for T in BATCH:
+            yield "bf16", "entmax15", attention, causal, T
+    for kind in ("sparsemax", "entmax_bisect"):
+        for T in BATCH:
+            yield "bf16", kind, "self", False, T
+    for dtype in ("fp16", "fp32"):
+        for T in (1024, 8192):
+            yield dtype, "entmax15", "self", False, T
+
+
+def commit() -> str:
+    if os.environ.get("COMMIT"):
+        return os.environ["COMMIT"]
+    try:
+        return subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=40"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def run_case(dtype: str, kind: str, attention: str, causal: bool, T: int, heads: int, dim: int, ada) -> dict:
+    B = BATCH[T]
+    tq, tk = (T // 2, T) if attention == "cross" else (T, T)
+    g = torch.Generator(device="cuda").manual_seed(T)
+    dt = DTYPES[dtype]
+    q = torch.randn(B, heads, tq, dim, device="cuda", dtype=dt, generator=g).requires_grad_()
+    k, v = (torch.randn(B, heads, tk, dim, device="cuda", dtype=dt, generator=g).requires_grad_() for _ in range(2))
+    grad = torch.randn(B, heads, tq, dim, device="cuda", dtype=dt, generator=g)
+    alpha = ALPHA[kind]
+    ours = measure(lambda q, k, v: KL.sparse_attention(q, k, v, None, kind, alpha, dim ** -0.5, causal=causal),
+                   q, k, v, grad)
+    sdpa = measure(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), q, k, v, grad)
+    ada_ms = ada_mib = ""
+    if ada is not None and kind == "entmax15" and attention == "self" and dtype != "fp32":
+        ada_ms, ada_mib = measure(lambda q, k, v: ada(q, k, v, alpha=1.5, is_causal=causal, niter=10), q, k, v, grad)
+        ada_ms, ada_mib = f"{ada_ms:.3f}", f"{ada_mib:.1f}"
+    del q, k, v, grad
+    torch.cuda.empty_cache()
+    return {"gpu": torch.cuda.get_device_name(), "dtype": dtype, "kind": kind, "alpha": alpha or "",
+            "attention": attention, "causal": int(causal), "batch": B, "heads": heads, "head_dim": dim, "tq": tq,
+            "tk": tk, "ours_ms": f"{ours[0]:.3f}", "sdpa_ms": f"{sdpa[0]:.3f}", "adasplash_ms": ada_ms,
+            "ours_peak_mib": f"{ours[1]:.1f}", "sdpa_peak_mib": f"{sdpa[1]:.1f}", "adasplash_peak_mib": ada_mib,
+            "torch": torch.__version__, "triton": triton.__version__, "commit": commit(),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown: time and peak memory of ours against SDPA (and AdaSplash v1) per case."""
+    out = ["| dtype | kind | attention | causal | B | Tq | Tk | ours ms | SDPA ms | ours / SDPA | AdaSplash v1 ms "
+           "| ours peak MiB | SDPA peak MiB | memory ours / SDPA |", "|" + "---|" * 14]
+    for r in rows:
+        ratio = float(r["ours_ms"]) / float(r["sdpa_ms"])
+        mem = float(r["ours_peak_mib"]) / max(float(r["sdpa_peak_mib"]), 1e-9)
+        ada = f"{float(r['adasplash_ms']):.2f}" if r["adasplash_ms"] else ""
+        out.append(f"| {r['dtype']} | {r['kind']} | {r['attention']} | {'yes' if int(r['causal']) else 'no'} "
+                   f"| {r['batch']} | {r['tq']} | {r['tk']} | {float(r['ours_ms']):.2f} | {float(r['sdpa_ms']):.2f} "
+                   f"| {ratio:.2f}x | {ada} "
+                   f"| {float(r['ours_peak_mib']):.0f} | {float(r['sdpa_peak_mib']):.0f} | {mem:.2f}x |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--csv", help="append the rows to this CSV (header written when new)")
+    ap.add_argument("--quick", action="store_true", help="entmax15, bf16, self-attention, 4 lengths")
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--only", help="comma-separated T to run (default: all)")
+    args = ap.parse_args()
+    assert torch.cuda.is_available(), "bench_long_attention.py needs a CUDA GPU"
+    ada = adasplash()
+    print(torch.cuda.get_device_name(), "torch", torch.__version__, "triton", triton.__version__,
+          "adasplash", "yes" if ada else "no", flush=True)
+    only = {int(t) for t in args.only.split(",")} if args.only else None
+    rows = []
+    for case in cases(args.quick):
+        if only and case[-1] not in only:
+            continue
+        row = run_case(*case, args.heads, args.dim, ada)
+        rows.append(row)
+        print(",".join(str(row[f]) for f in FIELDS), flush=True)
+        if args.csv:
+            new = not os.path.exists(args.csv)
+            with open(args.csv, "a", newline="", encoding="utf-8") as f:
+                w = csv.DictWriter(f, fieldnames=FIELDS)
+                if new:
+                    w.writeheader()
+                w.writerow(row)
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""Where the time of triton/attention_long.py goes, one GPU: forward and backward apart, the Newton
+passes per query block, and the kernels' knobs (tiles, warps, pipelining stages, tile skipping).
+
+    python3 benchmarks/profile_long_attention.py [--T 4096] [--batch 2] [--kind entmax15]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+from triton.testing import do_bench
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from onmt_entmax.ops.triton import attention_long as KL  # noqa: E402
+
+ALPHA = {"sparsemax": None, "entmax15": None, "entmax_bisect": 1.33}
+
+
+def timings(q, k, v, grad, kind, causal):
+    fwd = lambda: KL.sparse_attention(q, k, v, None, kind, ALPHA[kind], q.shape[-1] ** -0.5, causal=causal)
+    out = fwd()
+    torch.autograd.grad(out, (q, k, v), grad)
+    t_f = do_bench(lambda: fwd(), warmup=10, rep=50, return_mode="median")
+    t_fb = do_bench(lambda: torch.autograd.grad(fwd(), (q, k, v), grad), warmup=10, rep=50, return_mode="median")
+    return t_f, t_fb - t_f
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--T", type=int, default=4096)
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--kinds", default="entmax15")
+    ap.add_argument("--variants", default="default,noskip,128x64x8,128x64x4,64x128x4,stages1,stages2,stages4")
+    ap.add_argument("--causal", action="store_true")
+    a = ap.parse_args()
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v, grad = (torch.randn(a.batch, 8, a.T, 64, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(4))
+    for x in (q, k, v):
+        x.requires_grad_()
+    sd_f = do_bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=a.causal), return_mode="median")
+    sd_fb = do_bench(lambda: torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=a.causal),
+                                                 (q, k, v), grad), return_mode="median")
+    print(f"T={a.T} B={a.batch} causal={a.causal}: SDPA fwd {sd_f:.3f} ms, fwd+bwd {sd_fb:.3f} ms", flush=True)
+    for kind in a.kinds.split(","):
+        for var in a.variants.split(","):
+            KL.TILE, KL.SKIP, KL.STAGES = None, True, None
+            if var == "noskip":
+                KL.SKIP = False
+            elif var.startswith("stages"):
+                KL.STAGES = int(var[6:])
+            elif "x" in var:
+                KL.TILE = tuple(int(n) for n in var.split("x"))
+            bm = KL.TILE[0] if KL.TILE else 64
+            KL.ITERS = torch.zeros(a.batch * 8, -(-a.T // bm), dtype=torch.int32, device="cuda")
+            try:
+                f, b = timings(q, k, v, grad, kind, a.causal)
+            except Exception as e:  # noqa: BLE001 (a variant that does not compile: say so, go on)
+                print(kind, var, "failed:", str(e).splitlines()[0][:200], flush=True)
+                continue
+            it = KL.ITERS.float()
+            print(f"{kind:14s} {var:10s} fwd {f:8.3f} ms ({f / sd_f:5.1f}x)  bwd {b:8.3f} ms ({b / (sd_fb - sd_f):5.1f}x)"
+                  f"  total {(f + b) / sd_fb:5.1f}x  passes mean {it.mean():.2f} max {it.max():.0f}", flush=True)
+    KL.TILE, KL.SKIP, KL.STAGES, KL.ITERS = None, True, None, None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,516 @@
+"""Sparse attention at any length: tiled kernels that never hold a Tq x Tk matrix.
+
+out = drop(pi(scale q k^T, masked)) v for pi in {sparsemax, 1.5-entmax, alpha-entmax}, masked keys
+at -1e18 (OpenNMT-py's fill: weight exactly 0; a row with every key masked attends uniformly, as the
+reference), keys after the query at -1e18 too with ``causal`` (top-left aligned, as
+``scaled_dot_product_attention``'s is_causal).
+
+Forward, one program per (batch, head, BM queries), streaming key tiles of BN keys (s = scale q k^T
+recomputed by `tl.dot` in each pass; fp32 inputs at IEEE precision, half inputs on tensor cores):
+
+1. the row max m (and the maxima at each key position mod BN, and the tile maximum of the block,
+   written to TMAX);
+2. the threshold, with x = (alpha - 1)(s - m) (max x = 0, tau in [-1, 0)): a lower bound from the
+   position-mod-BN maxima (a subset of the row, `_solver.group_start`), then Newton passes from below,
+   each one sweep over the key tiles accumulating per row k, A = sum [x - tau]_+^beta,
+   B = sum [x - tau]_+^(beta - 1) and min_S d (`_solver._stats_elems` / `_update`: the mappings'
+   solver, certificate and closed forms, so sparsemax and 1.5-entmax get the exact support and
+   threshold and alpha-entmax Newton to |A - 1| <= 1e-6, as the mapping kernels);
+3. one more sweep: f = [x - tau]_+^beta (exp(s - m) on softmax rows, alpha = 1), out = sum f v /
+   sum f, and W = sum u v / sum u with u = f^(2 - alpha) on the support (dropout: f and u times
+   m / (1 - r), the Philox draw of `attention.dropout_keep` at the entry's offset in (B, H, Tq, Tk)).
+A key tile none of whose entries can be in the block's supports (its maximum from pass 1 at or below
+every row's current threshold, x <= tau) is skipped in passes 2-3 and in the backward: block sparsity,
+exact (the test is on the same float32 x as the entries').
+
+Kept per row for the backward (as flash attention keeps the log-sum-exp): m, tau and sum f
+(ST, 3 float32), W (Dv float32, the analogue of rowsum(dO o O)), and TMAX, one float a (query block,
+key tile). p_j = f_j / sum f is recomputed tile by tile from s, m, tau.
+
+Backward, with G = dL/d out, g_j = G . v_j (times the dropout mask / (1 - r)), u = p^(2 - alpha):
+    ds_j = scale u_j (g_j - c),   c = sum u g / sum u = G . W,
+0 at masked keys (Peters et al. 2019); one kernel per (batch, head, BM queries) writes c and
+dq = ds k and accumulates the alpha-gradient of each row (`mapping._dalpha` from sum g p,
+sum p log p, sum g p log p, added atomically to its head's entry, through the clamp(1 + sigmoid(a))
+of a learned alpha: `attention.alpha_rows`); one kernel per (batch, head, BN keys) accumulates
+dk = ds^T q and dv = (p m / (1 - r))^T G over the query blocks.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+from torch.autograd.function import once_differentiable
+
+from .._common import KERNEL_ALPHA_MIN, KINDS
+from . import _solver as S
+from ._config import cdiv, next_pow2
+from ._launch import launch
+from .attention import alpha_flags, alpha_rows, broadcast4, dropout_keep, head_alpha, keep_at
+from .mapping import _MODES, _dalpha, _u_of_p
+
+MAX_HEAD_DIM = 256
+TILE: tuple[int, int, int] | None = None  # (BM, BN, warps) for every call (benchmark sweeps)
+SKIP = True  # skip key tiles without support (block sparsity); False: every tile (benchmark sweeps)
+STAGES: int | None = None  # software-pipelining stages (None: Triton's default; benchmark sweeps)
+BWD_STAGES = 1  # the backward kernels' pipelining stages (1 ran them fastest: docs/kernels.md)
+ITERS: torch.Tensor | None = None  # int32 (B H, query blocks): Newton passes of each block, written if set
+
+_INTS = ["Tq", "H", "Tk", "D", "Dv", "sq_b", "sq_h", "sq_t", "sk_b", "sk_h", "sk_t", "sv_b", "sv_h", "sv_t",
+         "so_b", "so_h", "so_t", "sm_b", "sm_h", "sm_q", "sm_k", "sa_h", "n_qb", "n_kt", "seed"]
+
+
+@triton.jit
+def _tile(X, b, h, s_b, s_h, s_t, rows, n_rows, cols, n_cols):
+    """x[b, h, rows, cols] through the strides (unit stride on the last dim), 0 outside."""
+    off = b * s_b + h * s_h + rows[:, None].to(tl.int64) * s_t + cols[None, :]
+    return tl.load(X + off, mask=(rows < n_rows)[:, None] & (cols < n_cols)[None, :], other=0.0)
+
+
+@triton.jit
+def _store_tile(X, val, b, h, s_b, s_h, s_t, rows, n_rows, cols, n_cols):
+    off = b * s_b + h * s_h + rows[:, None].to(tl.int64) * s_t + cols[None, :]
+    tl.store(X + off, val.to(X.dtype.element_ty), mask=(rows < n_rows)[:, None] & (cols < n_cols)[None, :])
+
+
+@triton.jit
+def _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale,
+            HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, PREC: tl.constexpr):
+    """(s [BM, BN] = scale q k^T, -1e18 at masked keys, -inf outside the rows and keys; the entries
+    that are attended keys (for ds))."""
+    s = tl.dot(q, tl.trans(k), input_precision=PREC) * scale
+    inside = (t < Tq)[:, None] & (keys < Tk)[None, :]
+    allowed = inside
+    if HAS_KEEP:
+        allowed = allowed & keep_at(KEEP, b, h, t[:, None], keys[None, :], inside, sm_b, sm_h, sm_q, sm_k)
+    if CAUSAL:
+        allowed = allowed & (keys[None, :] <= t[:, None])
+    s = tl.where(allowed, s, -1e18)
+    return tl.where(inside, s, float("-inf")), allowed
+
+
+@triton.jit
+def _needed(TMAX, j, m, a1s, tau, live, soft, SKIP: tl.constexpr):
+    """(SKIP; else True) Whether a key tile of maximum TM (over the block) can hold support of a live row: some entry
+    with x = (s - m)(alpha - 1) > tau (x <= (TM - m)(alpha - 1), the same float32 operations), or a
+    softmax row."""
+    if SKIP:
+        need = tl.max((live & (soft | ((tl.load(TMAX + j) - m) * a1s > tau))).to(tl.int32), 0) > 0
+    else:
+        need = True
+    return need
+
+
+@triton.jit
+def _weights(s, m, a1s, tau, beta, soft, MODE: tl.constexpr):
+    """(f = [x - tau]_+^beta, u = f^(2 - alpha) = [x - tau]_+^(beta - 1) on the support), x = (s - m)
+    (alpha - 1); exp(s - m) for both on softmax rows (MODE 2, alpha = 1). Unnormalised: p = f / sum f."""
+    d = tl.maximum((s - m[:, None]) * a1s[:, None] - tau[:, None], 0.0)
+    if MODE == 0:
+        f = d
+        u = (d > 0).to(tl.float32)
+    elif MODE == 1:
+        f = d * d
+        u = d
+    else:
+        u = tl.where(d > 0, tl.exp2((beta[:, None] - 1.0) * S.log2_pos(d)), 0.0)
+        f = u * d
+        e = tl.exp(s - m[:, None])
+        f = tl.where(soft[:, None], e, f)
+        u = tl.where(soft[:, None], e, u)
+    return f, u
+
+
+@triton.jit
+def _head(ALPHA, h, sa_h, t, tin, BM: tl.constexpr, MODE: tl.constexpr, LOGIT: tl.constexpr,
+          LO: tl.constexpr, HI: tl.constexpr):
+    """(alpha - 1 [BM], d alpha / d ALPHA, softmax rows (alpha = 1), alpha - 1 for x (1 on softmax
+    rows), beta = 1 / that)."""
+    a1, chain = alpha_rows(ALPHA, h * sa_h + 0 * t, tin, BM, MODE, LOGIT, LO, HI)
+    if MODE == 2:
+        soft = a1 <= 0
+    else:
+        soft = a1 != a1  # (all False)
+    a1s = tl.where(soft, 1.0, a1)
+    return a1, chain, soft, a1s, 1.0 / a1s
+
+
+@triton.jit(do_not_specialize=_INTS)
+def _fwd_kernel(Q, K, V, O, W, ST, TMAX, KEEP, ALPHA, ITERS, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, sk_b, sk_h, sk_t,
+                sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, n_qb, n_kt, seed, scale, drop,
+                tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, GROUP_ITER: tl.constexpr, BM: tl.constexpr,
+                BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr,
+                CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr, PREC: tl.constexpr, LOGIT: tl.constexpr,
+                LO: tl.constexpr, HI: tl.constexpr, SKIP: tl.constexpr):
+    qb = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = (bh // H).to(tl.int64)
+    h = (bh % H).to(tl.int64)
+    t = qb * BM + tl.arange(0, BM)
+    tin = t < Tq
+    dd = tl.arange(0, BD)
+    q = _tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
+    a1, _chain, soft, a1s, beta = _head(ALPHA, h, sa_h, t, tin, BM, MODE, LOGIT, LO, HI)
+    tmax = TMAX + (bh * n_qb + qb).to(tl.int64) * n_kt
+    # 1. row max; maxima at each key position mod BN; the tiles' maxima (causal: the tiles after the
+    # block's last query hold -1e18 only, as the host filled TMAX)
+    if CAUSAL:
+        hi_max = tl.minimum(Tk, (qb + 1) * BM)
+    else:
+        hi_max = Tk
+    mg = tl.full([BM, BN], float("-inf"), tl.float32)
+    for j0 in range(0, hi_max, BN):
+        keys = j0 + tl.arange(0, BN)
+        k = _tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
+        s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, HAS_KEEP, CAUSAL, PREC)
+        mg = S.max_nan(mg, s)
+        tl.store(tmax + j0 // BN, tl.max(tl.max(s, 1), 0))
+    m = tl.reduce(mg, 1, S.max_nan)
+    row_ok = m > float("-inf")
+    m = tl.where(row_ok, m, 0.0)
+    # 2. threshold: a lower bound from the subset of position maxima, then Newton from below
+    solve = row_ok & (soft == 0)
+    tau = tl.where(solve, S.group_start(mg, m, a1s, beta, solve, tol, MODE, GROUP_ITER), -1.0)
+    lo = tl.full([BM], -1.0, tl.float32)
+    hi = tl.zeros([BM], tl.float32)
+    out_tau = tau
+    out_norm = tl.full([BM], 1.0, tl.float32)
+    done = tl.where(solve, 0, 1)
+    it = 0
+    go = tl.sum(1 - done, 0) > 0
+    while go:
+        kk = tl.zeros([BM], tl.float32)
+        aa = tl.zeros([BM], tl.float32)
+        bb = tl.zeros([BM], tl.float32)
+        mn = tl.full([BM], float("inf"), tl.float32)
+        for j in range(0, n_kt):
+            if _needed(tmax, j, m, a1s, tau, done == 0, soft == 1, SKIP):
+                keys = j * BN + tl.arange(0, BN)
+                k = _tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
+                s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, HAS_KEEP,
+                                CAUSAL, PREC)
+                x = (s - m[:, None]) * a1s[:, None]
+                kf, a, bt, mnt = S._stats_elems(x, tau, beta, MODE)
+                k_, a_, b_, mn_ = S._reduce_stats(kf, a, bt, mnt, MODE)
+                kk += k_
+                aa += a_
+                bb += b_
+                mn = tl.minimum(mn, mn_)
+        prev = tau
+        tau, done, out_tau, out_norm, lo, hi = S._update(tau, done, out_tau, out_norm, lo, hi, kk, aa, bb, mn,
+                                                         beta, tol, MODE)
+        if MODE != 2:
+            # a row whose Newton step no longer moves tau (2 ulps) sits at its root, where the closed
+            # form's cancellation (mean - sqrt(disc)) can come out a few ulps below 0 and fail the
+            # certificate on every pass (MODE 2 stops so in `_update` itself)
+            done = tl.where((done == 0) & (tl.abs(tau - prev) <= 2.4e-7 * tl.abs(prev)), 1, done)
+        it += 1
+        go = (tl.sum(1 - done, 0) > 0) & (it < MAX_ITER)
+    tau = out_tau
+    if ITERS is not None:
+        tl.store(ITERS + bh * n_qb + qb, it)
+    # 3. out = sum f v / sum f, W = sum u v / sum u
+    dv = tl.arange(0, BDV)
+    acc = tl.zeros([BM, BDV], tl.float32)
+    accw = tl.zeros([BM, BDV], tl.float32)
+    tot = tl.zeros([BM], tl.float32)
+    su = tl.zeros([BM], tl.float32)
+    for j in range(0, n_kt):
+        if _needed(tmax, j, m, a1s, tau, row_ok, soft, SKIP):
+            keys = j * BN + tl.arange(0, BN)
+            k = _tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
+            s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, HAS_KEEP, CAUSAL,
+                            PREC)
+            f, u = _weights(s, m, a1s, tau, beta, soft, MODE)
+            tot += tl.sum(f, 1)
+            su += tl.sum(u, 1)
+            if HAS_DROP:
+                kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
+                f = tl.where(kept, f * (1.0 / (1.0 - drop)), 0.0)
+                u = tl.where(kept, u * (1.0 / (1.0 - drop)), 0.0)
+            v = _tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
+            acc += tl.dot(f.to(v.dtype), v, input_precision=PREC)
+            accw += tl.dot(u.to(v.dtype), v, input_precision=PREC)
+    tot = tl.where(tot > 0, tot, 1.0)
+    _store_tile(O, acc / tot[:, None], b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
+    _store_tile(W, accw / tl.where(su > 0, su, 1.0)[:, None], bh.to(tl.int64), 0, Tq * Dv, 0, Dv, t, Tq, dv, Dv)
+    rows = ST + (bh * Tq).to(tl.int64) + t
+    n_rows = (tl.num_programs(1) * Tq).to(tl.int64)
+    tl.store(rows, m, mask=tin)
+    tl.store(rows + n_rows, tau, mask=tin)
+    tl.store(rows + 2 * n_rows, tot, mask=tin)
+
+
+@triton.jit
+def _row_stats(ST, bh, t, tin, Tq, n_bh):
+    rows = ST + (bh * Tq).to(tl.int64) + t
+    n_rows = (n_bh * Tq).to(tl.int64)
+    m = tl.load(rows, mask=tin, other=0.0)
+    tau = tl.load(rows + n_rows, mask=tin, other=0.0)
+    tot = tl.load(rows + 2 * n_rows, mask=tin, other=1.0)
+    return m, tau, tot
+
+
+@triton.jit
+def _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1s, beta, soft, scale, MODE: tl.constexpr):
+    """(p, log2 p (MODE 2), ds = scale u (g - c), 0 at masked keys) from the recomputed scores."""
+    f, _u = _weights(s, m, a1s, tau, beta, soft, MODE)
+    p = f / tot[:, None]
+    u, lg = _u_of_p(p, a1, MODE)
+    ds = tl.where(allowed, u * (g - c[:, None]) * scale, 0.0)
+    return p, lg, ds
+
+
+@triton.jit(do_not_specialize=_INTS)
+def _bwd_dq_kernel(Q, K, V, GO, DQ, W, C, ST, TMAX, KEEP, ALPHA, DALPHA, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t,
+                   sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, n_qb, n_kt,
+                   seed, scale, drop, MODE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
+                   BDV: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr,
+                   PREC: tl.constexpr, LOGIT: tl.constexpr, LO: tl.constexpr, HI: tl.constexpr,
+                   SKIP: tl.constexpr, HAS_DALPHA: tl.constexpr):
+    """One program per (batch, head, BM queries): c = G . W written for the dk, dv kernel; dq; the
+    alpha-gradient of the rows added to their head's entry. (so_*: strides of G and dq's are q's.)"""
+    qb = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = (bh // H).to(tl.int64)
+    h = (bh % H).to(tl.int64)
+    t = qb * BM + tl.arange(0, BM)
+    tin = t < Tq
+    dd = tl.arange(0, BD)
+    dv = tl.arange(0, BDV)
+    q = _tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
+    go = _tile(GO, b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
+    w = _tile(W, bh.to(tl.int64), 0, Tq * Dv, 0, Dv, t, Tq, dv, Dv)
+    c = tl.sum(go.to(tl.float32) * w, 1)
+    tl.store(C + (bh * Tq).to(tl.int64) + t, c, mask=tin)
+    a1, chain, soft, a1s, beta = _head(ALPHA, h, sa_h, t, tin, BM, MODE, LOGIT, LO, HI)
+    m, tau, tot = _row_stats(ST, bh, t, tin, Tq, tl.num_programs(1))
+    tmax = TMAX + (bh * n_qb + qb).to(tl.int64) * n_kt
+    dq = tl.zeros([BM, BD], tl.float32)
+    sgp = tl.zeros([BM], tl.float32)
+    splp = tl.zeros([BM], tl.float32)
+    sgplp = tl.zeros([BM], tl.float32)
+    for j in range(0, n_kt):
+        if _needed(tmax, j, m, a1s, tau, tin, soft, SKIP):
+            keys = j * BN + tl.arange(0, BN)
+            k = _tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
+            s, allowed = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, HAS_KEEP,
+                                 CAUSAL, PREC)
+            v = _tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
+            g = tl.dot(go, tl.trans(v), input_precision=PREC)
+            if HAS_DROP:
+                kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
+                g = tl.where(kept, g * (1.0 / (1.0 - drop)), 0.0)
+            p, lg, ds = _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1s, beta, soft, scale, MODE)
+            dq += tl.dot(ds.to(k.dtype), k, input_precision=PREC)
+            if HAS_DALPHA:
+                plogp = p * lg * 0.6931471805599453
+                sgp += tl.sum(g * p, 1)
+                splp += tl.sum(plogp, 1)
+                sgplp += tl.sum(g * plogp, 1)
+    _store_tile(DQ, dq, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
+    if HAS_DALPHA:
+        da = tl.where(tin, _dalpha(a1, c, sgp, splp, sgplp) * chain, 0.0)
+        tl.atomic_add(DALPHA + h * sa_h, tl.sum(da, 0))
+
+
+@triton.jit(do_not_specialize=_INTS)
+def _bwd_dkv_kernel(Q, K, V, GO, DK, DV, C, ST, TMAX, KEEP, ALPHA, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t,
+                    sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, n_qb, n_kt,
+                    seed, scale, drop, MODE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
+                    BDV: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr,
+                    PREC: tl.constexpr, LOGIT: tl.constexpr, LO: tl.constexpr, HI: tl.constexpr,
+                    SKIP: tl.constexpr):
+    """One program per (batch, head, BN keys), k and v held: dk and dv over the query blocks that
+    reach the tile. (dk, dv have k's and v's strides.)"""
+    j = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = (bh // H).to(tl.int64)
+    h = (bh % H).to(tl.int64)
+    keys = j * BN + tl.arange(0, BN)
+    dd = tl.arange(0, BD)
+    dv = tl.arange(0, BDV)
+    k = _tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
+    v = _tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
+    ar = tl.arange(0, BM)
+    a1, _chain, soft, a1s, beta = _head(ALPHA, h, sa_h, ar, ar < BM, BM, MODE, LOGIT, LO, HI)
+    dk = tl.zeros([BN, BD], tl.float32)
+    dvv = tl.zeros([BN, BDV], tl.float32)
+    tmax = TMAX + (bh * n_qb).to(tl.int64) * n_kt + j
+    for qb in range(0, n_qb):
+        t = qb * BM + ar
+        tin = t < Tq
+        m, tau, tot = _row_stats(ST, bh, t, tin, Tq, tl.num_programs(1))
+        if _needed(tmax, qb * n_kt, m, a1s, tau, tin, soft, SKIP):
+            q = _tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
+            go = _tile(GO, b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
+            c = tl.load(C + (bh * Tq).to(tl.int64) + t, mask=tin, other=0.0)
+            s, allowed = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, HAS_KEEP,
+                                 CAUSAL, PREC)
+            g = tl.dot(go, tl.trans(v), input_precision=PREC)
+            if HAS_DROP:
+                kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
+                g = tl.where(kept, g * (1.0 / (1.0 - drop)), 0.0)
+            p, _lg, ds = _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1s, beta, soft, scale, MODE)
+            if HAS_DROP:
+                p = tl.where(kept, p * (1.0 / (1.0 - drop)), 0.0)
+            dvv += tl.dot(tl.trans(p).to(go.dtype), go, input_precision=PREC)
+            dk += tl.dot(tl.trans(ds).to(q.dtype), q, input_precision=PREC)
+    _store_tile(DK, dk, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
+    _store_tile(DV, dvv, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
+
+
+def _launch(fn, grid, args, consts: dict, warps: int, stages: int | None = None) -> None:
+    """`launch`, or, with pipelining stages given (`stages`, else STAGES), Triton's own launch with
+    them (its host cost, tens of us, is small against a long-row call)."""
+    stages = STAGES if STAGES is not None else stages
+    if stages is None:
+        launch(fn, grid, args, consts, warps)
+    else:
+        fn[grid](*args, **consts, num_warps=warps, num_stages=stages, enable_fp_fusion=False)
+
+
+def _tiles(D: int, Dv: int) -> tuple[int, int, int]:
+    """(BM, BN, warps): TILE if set, else by head dim (registers: the q tile and two [BM, Dv] sums)."""
+    if TILE is not None:
+        return TILE
+    if os.environ.get("TRITON_INTERPRET", "0") == "1":  # (the CPU tests: a few tiles of a few hundred keys)
+        return 32, 32, 4
+    width = max(D, Dv)
+    if width <= 64:
+        return 64, 64, 4
+    if width <= 128:
+        return 64, 64, 8
+    return 64, 32, 8
+
+
+class _Call:
+    """Shapes, strides and flags of one call, shared by its three kernels."""
+
+    def __init__(self, q, k, v, keep, alpha, bounds, mode: int, scale: float, drop: float, seed: int,
+                 causal: bool):
+        B, H, Tq, D = q.shape
+        Tk, Dv = k.shape[2], v.shape[3]
+        self.shape = (B, H, Tq, Tk, D, Dv)
+        self.mode, self.scale, self.drop, self.seed = mode, scale, drop, seed
+        self.alpha, sa_h = head_alpha(alpha, mode, q)
+        self.keep = keep if keep is not None else q
+        sm = broadcast4(keep)[1] if keep is not None else (0, 0, 0, 0)
+        self.bm, self.bn, self.warps = _tiles(D, Dv)
+        self.n_qb, self.n_kt = cdiv(Tq, self.bm), cdiv(Tk, self.bn)
+        self.sizes = (Tq, H, Tk, D, Dv)
+        self.qkv = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3])
+        self.tail = (*sm, sa_h, self.n_qb, self.n_kt, seed)
+        self.consts = {"BM": self.bm, "BN": self.bn, "BD": next_pow2(max(D, 16)), "BDV": next_pow2(max(Dv, 16)),
+                       "HAS_KEEP": keep is not None, "CAUSAL": bool(causal), "HAS_DROP": drop > 0,
+                       "PREC": "ieee" if q.dtype == torch.float32 else "tf32", **alpha_flags(bounds), "SKIP": SKIP}
+        self.grid_q = (self.n_qb, B * H)
+        self.grid_k = (self.n_kt, B * H)
+
+
+def forward(q, k, v, keep, alpha, bounds, mode: int, scale: float, drop: float, seed: int, causal: bool):
+    """(out (B, H, Tq, Dv) in v's dtype, a view of (B, Tq, H, Dv) memory; what the backward keeps:
+    W (B H, Tq, Dv), ST (3, B H, Tq) float32, TMAX (B H, query blocks, key tiles) float32; the call)."""
+    call = _Call(q, k, v, keep, alpha, bounds, mode, scale, drop, seed, causal)
+    B, H, Tq, Tk, D, Dv = call.shape
+    out = torch.empty((B, Tq, H, Dv), device=q.device, dtype=v.dtype).transpose(1, 2)
+    w = torch.empty((B * H, Tq, Dv), device=q.device, dtype=torch.float32)
+    st = torch.empty((3, B * H, Tq), device=q.device, dtype=torch.float32)
+    # (causal: tiles after a block's last query are not visited by pass 1, and hold -1e18 only)
+    tmax = torch.full((B * H, call.n_qb, call.n_kt), -1e18, device=q.device, dtype=torch.float32) if causal \
+        else torch.empty((B * H, call.n_qb, call.n_kt), device=q.device, dtype=torch.float32)
+    if out.numel() == 0:
+        return out, w, st, tmax, call
+    args = (q, k, v, out, w, st, tmax, call.keep, call.alpha, ITERS, *call.sizes, *call.qkv, *out.stride()[:3],
+            *call.tail, scale, drop, 1e-6)
+    _launch(_fwd_kernel, call.grid_q, args,
+           dict(MODE=mode, MAX_ITER=64 if mode == 2 else 32, GROUP_ITER=32, **call.consts), call.warps)
+    return out, w, st, tmax, call
+
+
+def backward(call: _Call, q, k, v, w, st, tmax, grad, dalpha):
+    """(dq, dk, dv) in the layouts of q, k, v; the alpha tensor's gradient (alphas or logits) added to
+    ``dalpha`` (float32 zeros of its size) unless that is None. Two launches."""
+    B, H, Tq, Tk, D, Dv = call.shape
+    if grad.stride(-1) != 1:
+        grad = grad.contiguous()
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    if q.numel() == 0 or k.numel() == 0:
+        return dq.zero_(), dk.zero_(), dv.zero_()
+    c = torch.empty((B * H, Tq), device=q.device, dtype=torch.float32)
+    ints = (*call.sizes, *call.qkv, *grad.stride()[:3], *call.tail)
+    _launch(_bwd_dq_kernel, call.grid_q,
+           (q, k, v, grad, dq, w, c, st, tmax, call.keep, call.alpha, dalpha if dalpha is not None else c, *ints,
+            call.scale, call.drop), dict(MODE=call.mode, **call.consts, HAS_DALPHA=dalpha is not None), call.warps,
+            BWD_STAGES)
+    # (dq, dk, dv are written through q's, k's and v's strides, which empty_like kept)
+    _launch(_bwd_dkv_kernel, call.grid_k,
+           (q, k, v, grad, dk, dv, c, st, tmax, call.keep, call.alpha, *ints, call.scale, call.drop),
+           dict(MODE=call.mode, **call.consts), call.warps, BWD_STAGES)
+    return dq, dk, dv
+
+
+class LongAttention(torch.autograd.Function):
+    """out = drop(pi(scale q k^T, masked)) v with gradients w.r.t. q, k, v and a per-head alpha (or the
+    logits of a learned one), O(T) memory (see the module docstring for what is kept)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, keep, alpha, bounds, mode: int, scale: float, drop: float, causal: bool):
+        if torch.is_autocast_enabled("cuda"):  # tiles in the autocast dtype, as upstream's matmuls would run
+            dt = torch.get_autocast_dtype("cuda")
+            q, k, v = q.to(dt), k.to(dt), v.to(dt)
+        seed = int(torch.randint(0, 2**31 - 1, ())) if drop > 0 else 0  # (CPU generator: no sync)
+        out, w, st, tmax, ctx.call = forward(q, k, v, keep, alpha, bounds, mode, scale, drop, seed, causal)
+        ctx.save_for_backward(q, k, v, w, st, tmax, alpha if torch.is_tensor(alpha) else None)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        q, k, v, w, st, tmax, alpha = ctx.saved_tensors
+        grad = grad.to(v.dtype)
+        dalpha = torch.zeros(alpha.numel(), device=q.device, dtype=torch.float32) if ctx.needs_input_grad[4] else None
+        dq, dk, dv = backward(ctx.call, q, k, v, w, st, tmax, grad, dalpha)
+        if dalpha is not None:
+            dalpha = dalpha.view(alpha.shape).to(alpha.dtype)
+        return dq, dk, dv, None, dalpha, None, None, None, None, None
+
+
+def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha=None,
+                     scale: float = 1.0, dropout_p: float = 0.0, alpha_bounds: tuple[float, float] | None = None,
+                     causal: bool = False) -> torch.Tensor:
+    """(B, H, Tq, Dv) = drop(pi(scale q k^T, keys where keep is False (or after the query, causal) at
+    -1e18)) v, differentiable, for a call `supports` took; the arguments as `attention.sparse_attention`'s
+    (alpha: a float or H or 1 values; with alpha_bounds (lo, hi), H or 1 logits a of
+    alpha = clamp(1 + sigmoid(a), lo, hi), differentiated through)."""
+    mode = _MODES["bisect" if kind == "entmax_bisect" else kind]
+    return LongAttention.apply(q, k, v, keep, alpha, alpha_bounds, mode, float(scale), float(dropout_p), causal)
+
+
+def supports(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha, dropout_p: float) -> bool:
+    """q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv) of one float dtype and device, unit stride on
+    the last dim, D and Dv <= MAX_HEAD_DIM; keep None or a bool tensor broadcastable to (B, H, Tq, Tk)
+    (read through its strides); entmax_bisect's alpha a float >= KERNEL_ALPHA_MIN or a float32 tensor
+    of H or 1 values (alphas or logits) on q's device; dropout in [0, 1)."""
+    if kind not in KINDS or q.ndim != 4 or k.ndim != 4 or v.ndim != 4 or not 0.0 <= dropout_p < 1.0:
+        return False
+    B, H, Tq, D = q.shape
+    if k.shape[:2] != (B, H) or v.shape[:3] != k.shape[:3] or k.shape[3] != D or max(D, v.shape[3]) > MAX_HEAD_DIM:
+        return False
+    if k.dtype != q.dtype or v.dtype != q.dtype or k.device != q.device or v.device != q.device \
+            or q.stride(3) != 1 or k.stride(3) != 1 or v.stride(3) != 1:
+        return False
+    if keep is not None:
+        if not torch.is_tensor(keep) or keep.dtype != torch.bool or keep.ndim > 4 or keep.device != q.device:
+            return False
+        shape = broadcast4(keep)[0]
+        if any(n not in (1, full) for n, full in zip(shape, (B, H, Tq, k.shape[2]))):
+            return False
+    if kind == "entmax_bisect":
+        if torch.is_tensor(alpha):
+            return alpha.numel() in (1, H) and alpha.dtype == torch.float32 and alpha.is_contiguous() \
+                and alpha.device == q.device
+        return alpha is not None and float(alpha) >= KERNEL_ALPHA_MIN
+    return True
