@@ -59,6 +59,19 @@ def test_other_warnings_of_the_same_call_still_show():
     assert torch.cuda.is_available() or any("CUDA is not available" in m for m in said)
 
 
+def test_a_one_layer_lstm_with_dropout_builds_silently():
+    """OpenNMT-py's 1-layer RNNs (the examples) pass their dropout to nn.LSTM, which warns at every build
+    (each onmt_translate) that it only acts between layers; upstream applies it around the LSTM itself."""
+    for filtered in (False, True):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if filtered:
+                upstream_noise.filter_upstream_warnings()
+            torch.nn.LSTM(4, 4, num_layers=1, dropout=0.2)
+            warnings.warn("dropout option adds dropout after all but last recurrent layer", UserWarning)  # ours
+        assert len(caught) == (1 if filtered else 2)
+
+
 @DEPRECATIONS
 def test_the_filtered_lines_are_in_the_installed_opennmt_py(api, callers, raised_in):
     """The list names real upstream calls: each module exists and calls that API."""
