@@ -430,11 +430,13 @@ def test_results_page_quotes_the_committed_gpu_runs():
     """Every Multi30k test score in docs/results/2026-11-27-h100x4 (three seeds of five variants), each
     variant's mean ± std as the table prints it, and every Table 1 row of
     docs/results/peters2019-table1.csv (finished runs; a configuration's mean ± std where it has several seeds),
-    of the earlier runs' CSV and of docs/results/peters2019-table1-fork.csv appear in docs/results.md."""
+    of the earlier runs' CSV and of docs/results/peters2019-table1-fork.csv appear on the results pages
+    (docs/results/multi30k.md, peters2019-table1.md, peters2019-fork.md)."""
     from pipeline_helpers import ROOT
 
     folder = ROOT / "docs/results/2026-11-27-h100x4"
-    page = (ROOT / "docs/results.md").read_text(encoding="utf-8")
+    page = "\n".join((ROOT / "docs/results" / f"{name}.md").read_text(encoding="utf-8")
+                      for name in ("multi30k", "peters2019-table1", "peters2019-fork"))
     scores = sorted((folder / "runs").glob("*/*/*/seed*/scores.json"))
     assert len(scores) == 15  # five Multi30k Transformers x three seeds
     for path in scores:
