@@ -13,12 +13,16 @@ import torch
 from torch import Tensor
 
 from . import _dispatch
+from ._common import check_input
 
 
 def beam_stats(scores: Tensor, kept: Tensor) -> tuple[Tensor, Tensor]:
     """(n (R,) int64, b (R,) float32): the finite candidates of each row of ``scores`` (R, N), and
     its best score outside the positions ``kept`` (R, K) (-inf if none; NaN if a score left out is
     NaN). No gradient."""
+    check_input(scores, "scores")
+    if not isinstance(kept, Tensor):
+        raise TypeError(f"beam_stats: kept must be a torch.Tensor of positions, got {type(kept).__name__}")
     if scores.dim() != 2 or kept.dim() != 2 or kept.shape[0] != scores.shape[0]:
         raise ValueError(f"beam_stats: scores (R, N) and kept (R, K), got {tuple(scores.shape)} and "
                          f"{tuple(kept.shape)}")
@@ -43,6 +47,7 @@ def beam_topk(scores: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
     0.1 ms of GPU time a step on an H200 before the step's sync (benchmarks/bench_kernels.py
     --beam-step). Equal scores: the kernel keeps the lowest position first (torch.topk's order
     among ties is not specified); NaN ranks above +inf, as in torch.topk. No gradient."""
+    check_input(scores, "scores")
     if scores.dim() != 2 or not isinstance(k, int) or not 0 < k <= scores.shape[-1]:
         raise ValueError(f"beam_topk: scores (R, N) and 0 < k <= N, got {tuple(scores.shape)} and k={k!r}")
     scores = scores.detach()

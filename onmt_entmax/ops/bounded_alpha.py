@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from . import _dispatch
-from ._common import alpha_in_range
+from ._common import alpha_in_range, check_input
 
 
 def _reference(a: Tensor, lo: float, hi: float) -> Tensor:
@@ -22,6 +22,7 @@ def _reference(a: Tensor, lo: float, hi: float) -> Tensor:
 
 def bounded_alpha(a: Tensor, lo: float = 1.01, hi: float = 2.0) -> Tensor:
     """clamp(1 + sigmoid(a), lo, hi), float32, differentiable in a; requires 1 <= lo <= hi."""
+    check_input(a, "a")
     if not 1.0 <= lo <= hi:
         raise ValueError(f"bounded_alpha needs 1 <= lo <= hi, got lo={lo!r}, hi={hi!r}")
     fast = _dispatch.kernel("bounded_alpha", a)

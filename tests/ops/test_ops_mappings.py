@@ -536,6 +536,9 @@ PUBLIC = {  # every public mapping / loss entry, called with `x` where a tensor 
     "entmax_bisect_loss": lambda x: oe.entmax_bisect_loss(x, torch.tensor([0])),
     "alpha_relu_loss": lambda x: oe.alpha_relu_loss(x, torch.tensor([0])),
     "Entmax15Loss": lambda x: oe.Entmax15Loss()(x, torch.tensor([0])),
+    "bounded_alpha": lambda x: oe.bounded_alpha(x),
+    "beam_stats": lambda x: oe.beam_stats(x, torch.tensor([[0]])),
+    "beam_topk": lambda x: oe.beam_topk(x, 1),
 }
 
 
