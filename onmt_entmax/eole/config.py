@@ -80,8 +80,11 @@ def model_fields() -> dict:
 
 def decoding_fields() -> dict:
     """pydantic ``FieldInfo`` of each decoding / analysis option of ``eole predict``."""
-    spec = {o.name: (o.type if o.default is not None else Optional[o.type], Field(default=o.default, description=o.help))
-            for o in DECODING_OPTIONS}
+    def typed(o):  # (a number option takes no boolean, as for the model options)
+        t = Annotated[o.type, NoBool] if o.type in (int, float) else o.type
+        return t if o.default is not None else Optional[t]
+
+    spec = {o.name: (typed(o), Field(default=o.default, description=o.help)) for o in DECODING_OPTIONS}
     return dict(create_model("EntmaxDecodingOptions", **spec).__pydantic_fields__)
 
 

@@ -63,6 +63,14 @@ def test_a_yaml_boolean_is_no_number(option):
     assert option in describe(err.value) and "\n" not in describe(err.value)
 
 
+@pytest.mark.parametrize("option", ["enumerate_cap", "heatmap_sentence"])
+def test_a_yaml_boolean_is_no_number_for_the_decoding_options_either(option):
+    with pytest.raises(ValidationError) as err:
+        PredictConfig(model_path=["m"], src="s.txt", **{option: True})
+    assert option in describe(err.value)
+    assert getattr(PredictConfig(model_path=["m"], src="s.txt", **{option: 3}), option) == 3
+
+
 @pytest.mark.parametrize("args,option", [({"beam_size": 0}, "beam_size"), ({"n_best": 0}, "n_best")])
 def test_predict_refuses_a_search_of_no_hypothesis(args, option):
     """Eole's beam search fails on these with a traceback; an n_best above beam_size it copes with."""
