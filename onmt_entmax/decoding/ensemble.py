@@ -46,11 +46,13 @@ def average_probs(log_probs: Sequence[Tensor] | Tensor, weights: Sequence[float]
 
 
 def check_same_vocab(
-    vocabs: Sequence[Sequence[str]], names: Sequence[str] | None = None, what: str = "target vocabulary"
+    vocabs: Sequence[Sequence[str]], names: Sequence[str] | None = None, what: str = "target vocabulary",
+    whose: str = "ensemble members",
 ) -> None:
     """Raise ValueError unless every member has the same vocabulary, in the same order.
 
-    Averaging p_m(v) token by token is meaningless if index v names different words.
+    Averaging p_m(v) token by token (or two models' weights row by row) is meaningless if index v names
+    different words.
     """
     if len(vocabs) < 2:
         return
@@ -66,8 +68,22 @@ def check_same_vocab(
             i = next(i for i, (a, b) in enumerate(zip(ref, voc)) if a != b)
             detail = f"token {i} is {ref[i]!r} in {names[0]} but {voc[i]!r} in {name}"
         raise ValueError(
-            f"ensemble members must share one {what}: {names[0]} and {name} differ ({detail})"
+            f"{whose} must share one {what}: {names[0]} and {name} differ ({detail})"
         )
+
+
+def check_same_attention_layout(layouts: Sequence[str | None], names: Sequence[str]) -> None:
+    """Raise ValueError unless every member whose layout is known (not None) returns its decoder's attention
+    in the first known one's layout (e.g. "(batch, target step, source)").
+
+    An ensemble steps its members together and averages their attention at every step (``torch.stack`` of
+    the members' tensors): tensors in different layouts cannot be stacked, whatever their sizes say.
+    """
+    known = [(name, layout) for name, layout in zip(names, layouts) if layout is not None]
+    for name, layout in known[1:]:
+        if layout != known[0][1]:
+            raise ValueError(f"ensemble members whose decoders return attention in different layouts cannot be "
+                             f"averaged step by step: {known[0][0]} returns {known[0][1]}, {name} {layout}")
 
 
 def members_average(generators: Sequence[nn.Module], hidden: Sequence[Tensor]) -> Tensor:

@@ -23,6 +23,7 @@ from onmt_entmax.decoding import check_same_vocab
 from onmt_entmax.decoding.ensemble import average_raw_probs, averaging_forward
 
 from .errors import ConfigError
+from .loading import check_model_folder
 
 
 def wrap_generator_forward(upstream: Callable) -> Callable:
@@ -41,7 +42,10 @@ def _vocabularies(model_path: str):
 
 
 def check_members(model_paths) -> None:
-    """Every member's source and target vocabulary the same, token for token; else a ``ConfigError``."""
+    """Every member's folder readable (``loading.check_model_folder``) and its source and target vocabulary
+    the same, token for token; else a ``ConfigError``."""
+    for path in model_paths:
+        check_model_folder(str(path))
     found = [(str(p), _vocabularies(str(p))) for p in model_paths]
     found = [(p, v) for p, v in found if v is not None]
     for side, what in ((0, "source vocabulary"), (1, "target vocabulary")):

@@ -14,8 +14,8 @@ from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_an
 from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread, stop_between_steps, stop_on_signal
 from onmt_entmax.resume_state import wrap_load_state_dict, wrap_state_dict
 
-from . import (adam_fused, attention, building, config, cuda_graphs, decoding, ensemble, files, lr_halving, saving,
-               training, upstream_noise)
+from . import (adam_fused, attention, building, config, cuda_graphs, decoding, ensemble, files, loading, lr_halving,
+               saving, training, upstream_noise)
 from .errors import install_one_line_hook
 
 MHA = "eole.modules.multi_headed_attn"
@@ -35,6 +35,17 @@ PATCHES: list[Patch] = [
           "eole.models.model:BaseModel.init_weights", building.wrap_init_weights),
     Patch("rl_log_probs", "RL training's log_softmax of the logits is refused for a sparse output layer",
           "eole.models.model:BaseModel.compute_log_probs", building.wrap_compute_log_probs),
+    Patch("model_folder_files", "every model folder loaded (predict, ensemble members, train_from): config.json, "
+          "vocab.json and model.*.safetensors there and readable, else one line naming the file",
+          "eole.models.model_saver:get_metadata", loading.wrap_get_metadata,
+          aliases=("eole.models.model:get_metadata", "eole.train_single:get_metadata",
+                   "eole.decoders.ensemble:get_metadata")),
+    Patch("model_folder_config", "eole predict: the first model folder's config.json checked (naming the file) "
+          "before PredictConfig's validator reads it", "eole.config.run:PredictConfig.__init__",
+          loading.wrap_predict_config_init),
+    Patch("finite_weights", "a loaded model's weights (learned alphas included) all finite, else one line naming "
+          "the weight and its file", "eole.models.model:BaseModel.load_safe_state_dict",
+          loading.wrap_load_safe_state_dict),
     Patch("attention_compute", "while a sparse attention module runs, both of its branches use its normalizer",
           f"{MHA}:MultiHeadedAttention._compute_attention", attention.wrap_compute_attention),
     Patch("attention_eager", "the eager branch's F.softmax is the module's normalizer", apply=attention.install_functional),

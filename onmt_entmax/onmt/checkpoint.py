@@ -9,7 +9,12 @@ bound to ``WeightsOnlyTorch``: torch itself, except that ``load`` is
 ``analysis.checkpoint.load_checkpoint`` (explicit ``weights_only=True``, the options' class
 allowlisted, a one-line ``CheckpointError`` naming the file otherwise) and ``save`` to a path is
 ``training.saving.atomic_save`` (checkpoints, averaged models: written whole or not at all). Nothing else
-in torch or in the process changes.
+in torch or in the process changes. A file read is refused too if it is no OpenNMT-py checkpoint
+(``CHECKPOINT_KEYS`` missing) or holds a NaN or inf weight.
+
+``onmt_average_models`` averages ``model`` and ``generator`` key by key into the first checkpoint's
+tensors and keeps its options and vocabulary: each further checkpoint is compared with the first as it
+is loaded, before upstream averages it (Entmax options, parameter names and shapes, vocabularies).
 """
 from __future__ import annotations
 
@@ -18,14 +23,18 @@ import contextvars
 import importlib
 import os
 import types
+from typing import NamedTuple
 
 import torch
 
-from onmt_entmax.analysis.checkpoint import SAFE_GLOBALS, CheckpointError, check_torch, load_checkpoint
+from onmt_entmax.analysis.checkpoint import (SAFE_GLOBALS, CheckpointError, check_torch, load_checkpoint,
+                                             parameter_difference)
+from onmt_entmax.decoding import check_same_vocab
 from onmt_entmax.training.saving import atomic_save
 
 LOADING_MODULES = ("onmt.models.model_saver", "onmt.bin.average_models", "onmt.bin.release_model")
-_LOADED = contextvars.ContextVar("onmt_entmax_loaded_checkpoints", default=None)  # [(path, options)] if recording
+CHECKPOINT_KEYS = ("model", "generator", "vocab", "opt")  # what onmt_translate, -train_from and averaging read
+_LOADED = contextvars.ContextVar("onmt_entmax_loaded_checkpoints", default=None)  # [Averaged] while averaging
 
 
 class WeightsOnlyTorch(types.ModuleType):
@@ -40,10 +49,11 @@ class WeightsOnlyTorch(types.ModuleType):
     @staticmethod
     def load(f, map_location=None, *args, **kwargs):
         """``torch.load`` weights-only; the caller's ``weights_only`` and pickle options are not honoured."""
-        ckpt = load_checkpoint(f, map_location=map_location)
+        ckpt = load_checkpoint(f, map_location=map_location, keys=CHECKPOINT_KEYS)
         seen = _LOADED.get()
         if seen is not None:
-            seen.append((str(f), ckpt.get("opt") if isinstance(ckpt, dict) else None))
+            seen.append(Averaged.of(str(f), ckpt))
+            check_averageable(seen[0], seen[-1])
         return ckpt
 
     @staticmethod
@@ -80,10 +90,27 @@ def _entmax_values(opt) -> dict:
     return {n: getattr(opt, n, defaults.get(n)) for n in model_option_names()}
 
 
+class Averaged(NamedTuple):
+    """What ``onmt_average_models`` must find equal in every checkpoint it averages (read at load time:
+    upstream then averages into the first checkpoint's tensors in place)."""
+
+    path: str
+    opt: object
+    shapes: dict  # parameter name ("generator." for the output layer's) -> shape
+    vocab: dict  # side -> tokens
+
+    @classmethod
+    def of(cls, path: str, ckpt: dict) -> "Averaged":
+        shapes = {f"{prefix}{k}": tuple(v.shape) for part, prefix in (("model", ""), ("generator", "generator."))
+                  for k, v in (ckpt.get(part) or {}).items()}
+        vocab = ckpt.get("vocab") if isinstance(ckpt.get("vocab"), dict) else {}
+        return cls(path, ckpt.get("opt"), shapes, {side: vocab.get(side) for side in ("src", "tgt")})
+
+
 def check_same_transformations(loaded) -> None:
     """Checkpoints averaged together must have the same Entmax options: the mean of a sparse and a
     softmax model's weights (or of two alphas) is neither model, and upstream keeps the first one's
-    options for it."""
+    options for it. ``loaded``: (path, options) pairs."""
     if len(loaded) < 2:
         return
     first, first_opt = loaded[0]
@@ -97,19 +124,36 @@ def check_same_transformations(loaded) -> None:
                     f"their weights is neither model; average checkpoints of one training run")
 
 
+def check_averageable(first: Averaged, other: Averaged) -> None:
+    """``other`` can be averaged into ``first``: the same Entmax options, the same parameters (names and
+    shapes: upstream adds them key by key) and the same vocabularies (upstream keeps the first one's, so
+    an average of rows that name different tokens would be decoded as the first's)."""
+    check_same_transformations([(first.path, first.opt), (other.path, other.opt)])
+    differ = parameter_difference(first.shapes, other.shapes, first.path, other.path)
+    if differ:
+        raise CheckpointError(f"-models: {first.path} and {other.path} differ in their parameters ({differ}): "
+                              f"models of different architectures or options cannot be averaged; average "
+                              f"checkpoints of one training run")
+    for side, what in (("src", "source vocabulary"), ("tgt", "target vocabulary")):
+        if first.vocab[side] is not None and other.vocab[side] is not None:
+            try:
+                check_same_vocab([first.vocab[side], other.vocab[side]], names=[first.path, other.path], what=what,
+                                 whose="checkpoints averaged together")
+            except ValueError as err:
+                raise CheckpointError(f"-models: {err}: the average would be decoded with the first one's; average "
+                                      f"checkpoints of one training run") from None
+
+
 def wrap_average_models(upstream):
-    """``onmt.bin.average_models.average_models``: refuse checkpoints with different Entmax options
-    (before ``main`` writes anything)."""
+    """``onmt.bin.average_models.average_models``: each checkpoint after the first is checked against it
+    as it loads (``check_averageable``), before upstream averages it and before ``main`` writes anything."""
 
     def average_models(model_files, fp32=False):
-        loaded: list = []
-        token = _LOADED.set(loaded)
+        token = _LOADED.set([])
         try:
-            final = upstream(model_files, fp32)
+            return upstream(model_files, fp32)
         finally:
             _LOADED.reset(token)
-        check_same_transformations(loaded)
-        return final
 
     return average_models
 
@@ -131,5 +175,5 @@ def wrap_average_main(upstream):
     return main
 
 
-__all__ = ["CheckpointError", "WeightsOnlyTorch", "allow_checkpoint_globals", "check_same_transformations",
-           "install_weights_only_loading", "wrap_average_main", "wrap_average_models"]
+__all__ = ["CHECKPOINT_KEYS", "CheckpointError", "WeightsOnlyTorch", "allow_checkpoint_globals", "check_averageable",
+           "check_same_transformations", "install_weights_only_loading", "wrap_average_main", "wrap_average_models"]

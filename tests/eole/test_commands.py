@@ -318,3 +318,91 @@ def test_predict_refuses_a_source_line_longer_than_the_position_encoding_before_
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert f"-src {src} line 2 has 5001 tokens" in lines[-1] and "5000" in lines[-1]
     assert not out.exists() or out.read_text() == ""
+
+
+def _model_copy(model_dir, to, change=None):
+    """A copy of a model folder (its links into step_N/ copied as files); ``change(tensors)`` edits its weights
+    and returns the name of the weight it changed: (the copy, that name)."""
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(model_dir, to)
+    if change is None:
+        return to, None
+    tensors = load_file(str(to / "model.00.safetensors"))
+    key = change(tensors)
+    save_file(tensors, str(to / "model.00.safetensors"))
+    return to, key
+
+
+def _poison(value, key_end):
+    def change(tensors):
+        key = next(k for k in tensors if k.endswith(key_end))
+        tensors[key] = tensors[key].clone()
+        tensors[key].view(-1)[0] = value
+        return key
+    return change
+
+
+def test_predict_and_train_from_refuse_a_model_whose_weights_are_not_finite(workdir, trained):
+    """A NaN learned alpha or an inf weight (a diverged run) decoded every line empty with exit status 0, and
+    train_from trained on at NaN: refused in one line naming the weight and its file."""
+    from eole.config.run import PredictConfig, TrainConfig
+    from eole.predict import build_predictor
+    from eole.train_single import main as train_main
+    from onmt_entmax.eole.errors import ConfigError
+
+    model, _, config = trained("learned")
+    nan, key = _model_copy(model, workdir / "nan-alpha", _poison(float("nan"), "softmax.alpha.a"))
+    src = workdir / "src2.txt"
+    src.write_text("".join((DATA / "src-dev.txt").read_text().splitlines(keepends=True)[:2]))
+    out = workdir / "nan.pred.txt"
+    proc = run_eole(["predict", "-model_path", nan, "-src", src, "-output", out], cwd=workdir, check=False)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr and not out.exists()
+    assert str(nan / "model.00.safetensors") in last and key in last
+    inf, inf_key = _model_copy(model, workdir / "inf-weight", _poison(float("inf"), "mlp.down_proj.weight"))
+    with pytest.raises(ConfigError, match=inf_key):
+        build_predictor(PredictConfig(model_path=[str(inf)], src=str(src)), -1)
+    resumed = yaml.safe_load(config.read_text())
+    resumed["training"].update(train_from=str(nan), model_path=str(workdir / "from-nan"))
+    with pytest.raises(ConfigError, match=key):
+        train_main(TrainConfig(**resumed), -1)
+    assert not (workdir / "from-nan").exists()
+
+
+def test_a_model_folder_with_a_file_missing_truncated_or_malformed_is_refused_naming_it(workdir, trained):
+    """What Eole reads from a model folder (config.json, vocab.json, model.00.safetensors) ended in a traceback
+    or an error naming no file; every load path (predict, an ensemble member, train_from) names it."""
+    import eole.train_single
+    from eole.config.run import PredictConfig
+    from eole.predict import build_predictor
+    from onmt_entmax.eole.errors import ConfigError
+
+    model, _, _ = trained("rnn")
+    src = workdir / "src1.txt"
+    src.write_text((DATA / "src-dev.txt").read_text().splitlines(keepends=True)[0])
+
+    def truncate(path):
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+    def bad_value(path):
+        config = json.loads(path.read_text())
+        config["model"]["hidden_size"] = "wide"
+        path.write_text(json.dumps(config))
+
+    cases = {"model.00.safetensors": (lambda p: p.unlink(), truncate),
+             "vocab.json": (lambda p: p.unlink(), truncate),
+             "config.json": (truncate, bad_value)}
+    for name, changes in cases.items():
+        for i, change in enumerate(changes):
+            folder, _ = _model_copy(model, workdir / f"broken-{name}-{i}")
+            change(folder / name)
+            names = (str(folder / name), str(folder))  # (the folder for a file it lacks)
+            for load in (lambda: build_predictor(PredictConfig(model_path=[str(folder)], src=str(src)), -1),
+                         lambda: build_predictor(PredictConfig(model_path=[str(model), str(folder)], src=str(src)),
+                                                 -1),
+                         lambda: eole.train_single.get_metadata(str(folder))):
+                with pytest.raises(ConfigError) as err:
+                    load()
+                text = str(err.value)
+                assert "\n" not in text and any(text.startswith(n) for n in names), (name, i, text)

@@ -142,3 +142,164 @@ def test_a_folder_or_a_non_checkpoint_is_named_without_torchs_advice_to_drop_wei
         load_checkpoint(str(tmp_path / "notes.txt"))
     assert str(err.value).startswith(f"{tmp_path / 'notes.txt'}: not a readable PyTorch checkpoint (")
     assert "weights_only" not in str(err.value) and "\n" not in str(err.value)
+
+
+# --- what a loader reads must be a model it can use ------------------------------------------------------------
+TRANSFORMER = dict(encoder_type="transformer", decoder_type="transformer", position_encoding=True, layers=1,
+                   hidden_size=16, word_vec_size=16, transformer_ff=16, heads=2, generator_function="entmax15",
+                   attention_function="entmax15", learn_alpha=True)
+RNN = dict(encoder_type="brnn", decoder_type="rnn", layers=1, hidden_size=16, word_vec_size=8,
+           generator_function="entmax15")  # (input_feed: upstream's default)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A learned-alpha Transformer and an input-feed RNN, 2 steps each on one toy corpus: (dir, {name: path})."""
+    from onmt_testkit import reversal_corpus
+
+    d = reversal_corpus(tmp_path_factory.mktemp("loaders"), n_train=64, n_test=4)
+    paths = {}
+    for name, model in (("learned", TRANSFORMER), ("rnn", RNN)):
+        config = yaml_config(d, model, steps=2, name=name)
+        build_vocab(config)
+        train(config)
+        paths[name] = str(d / "run" / f"{name}_step_2.pt")
+    return d, paths
+
+
+def _copy(src, dst, change):
+    ckpt = torch.load(src, weights_only=False)
+    change(ckpt)
+    torch.save(ckpt, dst)
+    return str(dst)
+
+
+def _poison(value, key_end):
+    def change(ckpt):
+        key = next(k for k in ckpt["model"] if k.endswith(key_end))
+        ckpt["model"][key] = ckpt["model"][key].clone()
+        ckpt["model"][key].view(-1)[0] = value
+        change.key = key
+    return change
+
+
+def _loaders(tmp_path):
+    """name -> a function loading one checkpoint path as that load path does (in this process)."""
+    import onmt.model_builder
+    import onmt.train_single
+    from onmt.bin.average_models import average_models
+    from onmt.bin.translate import _get_parser
+
+    from onmt_entmax.analysis.alphas import checkpoint_alphas
+    from onmt_entmax.onmt.decoding.api import SparseDecoder
+
+    def translate_load(path):
+        onmt.model_builder.load_test_model(_get_parser().parse_args(["-model", path, "-src", "x"]))
+
+    return {"onmt_translate": translate_load, "-train_from": onmt.train_single.load_checkpoint,
+            "onmt_average_models": lambda p: average_models([p, p]), "SparseDecoder": SparseDecoder,
+            "onmt-entmax-alphas": checkpoint_alphas}
+
+
+@pytest.mark.parametrize("value,key_end", [(float("nan"), "alpha.a"), (float("inf"), "w_1.weight")])
+def test_a_checkpoint_with_a_weight_that_is_not_finite_is_refused_by_every_loader(trained, tmp_path, value, key_end):
+    """A NaN learned alpha or an inf weight (a diverged run) would decode every line empty or train on at
+    loss nan: every loader refuses it, naming the parameter and the file."""
+    _, paths = trained
+    change = _poison(value, key_end)
+    bad = _copy(paths["learned"], tmp_path / "diverged.pt", change)
+    for where, load in _loaders(tmp_path).items():
+        with pytest.raises(CheckpointError) as err:
+            load(bad)
+        assert change.key in str(err.value) and bad in str(err.value), where
+    with pytest.raises(CheckpointError, match=change.key):
+        from onmt.bin.average_models import average_models
+
+        average_models([paths["learned"], bad])  # (an average with it is NaN too)
+
+
+def test_onmt_train_and_translate_refuse_a_nan_alpha_in_one_line(trained, tmp_path):
+    d, paths = trained
+    change = _poison(float("nan"), "alpha.a")
+    bad = _copy(paths["learned"], tmp_path / "nan.pt", change)
+    with pytest.raises(CheckpointError, match=change.key):
+        train(yaml_config(d, TRANSFORMER, steps=3, name="resumed"), "-train_from", bad)
+    assert not list((d / "run").glob("resumed*"))
+    proc = run_console(["onmt_translate", "-model", bad, "-src", str(d / "src-test.txt"), "-output", "out.txt"],
+                       cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert change.key in proc.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "out.txt").exists() or not (tmp_path / "out.txt").read_text().strip()
+
+
+def test_a_pending_alpha_relu_threshold_is_the_one_nan_a_checkpoint_may_hold(trained, tmp_path):
+    """alpha-ReLU's tau is NaN until ``generator_tau: auto`` resolves it: loading such a checkpoint (to
+    train on, say) is not refused for it; a NaN in the output layer's weights is."""
+    from onmt_entmax.analysis.checkpoint import check_checkpoint
+
+    _, paths = trained
+    ckpt = torch.load(paths["learned"], weights_only=False)
+    ckpt["generator"]["tau"] = torch.tensor([float("nan")])
+    check_checkpoint(ckpt, "pending.pt")
+    ckpt["generator"]["weight"][0, 0] = float("nan")
+    with pytest.raises(CheckpointError, match="generator.weight"):
+        check_checkpoint(ckpt, "pending.pt")
+
+
+def test_a_text_file_or_a_torch_file_that_is_no_checkpoint_is_refused_by_every_loader(trained, tmp_path):
+    d, _ = trained
+    torch.save({"a": torch.ones(2)}, tmp_path / "tensors.pt")
+    for path in (str(d / "learned.yaml"), str(d / "run" / "vocab.src"), __file__, str(tmp_path / "tensors.pt")):
+        for where, load in _loaders(tmp_path).items():
+            with pytest.raises(ValueError) as err:  # (not an IndexError from the unpickler, a KeyError 'opt')
+                load(path)
+            assert path in str(err.value) and "\n" not in str(err.value), where
+
+
+def test_average_models_refuses_checkpoints_of_other_vocabularies_or_parameters_naming_both(trained, tmp_path,
+                                                                                              monkeypatch):
+    from onmt.bin import average_models
+
+    _, paths = trained
+    good = paths["learned"]
+
+    def other_vocab(ckpt):
+        ckpt["vocab"]["tgt"] = ckpt["vocab"]["tgt"][:4] + ckpt["vocab"]["tgt"][4:][::-1]
+
+    def no_alphas(ckpt):  # a model trained without learn_alpha (and so no alpha.a parameters)
+        ckpt["model"] = {k: v for k, v in ckpt["model"].items() if not k.endswith("alpha.a")}
+        ckpt["opt"].learn_alpha = False
+
+    def wider(ckpt):  # the same options, another transformer_ff
+        for k in [k for k in ckpt["model"] if ".w_1." in k]:
+            ckpt["model"][k] = torch.zeros(32, *ckpt["model"][k].shape[1:])
+
+    for change, says in ((other_vocab, "target vocabulary"), (no_alphas, "learn_alpha"), (wider, "parameters")):
+        other = _copy(good, tmp_path / f"{change.__name__}.pt", change)
+        with pytest.raises(CheckpointError) as err:
+            average_models.average_models([good, other])
+        assert good in str(err.value) and other in str(err.value) and says in str(err.value)
+    out = tmp_path / "avg.pt"
+    monkeypatch.setattr(sys, "argv", ["onmt_average_models", "-models", good, other, "-output", str(out)])
+    with pytest.raises(CheckpointError):
+        average_models.main()
+    assert not out.exists()
+    assert average_models.average_models([good, good])["model"].keys() == torch.load(good)["model"].keys()
+
+
+def test_an_ensemble_of_an_input_feed_rnn_and_a_transformer_is_refused_as_it_loads(trained):
+    """OpenNMT-py's ensemble stacks its members' attention at every step: the input-feed RNN decoder's
+    (target step, batch, source) and the Transformer's (batch, target step, source) cannot be stacked."""
+    from onmt.bin.translate import _get_parser
+    from onmt.decoders import ensemble
+
+    from onmt_entmax.onmt.validation import EntmaxOptionError
+
+    _, paths = trained
+    for members in ([paths["rnn"], paths["learned"]], [paths["learned"], paths["rnn"]]):
+        opt = _get_parser().parse_args(["-model", *members, "-src", "x"])
+        with pytest.raises(EntmaxOptionError) as err:
+            ensemble.load_test_model(opt)
+        assert all(m in str(err.value) for m in members) and "attention" in str(err.value)
+    opt = _get_parser().parse_args(["-model", paths["learned"], paths["learned"], "-src", "x"])
+    ensemble.load_test_model(opt)  # (members of one layout load)
