@@ -8,7 +8,7 @@ each step's ``optimizer.pt``.
 """
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, StrictInt
 
 from onmt_entmax import lr_halving as rule
 
@@ -19,7 +19,7 @@ from .training import eole_logger
 def fields() -> dict:
     """The two options as fields of Eole's ``TrainingConfig`` (``training:`` section)."""
     return {"valid_lr_halving": (bool, Field(default=False, description=rule.HELP)),
-            "valid_lr_halving_every": (int, Field(default=1, ge=1, description=rule.HELP_EVERY))}
+            "valid_lr_halving_every": (StrictInt, Field(default=1, ge=1, description=rule.HELP_EVERY))}
 
 
 def check(config) -> None:

@@ -23,6 +23,9 @@ def test_the_options_are_checked_training_fields_refused_in_one_line_beside_anot
     assert config(valid_lr_halving=True, valid_lr_halving_every=10).training.valid_lr_halving_every == 10
     with pytest.raises(Exception, match="greater than or equal to 1"):
         config(valid_lr_halving=True, valid_lr_halving_every=0)
+    for not_a_count in (True, 2.5):  # (a YAML boolean would read as every validation)
+        with pytest.raises(Exception, match="valid integer"):
+            config(valid_lr_halving=True, valid_lr_halving_every=not_a_count)
     lr_halving.check(config(valid_lr_halving=True))
     refused = {"training.decay_method noam is another": dict(decay_method="noam"),
                "training.start_decay_steps 1000 is set": dict(start_decay_steps=1000),
