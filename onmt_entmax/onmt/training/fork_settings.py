@@ -1,7 +1,7 @@
 """``embeddings_dropout`` and ``adam_eps``: two values OpenNMT-py 3.5.1 fixes, as training options.
 
 Peters et al.'s code (their fork of OpenNMT-py 0.6) set both otherwise; with them a run can train as
-the fork did (docs/results.md, "Where the scores differ from the paper's").
+the fork did (docs/results/peters2019-table1.md, "Where we differ from the paper, and why").
 
 - ``embeddings_dropout``: OpenNMT-py 3.5.1 builds every model's ``Embeddings`` with ``-dropout`` (its
   first value), applied to the embeddings' output; the fork's RNN embeddings had none. Unset, upstream's
