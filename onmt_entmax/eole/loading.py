@@ -38,9 +38,9 @@ def _json_file(path: str, what: str, expand: bool = False) -> dict:
     return value
 
 
-def check_model_config_file(folder: str) -> None:
-    """``folder/config.json``, where there is one, valid JSON and a valid Eole model and training config
-    (checked as ``PredictConfig`` reads it); else a ``ConfigError`` naming the file."""
+def check_model_config_file(folder: str, required: bool = True) -> None:
+    """``folder/config.json`` (unless not ``required`` and absent) valid JSON and a valid Eole model and
+    training config (checked as ``PredictConfig`` reads it); else a ``ConfigError`` naming the file."""
     from eole.config.models import build_model_config
     from eole.config.training import TrainingConfig
     from pydantic import ValidationError
@@ -48,8 +48,8 @@ def check_model_config_file(folder: str) -> None:
     from .config import describe
 
     path = os.path.join(folder, "config.json")
-    if not os.path.isfile(path):
-        return  # (a folder without one: files.check_model_folders refuses it once the config is built)
+    if not required and not os.path.isfile(path):
+        return  # (PredictConfig reads none then: files.check_model_folders refuses it once the config is built)
     os.environ["MODEL_PATH"] = folder  # what Eole sets before it expands config.json's variables
     config = _json_file(path, "the model's config (model, training, ...)", expand=True)
     try:
@@ -104,7 +104,7 @@ def wrap_predict_config_init(upstream: Callable) -> Callable:
         paths = data.get("model_path")
         first = paths[0] if isinstance(paths, (list, tuple)) and paths else paths
         if isinstance(first, (str, os.PathLike)) and os.path.isdir(first):
-            check_model_config_file(str(first))
+            check_model_config_file(str(first), required=False)
         upstream(self, **data)
 
     return __init__
