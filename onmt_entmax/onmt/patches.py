@@ -143,10 +143,12 @@ PATCHES: list[Patch] = [
           "onmt.trainer:Trainer._accum_batches", lambda up: stop_between_steps(up, "onmt")),
     Patch("checkpoint_weights_only", "every checkpoint upstream loads (onmt_translate, -train_from, "
           "onmt_average_models, onmt_release_model) is read weights-only, whatever torch's default; every "
-          "one they save is written whole or not at all (temporary file, then renamed; a full disk in one line)",
+          "one they save is written whole or not at all (temporary file, then renamed; a full disk in one line); "
+          "a file read that is no checkpoint or holds a NaN / inf weight is refused naming it",
           apply=checkpoint.install_weights_only_loading),
-    Patch("average_same_options", "onmt_average_models refuses checkpoints with different Entmax options",
-          "onmt.bin.average_models:average_models", checkpoint.wrap_average_models),
+    Patch("average_same_options", "onmt_average_models refuses checkpoints with different Entmax options, "
+          "parameters (names, shapes) or vocabularies, as each loads", "onmt.bin.average_models:average_models",
+          checkpoint.wrap_average_models),
     Patch("average_output", "onmt_average_models refuses an -output that is one of its -models",
           "onmt.bin.average_models:main", checkpoint.wrap_average_main),
     Patch("one_line_refusals", "a refusal (ValueError subclass) ending a command prints one line, no traceback",
