@@ -139,6 +139,7 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--only", help="comma-separated T to run (default: all)")
+    ap.add_argument("--dtypes", help="comma-separated dtypes to run (bf16, fp16, fp32; default: all)")
     args = ap.parse_args()
     assert torch.cuda.is_available(), "bench_long_attention.py needs a CUDA GPU"
     ada = adasplash()
@@ -147,7 +148,7 @@ def main() -> None:
     only = {int(t) for t in args.only.split(",")} if args.only else None
     rows = []
     for case in cases(args.quick):
-        if only and case[-1] not in only:
+        if (only and case[-1] not in only) or (args.dtypes and case[0] not in args.dtypes.split(",")):
             continue
         row = run_case(*case, args.heads, args.dim, ada)
         rows.append(row)

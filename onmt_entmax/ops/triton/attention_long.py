@@ -6,7 +6,8 @@ reference), keys after the query at -1e18 too with ``causal`` (top-left aligned,
 ``scaled_dot_product_attention``'s is_causal).
 
 Forward, one program per (batch, head, BM queries), streaming key tiles of BN keys (s = scale q k^T
-recomputed by `tl.dot` in each pass; fp32 inputs at IEEE precision, half inputs on tensor cores):
+recomputed by `tl.dot` in each pass, on tensor cores: half inputs as they are, fp32 inputs as three
+tf32 products, tf32x3, float32's accuracy):
 
 1. the row max m (and the maxima at each key position mod BN, and the tile maximum of the block,
    written to TMAX);
@@ -405,7 +406,7 @@ class _Call:
         self.tail = (*sm, sa_h, self.n_qb, self.n_kt, seed)
         self.consts = {"BM": self.bm, "BN": self.bn, "BD": next_pow2(max(D, 16)), "BDV": next_pow2(max(Dv, 16)),
                        "HAS_KEEP": keep is not None, "CAUSAL": bool(causal), "HAS_DROP": drop > 0,
-                       "PREC": "ieee" if q.dtype == torch.float32 else "tf32", **alpha_flags(bounds), "SKIP": SKIP}
+                       "PREC": "tf32x3" if q.dtype == torch.float32 else "tf32", **alpha_flags(bounds), "SKIP": SKIP}
         self.grid_q = (self.n_qb, B * H)
         self.grid_k = (self.n_kt, B * H)
 
