@@ -3,7 +3,8 @@
 Forward + backward of B x 8 heads x T x 64 attention for T = 256 ... 32768 with the batch of issue 62
 (256: 16, 1024: 8, 4096: 2, 8192 and longer: 1): 1.5-entmax self-attention (Tq = Tk = T, causal and
 not) and cross-attention (Tq = T / 2 queries over Tk = T keys), sparsemax and alpha-entmax (alpha =
-1.33) self-attention, bf16 (fp16 and fp32 at two T), against SDPA (flash attention) in the same process, and AdaSplash's `adasplash_v1` (alpha = 1.5, 10 iterations; self-
+1.33) self-attention, bf16 (fp16 and fp32 at two T), against SDPA (flash attention) in the same process,
+and AdaSplash's `adasplash_v1` (alpha = 1.5, 10 iterations; self-
 attention of a power-of-two length only) where it imports. Inputs are randn (scores of unit scale).
 Time: `triton.testing.do_bench` median of q, k, v -> out -> dq, dk, dv (the output gradient given);
 peak memory: the most allocated during one forward + backward beyond what was allocated before it
@@ -141,7 +142,8 @@ def main() -> None:
     ap.add_argument("--only", help="comma-separated T to run (default: all)")
     ap.add_argument("--dtypes", help="comma-separated dtypes to run (bf16, fp16, fp32; default: all)")
     args = ap.parse_args()
-    assert torch.cuda.is_available(), "bench_long_attention.py needs a CUDA GPU"
+    if not torch.cuda.is_available():
+        raise SystemExit("bench_long_attention.py: needs a CUDA GPU (none is visible)")
     ada = adasplash()
     print(torch.cuda.get_device_name(), "torch", torch.__version__, "triton", triton.__version__,
           "adasplash", "yes" if ada else "no", flush=True)

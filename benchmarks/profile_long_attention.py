@@ -36,8 +36,11 @@ def main() -> None:
     ap.add_argument("--variants", default="default,noskip,128x64x8,128x64x4,64x128x4,stages1,stages2,stages4")
     ap.add_argument("--causal", action="store_true")
     a = ap.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("profile_long_attention.py: needs a CUDA GPU (none is visible)")
     g = torch.Generator(device="cuda").manual_seed(0)
-    q, k, v, grad = (torch.randn(a.batch, 8, a.T, 64, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(4))
+    q, k, v, grad = (torch.randn(a.batch, 8, a.T, 64, device="cuda", dtype=torch.bfloat16, generator=g)
+                     for _ in range(4))
     for x in (q, k, v):
         x.requires_grad_()
     sd_f = do_bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=a.causal), return_mode="median")
@@ -61,7 +64,8 @@ def main() -> None:
                 print(kind, var, "failed:", str(e).splitlines()[0][:200], flush=True)
                 continue
             it = KL.ITERS.float()
-            print(f"{kind:14s} {var:10s} fwd {f:8.3f} ms ({f / sd_f:5.1f}x)  bwd {b:8.3f} ms ({b / (sd_fb - sd_f):5.1f}x)"
+            print(f"{kind:14s} {var:10s} fwd {f:8.3f} ms ({f / sd_f:5.1f}x)  "
+                  f"bwd {b:8.3f} ms ({b / (sd_fb - sd_f):5.1f}x)"
                   f"  total {(f + b) / sd_fb:5.1f}x  passes mean {it.mean():.2f} max {it.max():.0f}", flush=True)
     KL.TILE, KL.SKIP, KL.STAGES, KL.ITERS = None, True, None, None
 

@@ -141,15 +141,18 @@ def long_attention(csv_path: Path) -> str:
     for (gpu, torch_v, triton_v, commit, date), group in runs.items():
         dirty = " with uncommitted changes" if commit.endswith("-dirty") else ""
         lines = [f"`{LONG_CMD}`; {gpu}, torch {torch_v}, Triton {triton_v}, commit {commit[:12]}{dirty}, {date}:", "",
-                 "| dtype | kind | attention | causal | B | Tq | Tk | ours ms | SDPA ms | ours / SDPA | AdaSplash v1 ms "
-                 "| AdaSplash / SDPA | ours peak MiB | SDPA peak MiB | peak ours / SDPA |", "|" + "---|" * 15]
+                 "| dtype | kind | attention | causal | B | Tq | Tk | ours ms | SDPA ms | ours / SDPA "
+                 "| AdaSplash v1 ms | AdaSplash / SDPA | ours peak MiB | SDPA peak MiB | peak ours / SDPA |",
+                 "|" + "---|" * 15]
         for r in group:
             ours, sdpa = float(r["ours_ms"]), float(r["sdpa_ms"])
-            ada = f"{float(r['adasplash_ms']):.2f} | {float(r['adasplash_ms']) / sdpa:.2f}x" if r["adasplash_ms"] else " | "
+            ada_ms = float(r["adasplash_ms"]) if r["adasplash_ms"] else None
+            ada = f"{ada_ms:.2f} | {ada_ms / sdpa:.2f}x" if ada_ms is not None else " | "
             mem_o, mem_s = float(r["ours_peak_mib"]), float(r["sdpa_peak_mib"])
             kind = r["kind"] + (f" (α {r['alpha']})" if r.get("alpha") else "")
             lines.append(f"| {r['dtype']} | {kind} | {r['attention']} | {'yes' if r['causal'] == '1' else 'no'} "
-                         f"| {r['batch']} | {r['tq']} | {r['tk']} | {ours:.2f} | {sdpa:.2f} | {ours / sdpa:.2f}x | {ada} "
+                         f"| {r['batch']} | {r['tq']} | {r['tk']} | {ours:.2f} | {sdpa:.2f} | {ours / sdpa:.2f}x "
+                         f"| {ada} "
                          f"| {mem_o:.0f} | {mem_s:.0f} | {mem_o / max(mem_s, 1e-9):.2f}x |")
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + "\n"

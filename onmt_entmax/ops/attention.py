@@ -8,9 +8,9 @@ of training (weights zeroed with probability r, the others scaled by 1 / (1 - r)
 reference composes the mapping with two matmuls and is differentiable. On CUDA, calls that need
 no gradient (decoding) run one fused kernel (`triton/attention.py`), calls that need one on short
 rows two launches with a single autograd node (`triton/attention_tiles.py`): host work, not GPU
-time, is what sparse attention costs over softmax's fused SDPA call there. Longer rows, with or
-without a gradient, take the tiled kernels of `triton/attention_long.py`, whose memory grows as
-Tq + Tk, not Tq x Tk (the weights are recomputed tile by tile, never stored).
+time, is what sparse attention costs over softmax's fused SDPA call there. Longer rows take the
+tiled kernels of `triton/attention_long.py` (calls without a gradient: beyond the decoding kernel's
+keys), whose memory grows as Tq + Tk, not Tq x Tk (the weights are recomputed tile by tile).
 """
 from __future__ import annotations
 
@@ -63,10 +63,10 @@ def sparse_attention(q: Tensor, k: Tensor, v: Tensor, keep: Optional[Tensor] = N
     ``is_causal``: keys after the query masked too (key j > query t, top-left aligned, as
     ``scaled_dot_product_attention``'s), without a mask in memory where the tiled kernels run.
 
-    On CUDA every call with rows longer than the short-row tiles (`triton/attention_tiles.py`) runs
-    the tiled kernels of `triton/attention_long.py`, which keep O(Tq) numbers a row, not the Tq x Tk
-    weights, training and decoding alike; a call that wants the weights (``return_weights``) takes
-    the materialized path.
+    On CUDA every call with a gradient (or dropout) and rows longer than the short-row tiles'
+    (`triton/attention_tiles.py`), and every call without one beyond the decoding kernel's keys, runs
+    the tiled kernels of `triton/attention_long.py`, which keep O(Dv) numbers a query row, not the
+    Tq x Tk weights; a call that wants the weights (``return_weights``) takes the materialized path.
     """
     if not torch.is_grad_enabled() and alpha_logit is None and dropout_p == 0 and not return_weights \
             and not is_causal \

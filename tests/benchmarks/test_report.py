@@ -109,10 +109,11 @@ def test_the_document_has_the_markers_report_writes_between(outdir, tmp_path):
     assert "| loss 4096x32768 float32/randn*3.0 | entmax15 | 0.593 |" in text and "## CPU (the reference path)" in text
 
 
-LONG_CSV = """gpu,dtype,kind,alpha,attention,causal,batch,heads,head_dim,tq,tk,ours_ms,sdpa_ms,adasplash_ms,ours_peak_mib,\
-sdpa_peak_mib,adasplash_peak_mib,torch,triton,commit,date
+LONG_CSV = """gpu,dtype,kind,alpha,attention,causal,batch,heads,head_dim,tq,tk,ours_ms,sdpa_ms,adasplash_ms,\
+ours_peak_mib,sdpa_peak_mib,adasplash_peak_mib,torch,triton,commit,date
 NVIDIA H200,bf16,entmax15,,self,0,2,8,64,4096,4096,2.000,0.500,8.000,49.0,49.0,44.5,2.11.0+cu130,3.6.0,abc123,2026-12-01
-NVIDIA H200,bf16,entmax_bisect,1.33,cross,1,1,8,64,8192,16384,9.000,3.000,,75.0,50.0,,2.11.0+cu130,3.6.0,abc123,2026-12-01
+NVIDIA H200,bf16,entmax_bisect,1.33,cross,1,1,8,64,8192,16384,9.000,3.000,,75.0,50.0,,2.11.0+cu130,3.6.0,abc123,\
+2026-12-01
 """
 
 
@@ -130,7 +131,8 @@ def test_long_attention_csv_becomes_one_table_with_its_machine_and_replaces_only
     assert "entmax_bisect (α 1.33) | cross | yes |" in rows[1] and "| 3.00x |  |  |" in rows[1]
     assert rows[1].endswith("| 75 | 50 | 1.50x |")
     doc = tmp_path / "doc.md"
-    doc.write_text(f"top\n{report.BEGIN}\nold gpu\n{report.END}\n{report.LONG_BEGIN}\nold long\n{report.LONG_END}\nend\n")
+    doc.write_text(f"top\n{report.BEGIN}\nold gpu\n{report.END}\n"
+                   f"{report.LONG_BEGIN}\nold long\n{report.LONG_END}\nend\n")
     report.main(["--long-attention", str(path), "--into", str(doc)])
     new = doc.read_text()
     assert "old long" not in new and "old gpu" in new and new.endswith(f"{report.LONG_END}\nend\n")
