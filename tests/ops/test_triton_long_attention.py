@@ -286,3 +286,18 @@ def test_public_op_takes_the_tiled_kernels_above_the_short_rows(monkeypatch):
     torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4)
     ref_attention.sparse_attention(qg, k[..., :100, :], v[..., :100, :], keep[..., :100], kind="entmax15")
     assert called == [1, 1, 1]
+
+
+@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+def test_supports_refuses_what_the_launch_cannot_take():
+    """Calls the kernels cannot launch go to the reference instead of failing there: no key, more
+    batch x heads than a grid's second dim, an alpha per query, grouped-query heads, wide heads."""
+    q, k, v = (torch.zeros(2, 2, 5, 16, device=DEV) for _ in range(3))
+    assert KL.supports(q, k, v, None, "entmax15", None, 0.0)
+    assert not KL.supports(q, k[:, :, :0], v[:, :, :0], None, "entmax15", None, 0.0)
+    wide = torch.zeros(KL.MAX_GRID_Y + 1, 1, 1, 16, device=DEV)
+    assert not KL.supports(wide, wide, wide, None, "entmax15", None, 0.0)
+    assert not KL.supports(q, k, v, None, "entmax_bisect", torch.full((2, 5, 1), 1.5, device=DEV), 0.0)
+    assert not KL.supports(q, k[:, :1], v[:, :1], None, "entmax15", None, 0.0)
+    big = torch.zeros(2, 2, 5, KL.MAX_HEAD_DIM + 1, device=DEV)
+    assert not KL.supports(big, big, big, None, "entmax15", None, 0.0)

@@ -53,6 +53,7 @@ from .attention import alpha_flags, alpha_rows, broadcast4, dropout_keep, head_a
 from .mapping import _MODES, _dalpha, _u_of_p
 
 MAX_HEAD_DIM = 256
+MAX_GRID_Y = 65535  # batch x heads: the second dim of the launch grids (CUDA's limit)
 TILE: tuple[int, int, int] | None = None  # (BM, BN, warps) for every call (benchmark sweeps)
 SKIP = True  # skip key tiles without support (block sparsity); False: every tile (benchmark sweeps)
 STAGES: int | None = None  # software-pipelining stages (None: Triton's default; benchmark sweeps)
@@ -491,14 +492,16 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, ki
 
 
 def supports(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha, dropout_p: float) -> bool:
-    """q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv) of one float dtype and device, unit stride on
-    the last dim, D and Dv <= MAX_HEAD_DIM; keep None or a bool tensor broadcastable to (B, H, Tq, Tk)
+    """q (B, H, Tq, D), k (B, H, Tk >= 1, D), v (B, H, Tk, Dv) of one float dtype and device, unit stride
+    on the last dim, D and Dv <= MAX_HEAD_DIM, B H <= MAX_GRID_Y; keep None or a bool tensor broadcastable to (B, H, Tq, Tk)
     (read through its strides); entmax_bisect's alpha a float >= KERNEL_ALPHA_MIN or a float32 tensor
     of H or 1 values (alphas or logits) on q's device; dropout in [0, 1)."""
     if kind not in KINDS or q.ndim != 4 or k.ndim != 4 or v.ndim != 4 or not 0.0 <= dropout_p < 1.0:
         return False
     B, H, Tq, D = q.shape
     if k.shape[:2] != (B, H) or v.shape[:3] != k.shape[:3] or k.shape[3] != D or max(D, v.shape[3]) > MAX_HEAD_DIM:
+        return False
+    if k.shape[2] == 0 or B * H > MAX_GRID_Y:  # (no key: the reference's answer; the grid's second dim)
         return False
     if k.dtype != q.dtype or v.dtype != q.dtype or k.device != q.device or v.device != q.device \
             or q.stride(3) != 1 or k.stride(3) != 1 or v.stride(3) != 1:
