@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from onmt_entmax.training.saving import atomic_save, is_no_space, no_space, publish_folder, staging_folder
+from onmt_entmax.training.saving import is_no_space, no_space, publish_folder, staging_folder, torch_save
 
 SAVER_MODULE = "eole.models.model_saver"
 
@@ -32,11 +32,7 @@ class AtomicSaveTorch(types.ModuleType):
     def __getattr__(self, name: str):
         return getattr(torch, name)
 
-    @staticmethod
-    def save(obj, f, *args, **kwargs) -> None:
-        if not isinstance(f, (str, os.PathLike)):
-            return torch.save(obj, f, *args, **kwargs)
-        atomic_save(obj, f, lambda value, file: torch.save(value, file, *args, **kwargs))
+    save = staticmethod(torch_save)
 
 
 def install_atomic_torch_save() -> None:

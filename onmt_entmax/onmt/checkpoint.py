@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextvars
 import importlib
-import os
 import types
 from typing import NamedTuple
 
@@ -30,7 +29,7 @@ import torch
 from onmt_entmax.analysis.checkpoint import (SAFE_GLOBALS, CheckpointError, check_torch, load_checkpoint,
                                              parameter_difference)
 from onmt_entmax.decoding import check_same_vocab
-from onmt_entmax.training.saving import atomic_save
+from onmt_entmax.training.saving import torch_save
 
 LOADING_MODULES = ("onmt.models.model_saver", "onmt.bin.average_models", "onmt.bin.release_model")
 CHECKPOINT_KEYS = ("model", "generator", "vocab", "opt")  # what onmt_translate, -train_from and averaging read
@@ -56,13 +55,8 @@ class WeightsOnlyTorch(types.ModuleType):
             check_averageable(seen[0], seen[-1])
         return ckpt
 
-    @staticmethod
-    def save(obj, f, *args, **kwargs) -> None:
-        """``torch.save``; to a path, written whole or not at all (``training.saving.atomic_save``: a full disk
-        leaves no truncated checkpoint under its name and ends the run in one line)."""
-        if not isinstance(f, (str, os.PathLike)):
-            return torch.save(obj, f, *args, **kwargs)
-        atomic_save(obj, f, lambda value, file: torch.save(value, file, *args, **kwargs))
+    # to a path, written whole or not at all (a full disk leaves no truncated checkpoint, one line says so)
+    save = staticmethod(torch_save)
 
 
 def allow_checkpoint_globals() -> None:

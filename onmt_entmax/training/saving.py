@@ -73,6 +73,13 @@ def publish_folder(staging: str, root: str, step_dir: str) -> None:
     os.rmdir(staging)
 
 
+def torch_save(obj: Any, f, *args, **kwargs) -> None:
+    """``torch.save(obj, f, ...)``, through ``atomic_save`` when ``f`` is a path (a file object is the caller's)."""
+    if not isinstance(f, (str, os.PathLike)):
+        return torch.save(obj, f, *args, **kwargs)
+    atomic_save(obj, f, lambda value, file: torch.save(value, file, *args, **kwargs))
+
+
 def _remove(path: str) -> None:
     try:
         os.remove(path)
@@ -80,4 +87,5 @@ def _remove(path: str) -> None:
         pass
 
 
-__all__ = ["CheckpointSaveError", "atomic_save", "is_no_space", "no_space", "publish_folder", "staging_folder"]
+__all__ = ["CheckpointSaveError", "atomic_save", "is_no_space", "no_space", "publish_folder", "staging_folder",
+           "torch_save"]
