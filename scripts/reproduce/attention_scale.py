@@ -33,7 +33,7 @@ from torch import Tensor
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reproduce import spread_sample  # noqa: E402
+from steps.analyze import spread_sample  # noqa: E402
 
 COLUMNS = ("score std", "top-2 gap", "within 2", "‖h_t‖", "‖h_j‖", "logit gap", "logit range")
 

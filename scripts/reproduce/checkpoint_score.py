@@ -19,8 +19,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # (its neighbours, also when imported)
-import reproduce as rep  # noqa: E402
+from steps import common, decode  # noqa: E402  (first: a source checkout's onmt_entmax on sys.path)
 import results_csv  # noqa: E402
+from pieces import device_name  # noqa: E402
 
 COLUMNS = ("table", "experiment", "seed", "step", "epoch", "test_acc", "test_lev", "device", "commit", "date")
 _SEED = re.compile(r"seed(\d+)$")
@@ -31,8 +32,8 @@ def run_seed(e, ckpt: Path) -> int:
     """The seed of the run ``ckpt`` belongs to; refuses a checkpoint of another experiment's run."""
     ckpt = ckpt.resolve()
     m = _SEED.search(ckpt.parent.name)
-    if m is None or ckpt.parent.parent != (rep.WORK / e.run_dir).resolve():
-        raise ValueError(f"{ckpt}: not a checkpoint of a run of {e.name} (expected {rep.WORK / e.run_dir}/seedS/)")
+    if m is None or ckpt.parent.parent != (common.WORK / e.run_dir).resolve():
+        raise ValueError(f"{ckpt}: not a checkpoint of a run of {e.name} (expected {common.WORK / e.run_dir}/seedS/)")
     if _CKPT.fullmatch(ckpt.name) is None:
         raise ValueError(f"{ckpt}: not a model_step_N.pt checkpoint")
     return int(m.group(1))
@@ -50,12 +51,12 @@ def score_checkpoint(e, ckpt: Path, gpu: int | None) -> dict:
     seed = run_seed(e, ckpt)
     step = int(_CKPT.fullmatch(ckpt.name).group(1))
     pred = ckpt.parent / f"pred.test.step{step}.txt"
-    rep.translate([ckpt], rep.test_source(e), pred, gpu, e.decode)
-    scores = rep.score(e, pred)
+    decode.translate([ckpt], decode.test_source(e), pred, gpu, e.decode)
+    scores = decode.score(e, pred)
     log = (ckpt.parent / "train.log").read_text(encoding="utf-8") if (ckpt.parent / "train.log").exists() else ""
     return {"table": e.table, "experiment": e.name, "seed": seed, "step": step, "epoch": epoch_of(log, step),
             "test_acc": f"{scores['accuracy']:.2f}", "test_lev": f"{scores['levenshtein']:.3f}",
-            "device": rep.device_name(gpu)}
+            "device": device_name(gpu)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--translate-batch", type=int, default=64, help="onmt_translate -batch_size (sentences)")
     ap.add_argument("--csv", type=Path, help="keep a row per checkpoint in this CSV file")
     a = ap.parse_args(argv)
-    found = [e for e in rep.experiments(a.table) if e.name == a.name] if a.table in rep.E.TABLES else []
+    found = [e for e in common.experiments(a.table) if e.name == a.name] if a.table in common.E.TABLES else []
     if not found:
         sys.exit(f"checkpoint_score: no experiment {a.name!r} in table {a.table!r}")
     e = found[0]
@@ -80,8 +81,8 @@ def main(argv: list[str] | None = None) -> None:
             run_seed(e, ckpt)
         except ValueError as err:
             sys.exit(f"checkpoint_score: {err}")
-    rep.TRANSLATE_BATCH = a.translate_batch
-    commit = rep.git_commit() or "unknown"
+    common.TRANSLATE_BATCH = a.translate_batch
+    commit = common.git_commit() or "unknown"
     rows = []
     for ckpt in a.checkpoints:
         row = {**score_checkpoint(e, ckpt, a.gpu), "commit": commit,

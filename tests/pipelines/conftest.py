@@ -1,4 +1,10 @@
-"""Registers the ``slow`` marker of the pipeline tests (helpers live in pipeline_helpers.py)."""
+"""Registers the ``slow`` marker of the pipeline tests (helpers live in pipeline_helpers.py), and puts
+scripts/reproduce on sys.path: its modules import one another by name (reproduce.py puts it there too), and the
+tests import them so (``from steps.status import print_status``), the same module objects the steps use."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "reproduce"))
 
 
 def pytest_configure(config):

@@ -10,10 +10,16 @@ import torch
 
 from onmt_entmax.analysis.checkpoint import load_checkpoint
 
+import carry
+import experiments as E
+import pieces
+from pieces import best_checkpoint, latest_checkpoint, step_of
 from pipeline_helpers import load_script
+from steps import common
+from steps.run_files import checkpoint_file
+from steps.train import build_vocab, train_all
 
 rep = load_script("scripts/reproduce/reproduce.py")
-carry = rep.carry
 RUN = "runs/peters2019-sigmorphon/medium/out1-attn1/seed1"  # an experiment's run folder (CLI test)
 
 
@@ -60,8 +66,8 @@ def test_an_unfinished_run_travels_in_small_batches_and_resumes_and_evaluates_on
     written = carry.unpack(list(reversed(folders)), there)  # batches in any order
     moved = there / RUN
     assert len(written) == 3 and (moved / "model_step_3.pt").read_bytes() == newest  # Adam and all, to resume
-    assert rep.latest_checkpoint(moved) == moved / "model_step_3.pt"
-    best = rep.checkpoint_file(moved, rep.best_checkpoint((moved / "train.log").read_text())[0])
+    assert latest_checkpoint(moved) == moved / "model_step_3.pt"
+    best = checkpoint_file(moved, best_checkpoint((moved / "train.log").read_text())[0])
     assert best == moved / "model_step_2.pt"  # the logged path was the old machine's
     weights = load_checkpoint(best)
     assert "optim" not in weights and torch.equal(weights["model"]["w"], torch.full((3000,), 2.0))
@@ -211,7 +217,7 @@ def test_batches_of_two_packs_unpack_together_and_a_corrupt_file_writes_nothing(
 
 
 def test_pack_and_unpack_commands(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(rep, "WORK", tmp_path / "lease1")
+    monkeypatch.setattr(common, "WORK", tmp_path / "lease1")
     _run(tmp_path / "lease1")
     rep.main(["pack", "peters2019-table1", "--only", "medium/out1-attn1", "--seeds", "1", "--to",
               str(tmp_path / "out"), "--part-mib", "0.02", "--batch-mib", "0.12", "--batch-files", "3"])
@@ -219,7 +225,7 @@ def test_pack_and_unpack_commands(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit, match=r"^pack: a batch must hold the manifest .*--part-mib 1 \(at most --batch-mib 0.5 "):
         rep.main(["pack", "peters2019-table1", "--only", "medium/out1-attn1", "--seeds", "1", "--to",
                   str(tmp_path / "out2"), "--part-mib", "1", "--batch-mib", "0.5"])
-    monkeypatch.setattr(rep, "WORK", tmp_path / "lease2")
+    monkeypatch.setattr(common, "WORK", tmp_path / "lease2")
     rep.main(["unpack", "--from", str(tmp_path / "out")])
     assert "unpack: 3 file(s) written" in capsys.readouterr().out
     assert (tmp_path / "lease2" / RUN / "model_step_3.pt").exists()
@@ -231,7 +237,7 @@ def test_pack_and_unpack_commands(tmp_path, monkeypatch, capsys):
 def test_a_finished_seed_carries_its_best_checkpoint_until_its_ensemble_holds_it(tmp_path, monkeypatch, capsys):
     """Table 1's ens. column averages the seeds' best checkpoints: one left on the machine that scored it is
     lost with the lease, and the run would have to be trained again to decode the ensemble."""
-    monkeypatch.setattr(rep, "WORK", tmp_path)
+    monkeypatch.setattr(common, "WORK", tmp_path)
     run = _run(tmp_path, done=True, scored=2)
     scores = {"step": 2, "accuracy": 80.0, "decode": [], "checkpoint": f"/elsewhere/{RUN}/model_step_2.pt"}
     (run / "scores.json").write_text(json.dumps(scores))
@@ -256,7 +262,7 @@ def test_a_decoded_ensemble_comes_back_with_its_seeds(tmp_path, monkeypatch, cap
     """An ensemble decoded on a lent machine holds its seeds' best checkpoints, which therefore stay
     behind: its scores.json is all that is left of it, and record reads it on the next machine."""
     lease, home = tmp_path / "lease", tmp_path / "home"
-    monkeypatch.setattr(rep, "WORK", lease)
+    monkeypatch.setattr(common, "WORK", lease)
     run = _run(lease, done=True, scored=2)
     ensemble = run.parent / "ensemble"
     ensemble.mkdir()
@@ -266,10 +272,10 @@ def test_a_decoded_ensemble_comes_back_with_its_seeds(tmp_path, monkeypatch, cap
     assert "pack: 1 run(s) and 1 ensemble(s) in 1 batch(es)" in capsys.readouterr().out
     carried = {e["path"] for f in (tmp_path / "p").iterdir() for e in _manifest_files(f)}
     assert f"{run.parent.relative_to(lease).as_posix()}/ensemble/scores.json" in carried
-    monkeypatch.setattr(rep, "WORK", home)
+    monkeypatch.setattr(common, "WORK", home)
     rep.main(["unpack", "--from", str(tmp_path / "p" / "batch-1")])
     assert json.loads((home / RUN).parent.joinpath("ensemble", "scores.json").read_text()) == scores
-    monkeypatch.setattr(rep, "WORK", lease)
+    monkeypatch.setattr(common, "WORK", lease)
     (ensemble / "scores.json").unlink()  # a configuration without a decoded ensemble packs its runs alone
     rep.main(["pack", "peters2019-table1", "--only", "medium/out1-attn1", "--seeds", "1", "--to", str(tmp_path / "q")])
     assert "pack: 1 run(s) in 1 batch(es)" in capsys.readouterr().out
@@ -279,7 +285,7 @@ def test_what_cannot_be_redone_is_packed_first(tmp_path, monkeypatch, capsys):
     """Returns come back one batch at a time and a lease can end between two: the decoded ensembles and
     the finished runs' scores (small, and lost for good) fill the first batch, before an unfinished
     run's checkpoints (which lose only progress)."""
-    monkeypatch.setattr(rep, "WORK", tmp_path)
+    monkeypatch.setattr(common, "WORK", tmp_path)
     unfinished = _run(tmp_path)  # medium/out1-attn1 seed 1, named first
     finished = _run(tmp_path, done=True, scored=3, name=RUN.replace("seed1", "seed2"))
     (finished / "scores.json").write_text(json.dumps({"step": 3, "accuracy": 80.0, "decode": [],
@@ -305,7 +311,6 @@ def test_a_run_cut_by_one_machine_continues_on_the_next(tmp_path, monkeypatch):
 
     from pipeline_helpers import ROOT
 
-    E = rep.E
     config = ROOT / "configs/smoke/peters2019-sigmorphon.yaml"
     cfg = yaml.safe_load(config.read_text())
     e = E.Experiment("smoke", "carried", cfg, "sigsample", "src", "tgt", "peters2019-table1", "x", "medium", "sigmorphon")
@@ -316,26 +321,26 @@ def test_a_run_cut_by_one_machine_continues_on_the_next(tmp_path, monkeypatch):
     for work in (machine_a, machine_b):
         work.mkdir()
         (work / "data").symlink_to(ROOT / "data")
-    monkeypatch.setattr(rep, "WORK", machine_a)
-    rep.build_vocab(cfg, config)
+    monkeypatch.setattr(common, "WORK", machine_a)
+    build_vocab(cfg, config)
     run_a = machine_a / "runs/smoke/carried/seed1"
-    assert rep.train_all([(e, 1)], None, ["-train_steps", "1000000", *often], max_minutes=0.3) == [run_a]
-    step = rep.step_of(rep.latest_checkpoint(run_a))
+    assert train_all([(e, 1)], None, ["-train_steps", "1000000", *often], max_minutes=0.3) == [run_a]
+    step = step_of(latest_checkpoint(run_a))
     # the time limit's SIGTERM let the step under way finish and saved there: no trained step lost
     assert f"SIGTERM: stopping after step {step}; its checkpoint is saved next" in (run_a / "train.log").read_text()
     carry.pack([run_a], machine_a, tmp_path / "out", part_bytes=400_000, batch_files=4, batch_bytes=1_000_000)
     shutil.copytree(machine_a / "work", machine_b / "work")  # the vocabulary, as the data step makes it
     shutil.rmtree(machine_a)
-    monkeypatch.setattr(rep, "WORK", machine_b)
+    monkeypatch.setattr(common, "WORK", machine_b)
     carry.unpack([tmp_path / "out"], machine_b)
     run_b = machine_b / "runs/smoke/carried/seed1"
-    assert rep.train_all([(e, 1)], None, ["-train_steps", str(step + 5), *often]) == []
+    assert train_all([(e, 1)], None, ["-train_steps", str(step + 5), *often]) == []
     log = (run_b / "train.log").read_text()
     assert f"-train_from {run_b / f'model_step_{step}.pt'}" in log and (run_b / "train.done").exists()
     # (the state is carried whether or not machine A reached its first validation in its time: a slow
     # machine stops before it, and the best is then still -inf)
     assert re.search(r"early stopping resumed: best acc (-inf|[\d.]+) at step \d+, patience \d+/50", log)
-    assert rep.latest_checkpoint(run_b).name == f"model_step_{step + 5}.pt"
+    assert latest_checkpoint(run_b).name == f"model_step_{step + 5}.pt"
 
 
 def test_a_run_being_trained_is_not_packed_until_its_trainer_has_ended(tmp_path):
@@ -345,7 +350,6 @@ def test_a_run_being_trained_is_not_packed_until_its_trainer_has_ended(tmp_path)
     import subprocess
     import sys
 
-    pieces = rep.sys.modules["pieces"]
     d = _run(tmp_path)
     trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

@@ -11,11 +11,11 @@ SCRIPT = str(ROOT / "scripts" / "reproduce" / "checkpoint_score.py")
 
 
 def _experiment(name="medium/out1-attn1"):
-    return next(e for e in cs.rep.experiments("peters2019-table1") if e.name == name)
+    return next(e for e in cs.common.experiments("peters2019-table1") if e.name == name)
 
 
 def test_a_checkpoint_is_placed_in_its_run_and_seed(tmp_path, monkeypatch):
-    monkeypatch.setattr(cs.rep, "WORK", tmp_path)
+    monkeypatch.setattr(cs.common, "WORK", tmp_path)
     e, other = _experiment(), _experiment("medium/out1-attn1.5")
     ckpt = tmp_path / e.run_dir / "seed3" / "model_step_87910.pt"
     ckpt.parent.mkdir(parents=True)

@@ -5,11 +5,13 @@ import sys
 
 import pytest
 
+import mps
+from pieces import run_pieces
 from pipeline_helpers import load_script
+from steps import common
+from steps import train as train_step
 
 rep = load_script("scripts/reproduce/reproduce.py")
-mps = rep.sys.modules["mps"]
-pieces = rep.sys.modules["pieces"]
 
 
 def _fake_tools(tmp_path, monkeypatch, start_status: int = 0) -> "os.PathLike":
@@ -39,7 +41,7 @@ def test_trainers_started_under_mps_are_its_clients_and_the_daemon_is_stopped_af
     show = [sys.executable, "-c", "import os; print('pipe', os.environ.get('CUDA_MPS_PIPE_DIRECTORY'))"]
     runs = [(tmp_path / f"r{i}", show) for i in range(2)]
     with mps.daemon() as env:
-        assert rep.run_pieces(runs, tmp_path, jobs=2, gpus=[0]) == []
+        assert run_pieces(runs, tmp_path, jobs=2, gpus=[0]) == []
     start, stop, quit_ = calls.read_text().splitlines()
     assert start == f"args=-d pipe={env[mps.PIPE]} log={env[mps.LOG]}"
     assert stop == f"args= pipe={env[mps.PIPE]} log={env[mps.LOG]}" and quit_ == "quit"
@@ -68,10 +70,10 @@ def test_a_daemon_already_running_is_used_and_left_running(tmp_path, monkeypatch
 
 def test_train_with_mps_runs_the_trainers_under_the_daemon(tmp_path, monkeypatch):
     calls = _fake_tools(tmp_path, monkeypatch)
-    monkeypatch.setattr(rep, "WORK", tmp_path)
-    monkeypatch.setattr(rep, "build_vocab", lambda *a, **k: None)
+    monkeypatch.setattr(common, "WORK", tmp_path)
+    monkeypatch.setattr(train_step, "build_vocab", lambda *a, **k: None)
     seen = []
-    monkeypatch.setattr(rep, "train_all", lambda runs, gpus, *a, **k: seen.append(
+    monkeypatch.setattr(train_step, "train_all", lambda runs, gpus, *a, **k: seen.append(
         (gpus, os.environ.get(mps.PIPE))) or [])
     rep.main(["train", "peters2019-table1", "--only", "medium/out2-attn2", "--seeds", "1", "--gpus", "0", "--mps"])
     (gpus, pipe), = seen
@@ -86,9 +88,9 @@ def test_mps_that_cannot_start_is_named_in_one_line_before_any_run(case, tmp_pat
         (tmp_path / "bin" / mps.CONTROL).unlink()
         monkeypatch.setenv("PATH", str(tmp_path / "bin"))
         monkeypatch.setattr(mps, "PLACES", (str(tmp_path / "nowhere"),))
-    monkeypatch.setattr(rep, "WORK", tmp_path)
-    monkeypatch.setattr(rep, "build_vocab", lambda *a, **k: None)
-    monkeypatch.setattr(rep, "train_all", lambda *a, **k: pytest.fail("no run may start"))
+    monkeypatch.setattr(common, "WORK", tmp_path)
+    monkeypatch.setattr(train_step, "build_vocab", lambda *a, **k: None)
+    monkeypatch.setattr(train_step, "train_all", lambda *a, **k: pytest.fail("no run may start"))
     with pytest.raises(SystemExit) as err:
         rep.main(["train", "peters2019-table1", "--only", "medium/out2-attn2", "--seeds", "1", "--gpus", "0", "--mps"])
     said = str(err.value)

@@ -4,15 +4,28 @@ import json
 import os
 import re
 import statistics
+import sys
 from pathlib import Path
 
 import pytest
 
+import experiments as E
+import pieces as pieces_mod
+import results_csv
+from pieces import best_checkpoint, device_name, latest_checkpoint, run_pieces, scored_step
 from pipeline_helpers import ROOT, load_script
+from steps import common, decode
+from steps.analyze import analysis_flags, analysis_runs, analyze, collect_analysis, print_analysis, spread_sample
+from steps.common import experiments, results_csv_path, run
+from steps.decode import score
+from steps.evaluate import evaluate
+from steps.plot import plot_fig4
+from steps.record import record
+from steps.status import print_ensemble_status, print_status
+from steps.table import collect, print_table
+from steps.train import build_vocab, train_all, train_command
 
 rep = load_script("scripts/reproduce/reproduce.py")
-E = rep.E
-results_csv, pieces_mod = rep.results_csv, rep.sys.modules["pieces"]
 
 LOG = """[2026-01-01 10:00:00,000 INFO] Step 500/1500; acc: 50.1; ...
 [2026-01-01 10:00:01,000 INFO] Validation accuracy: 61.5
@@ -25,14 +38,14 @@ LOG = """[2026-01-01 10:00:00,000 INFO] Step 500/1500; acc: 50.1; ...
 
 
 def test_best_checkpoint_is_the_highest_validation_accuracy():
-    assert rep.best_checkpoint(LOG) == ("runs/x/seed1/model_step_1000.pt", 70.25)
+    assert best_checkpoint(LOG) == ("runs/x/seed1/model_step_1000.pt", 70.25)
     with pytest.raises(ValueError, match="valid_steps"):
-        rep.best_checkpoint("[..] Saving checkpoint m_step_5.pt\n")
+        best_checkpoint("[..] Saving checkpoint m_step_5.pt\n")
 
 
 def test_of_equal_best_validations_the_first_checkpoint_is_decoded_as_the_run_summary_says():
     log = LOG.replace("69.0", "70.25")  # steps 1000 and 1500 validate equally
-    path, acc = rep.best_checkpoint(log)
+    path, acc = best_checkpoint(log)
     curve = [{"epoch": f"{i}.0", "step": str(500 * i), "valid_acc": a, "lr": "0.001"}
              for i, a in enumerate(["61.5", "70.25", "70.25"], 1)]
     run = {"epochs": "3.0", "steps": "1500", "valid_acc": "70.25", "test_acc": "1", "test_lev": "1"}
@@ -61,7 +74,7 @@ def _runs(tmp_path, table, rows_scores):
 
 def test_table_collects_seeds_and_prints_paper_numbers(tmp_path):
     _runs(tmp_path, "peters2019-table2", {"entmax15": [26.0, 26.4, 26.2]})
-    text = rep.print_table("peters2019-table2", runs=tmp_path)
+    text = print_table("peters2019-table2", runs=tmp_path)
     row = next(line for line in text.splitlines() if line.startswith("| entmax15 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     # de-en: our 3 seeds (all six directions share the row) beside the paper's 26.17 ± 0.13
@@ -81,11 +94,11 @@ def _ensemble(tmp_path, row, column, seeds):
 def test_table1_has_average_and_ensemble_columns(tmp_path):
     _runs(tmp_path, "peters2019-table1", {"out1.5-attn1.5": [84.0, 85.0]})
     _ensemble(tmp_path, "out1.5-attn1.5", "medium", [1, 2])
-    cells = rep.collect("peters2019-table1", runs=tmp_path)
+    cells = collect("peters2019-table1", runs=tmp_path)
     assert cells[("out1.5-attn1.5", "medium-avg")] == [84.0, 85.0]
     assert cells[("out1.5-attn1.5", "high-avg")] == [84.0, 85.0]
     assert cells[("out1.5-attn1.5", "medium-ens")] == [86.0]
-    text = rep.print_table("peters2019-table1", runs=tmp_path)
+    text = print_table("peters2019-table1", runs=tmp_path)
     assert "| UZH (2018) |" in text and "| 86.00 (2 seeds) | 86.55 |" in text
 
 
@@ -94,11 +107,11 @@ def test_an_ensemble_of_fewer_seeds_than_the_table_scores_is_not_its_ensemble_co
     (the ensemble of its seeds, as the paper's) stays empty rather than show it."""
     _runs(tmp_path, "peters2019-table1", {"out1-attn1": [84.0, 85.0, 83.0]})
     _ensemble(tmp_path, "out1-attn1", "medium", [2, 3])
-    assert ("out1-attn1", "medium-ens") not in rep.collect("peters2019-table1", runs=tmp_path)
+    assert ("out1-attn1", "medium-ens") not in collect("peters2019-table1", runs=tmp_path)
     _ensemble(tmp_path, "out1-attn1", "medium", [2, 3, 4])  # as many models, not the scored seeds
-    assert ("out1-attn1", "medium-ens") not in rep.collect("peters2019-table1", runs=tmp_path)
+    assert ("out1-attn1", "medium-ens") not in collect("peters2019-table1", runs=tmp_path)
     _ensemble(tmp_path, "out1-attn1", "medium", [1, 2, 3])
-    assert rep.collect("peters2019-table1", runs=tmp_path)[("out1-attn1", "medium-ens")] == [86.0]
+    assert collect("peters2019-table1", runs=tmp_path)[("out1-attn1", "medium-ens")] == [86.0]
 
 
 def test_sigmorphon_scores_from_prediction_file(tmp_path):
@@ -106,7 +119,7 @@ def test_sigmorphon_scores_from_prediction_file(tmp_path):
     (tmp_path / "src-test.txt").write_text("english V d r a w\nhebrew V ז ז\nhebrew N a\n")
     (tmp_path / "tgt-test.txt").write_text("d r a w n\nז ו ז ו\nb\n")
     (tmp_path / "pred.txt").write_text("d r a w n\nז ו ז ו\nc\n")
-    scores = rep.score(e, tmp_path / "pred.txt", data=tmp_path)
+    scores = score(e, tmp_path / "pred.txt", data=tmp_path)
     assert scores["accuracy"] == pytest.approx((100 + 50) / 2)
     assert scores["per_language"]["hebrew"]["levenshtein"] == 0.5
 
@@ -117,7 +130,7 @@ def test_mt_scores_remove_bpe_and_use_both_references(tmp_path):
     (tmp_path / "test.tok.en").write_text("It 's a small house , isn 't it ?\n")
     (tmp_path / "test.raw.en").write_text("It's a small house, isn't it?\n")
     (tmp_path / "pred.txt").write_text("It 's a sm@@ all house , isn 't it ?\n")
-    scores = rep.score(e, tmp_path / "pred.txt", data=tmp_path)
+    scores = score(e, tmp_path / "pred.txt", data=tmp_path)
     assert scores["tokenized_bleu"] == pytest.approx(100.0)
     assert scores["sacrebleu"] == pytest.approx(100.0) and "tok:13a" in scores["signature"]
 
@@ -125,13 +138,13 @@ def test_mt_scores_remove_bpe_and_use_both_references(tmp_path):
 def test_figure4_plot_is_written(tmp_path):
     for which in ("attention", "output"):
         _runs(tmp_path, f"peters2019-fig4-{which}", {"1": [60.0, 60.5], "1.5": [61.0, 61.2], "2": [60.2]})
-    out = rep.plot_fig4(tmp_path / "fig4.png", runs=tmp_path)
+    out = plot_fig4(tmp_path / "fig4.png", runs=tmp_path)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_unknown_table_is_named():
     with pytest.raises(SystemExit, match="unknown table 'table9'"):
-        rep.experiments("table9")
+        experiments("table9")
 
 
 def _analysis(tmp_path, e, name, seed, summary, dev=None):
@@ -149,33 +162,33 @@ def _train_log(run_dir, dev):
 
 
 def test_table3_reads_sparsity_of_the_de_en_runs_only(tmp_path):
-    for e in rep.analysis_runs("peters2019-table3"):
+    for e in analysis_runs("peters2019-table3"):
         assert e.column == "de-en"
         _analysis(tmp_path, e, "peters2019-table3", 1, {"mean_attended": 5.0, "mean_output_support": 16.0})
         _analysis(tmp_path, e, "peters2019-table3", 2, {"mean_attended": 6.0, "mean_output_support": 18.0})
-    text = rep.print_analysis("peters2019-table3", runs=tmp_path)
+    text = print_analysis("peters2019-table3", runs=tmp_path)
     assert "| entmax15 | 5.50 ± 0.71 (n=2) | 5.55 | 17.00 ± 1.41 (n=2) | 16.13 |" in text
 
 
 def test_certificates_come_from_the_best_validated_sparse_configuration(tmp_path):
-    runs = {e.name: e for e in rep.analysis_runs("peters2019-sec4.1")}
+    runs = {e.name: e for e in analysis_runs("peters2019-sec4.1")}
     assert "medium/out1-attn1" not in runs  # a softmax output has no certificate
     _analysis(tmp_path, runs["medium/out1.5-attn1.5"], "peters2019-sec4.1", 1,
               {"single_sequence_share": 0.5, "certified_rate": 0.6}, dev=80.0)
     _analysis(tmp_path, runs["medium/out2-attn1"], "peters2019-sec4.1", 1,
               {"single_sequence_share": 0.7, "certified_rate": 0.8}, dev=82.0)
-    cells = rep.collect_analysis("peters2019-sec4.1", runs=tmp_path)
+    cells = collect_analysis("peters2019-sec4.1", runs=tmp_path)
     assert cells == {("single sequence", "medium"): [70.0], ("certified", "medium"): [80.0]}
 
 
 def test_tau_table_reads_the_value_generator_tau_auto_logged(tmp_path, monkeypatch):
-    monkeypatch.setattr(rep, "WORK", tmp_path)
-    for e in rep.analysis_runs("tezekbayev-table3"):
+    monkeypatch.setattr(common, "WORK", tmp_path)
+    for e in analysis_runs("tezekbayev-table3"):
         d = tmp_path / e.run_dir / "seed1"
         d.mkdir(parents=True)
         (d / "train.log").write_text("[..] generator_tau auto: tau = 0.3312 (mean 1.5-entmax threshold over 9 target positions)\n")
-    rep.analyze("tezekbayev-table3", [1], None)
-    text = rep.print_analysis("tezekbayev-table3")
+    analyze("tezekbayev-table3", [1], None)
+    text = print_analysis("tezekbayev-table3")
     assert "| tau (untrained model) | 0.33 (n=1) | 0.33 | 0.33 (n=1) | 0.17 | 0.33 (n=1) | 0.14 |" in text
 
 
@@ -183,7 +196,7 @@ def test_figure4_reads_validation_accuracy_from_training_logs(tmp_path):
     e = next(x for x in E.all_experiments() if x.table == "peters2019-fig4-output" and x.row == "1.33")
     (tmp_path / e.run_dir / "seed1").mkdir(parents=True)
     (tmp_path / e.run_dir / "seed1/train.log").write_text(LOG)
-    assert rep.collect("peters2019-fig4-output", runs=tmp_path) == {("1.33", "dev accuracy"): [70.25]}
+    assert collect("peters2019-fig4-output", runs=tmp_path) == {("1.33", "dev accuracy"): [70.25]}
 
 
 def test_newest_complete_checkpoint_is_resumed_and_a_cut_one_removed(tmp_path):
@@ -193,7 +206,7 @@ def test_newest_complete_checkpoint_is_resumed_and_a_cut_one_removed(tmp_path):
         with zipfile.ZipFile(tmp_path / f"model_step_{step}.pt", "w") as z:  # torch.save's format
             z.writestr("archive/data.pkl", b"x")
     (tmp_path / "model_step_15.pt").write_bytes(b"PK\x03\x04 cut short by the time limit")
-    assert rep.latest_checkpoint(tmp_path) == tmp_path / "model_step_10.pt"
+    assert latest_checkpoint(tmp_path) == tmp_path / "model_step_10.pt"
     assert not (tmp_path / "model_step_15.pt").exists()
 
 
@@ -208,22 +221,22 @@ def test_time_limited_piece_is_resumed_by_the_same_command(tmp_path, monkeypatch
     config = ROOT / "configs/smoke/peters2019-sigmorphon.yaml"
     cfg = yaml.safe_load(config.read_text())
     (tmp_path / "data").symlink_to(ROOT / "data")
-    monkeypatch.setattr(rep, "WORK", tmp_path)
+    monkeypatch.setattr(common, "WORK", tmp_path)
     e = E.Experiment("smoke", "resume", cfg, "sigsample", "src", "tgt", "peters2019-table1", "x", "medium", "sigmorphon")
     monkeypatch.setattr(E.Experiment, "path", property(lambda self: str(config)))
-    rep.build_vocab(cfg, config)
+    build_vocab(cfg, config)
     often = ["-save_checkpoint_steps", "5", "-valid_steps", "5", "-keep_checkpoint", "-1", "-early_stopping", "0"]
-    unfinished = rep.train_all([(e, 1)], None, ["-train_steps", "1000000", *often], max_minutes=0.4)
+    unfinished = train_all([(e, 1)], None, ["-train_steps", "1000000", *often], max_minutes=0.4)
     run_dir = tmp_path / "runs/smoke/resume/seed1"
     assert unfinished == [run_dir] and not (run_dir / "train.done").exists()
-    first = rep.latest_checkpoint(run_dir)
+    first = latest_checkpoint(run_dir)
     assert first is not None
     step = int(first.stem.rsplit("_", 1)[1])
-    assert rep.train_all([(e, 1)], None, ["-train_steps", str(step + 5), *often]) == []
-    assert (run_dir / "train.done").exists() and rep.latest_checkpoint(run_dir).name == f"model_step_{step + 5}.pt"
+    assert train_all([(e, 1)], None, ["-train_steps", str(step + 5), *often]) == []
+    assert (run_dir / "train.done").exists() and latest_checkpoint(run_dir).name == f"model_step_{step + 5}.pt"
     log = (run_dir / "train.log").read_text()
     assert log.count("[reproduce]") == 2 and f"-train_from {first}" in log
-    assert rep.best_checkpoint(log)[0].endswith(".pt")
+    assert best_checkpoint(log)[0].endswith(".pt")
 
 
 def _fake_build_vocab(calls, fail=False):
@@ -245,12 +258,12 @@ VOCAB_CFG = {"src_vocab": "data/c/vocab.src", "tgt_vocab": "data/c/vocab.tgt"}
 
 def test_a_vocabulary_build_killed_midway_leaves_nothing_the_next_run_takes_for_it(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(rep, "run", _fake_build_vocab(calls, fail=True))
+    monkeypatch.setattr(common, "run", _fake_build_vocab(calls, fail=True))
     with pytest.raises(SystemExit):
-        rep.build_vocab(VOCAB_CFG, "c.yaml", cwd=tmp_path)
+        build_vocab(VOCAB_CFG, "c.yaml", cwd=tmp_path)
     assert not (tmp_path / "data/c/vocab.src").exists() and not (tmp_path / "data/c/vocab.tgt").exists()
-    monkeypatch.setattr(rep, "run", _fake_build_vocab(calls))
-    rep.build_vocab(VOCAB_CFG, "c.yaml", cwd=tmp_path)  # built again, whole
+    monkeypatch.setattr(common, "run", _fake_build_vocab(calls))
+    build_vocab(VOCAB_CFG, "c.yaml", cwd=tmp_path)  # built again, whole
     assert len(calls) == 2 and (tmp_path / "data/c/vocab.src").read_text() == "a\t3\nb\t2\n"
 
 
@@ -258,8 +271,8 @@ def test_two_runners_started_at_once_on_one_corpus_build_its_vocabulary_once(tmp
     import threading
 
     calls = []
-    monkeypatch.setattr(rep, "run", _fake_build_vocab(calls))
-    runners = [threading.Thread(target=rep.build_vocab, args=(VOCAB_CFG, "c.yaml", tmp_path)) for _ in range(2)]
+    monkeypatch.setattr(common, "run", _fake_build_vocab(calls))
+    runners = [threading.Thread(target=build_vocab, args=(VOCAB_CFG, "c.yaml", tmp_path)) for _ in range(2)]
     for t in runners:
         t.start()
     for t in runners:
@@ -271,8 +284,8 @@ def test_two_runners_started_at_once_on_one_corpus_build_its_vocabulary_once(tmp
 
 def test_best_layout_decodes_only_the_best_validated_run_of_each_column(tmp_path, monkeypatch):
     """§4.1 reports one configuration a column: the analysis decodes that one, not all six."""
-    monkeypatch.setattr(rep, "WORK", tmp_path)
-    runs = {e.name: e for e in rep.analysis_runs("peters2019-sec4.1")}
+    monkeypatch.setattr(common, "WORK", tmp_path)
+    runs = {e.name: e for e in analysis_runs("peters2019-sec4.1")}
     for name, dev in {"medium/out1.5-attn1.5": 88.9, "medium/out1.5-attn1": 89.5, "medium/out2-attn2": 88.1}.items():
         _train_log(tmp_path / runs[name].run_dir / "seed1", dev)
     decoded = []
@@ -282,32 +295,32 @@ def test_best_layout_decodes_only_the_best_validated_run_of_each_column(tmp_path
         report = Path(extra[list(extra).index("-entmax_report") + 1])
         report.write_text(json.dumps({"certified": True, "support": {"size": 1}}) + "\n")
 
-    monkeypatch.setattr(rep, "translate", fake_translate)
-    monkeypatch.setattr(rep, "test_source", lambda e, split="test": tmp_path / "dev.txt")
+    monkeypatch.setattr(decode, "translate", fake_translate)
+    monkeypatch.setattr(decode, "test_source", lambda e, split="test": tmp_path / "dev.txt")
     (tmp_path / "dev.txt").write_text("a\n")
-    rep.analyze("peters2019-sec4.1", [1], None)
+    analyze("peters2019-sec4.1", [1], None)
     assert list(map(str, decoded)) == [f"{tmp_path / runs['medium/out1.5-attn1'].run_dir}/seed1/model_step_5.pt"]
-    rep.analyze("peters2019-sec4.1", [1], None)  # done for this checkpoint: not decoded again
+    analyze("peters2019-sec4.1", [1], None)  # done for this checkpoint: not decoded again
     assert len(decoded) == 1
-    assert rep.collect_analysis("peters2019-sec4.1", runs=tmp_path) == {
+    assert collect_analysis("peters2019-sec4.1", runs=tmp_path) == {
         ("single sequence", "medium"): [100.0], ("certified", "medium"): [100.0]}
 
 
 def test_an_analysis_of_a_carried_run_without_its_best_checkpoint_is_skipped_by_name(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(rep, "WORK", tmp_path)
-    e = next(x for x in rep.analysis_runs("peters2019-sec4.1") if x.name == "medium/out1.5-attn1")
+    monkeypatch.setattr(common, "WORK", tmp_path)
+    e = next(x for x in analysis_runs("peters2019-sec4.1") if x.name == "medium/out1.5-attn1")
     _train_log(tmp_path / e.run_dir / "seed1", 89.5)
     (tmp_path / e.run_dir / "seed1" / "model_step_5.pt").unlink()  # scored where it trained, not carried
-    monkeypatch.setattr(rep, "translate", lambda *a, **k: pytest.fail("decoded a missing checkpoint"))
-    rep.analyze("peters2019-sec4.1", [1], None, only="medium/out1.5-attn1")
+    monkeypatch.setattr(decode, "translate", lambda *a, **k: pytest.fail("decoded a missing checkpoint"))
+    analyze("peters2019-sec4.1", [1], None, only="medium/out1.5-attn1")
     assert "model_step_5.pt is not on this machine" in capsys.readouterr().err
 
 
 def test_status_says_where_each_run_stands(tmp_path, monkeypatch):
-    monkeypatch.setattr(rep, "WORK", tmp_path)
+    monkeypatch.setattr(common, "WORK", tmp_path)
     e = next(x for x in E.all_experiments() if x.table == "peters2019-table1" and x.name == "medium/out1.5-attn1.5")
     _evaluated_run(tmp_path, e, 1, 80.0, 1490 * 3)  # validations at 79, 80, 81; halved at the second; finished
-    text = rep.print_status("peters2019-table1", [1, 2], "medium/out1.5-attn1.5")
+    text = print_status("peters2019-table1", [1, 2], "medium/out1.5-attn1.5")
     assert "| medium/out1.5-attn1.5/seed1 | 3 | 81.00 (4470) | 0 / 10 | 0.0005 | yes |" in text
     assert "| medium/out1.5-attn1.5/seed2 | not started |" in text
     d = tmp_path / e.run_dir / "seed2"
@@ -315,31 +328,31 @@ def test_status_says_where_each_run_stands(tmp_path, monkeypatch):
     (d / "train.log").write_text("[..] Step 100/149000; acc: 9; lr: 0.00100;\n")
     (d / "train.pid").write_text(f"{os.getpid()} -\n")  # a piece under way (this process stands in for its trainer)
     assert f"| medium/out1.5-attn1.5/seed2 | 0 | – | – / 10 | – | no (training now: process {os.getpid()}) |" \
-        in rep.print_status("peters2019-table1", [2], "medium/out1.5-attn1.5")
-    monkeypatch.setattr(rep, "WORK", tmp_path / "elsewhere")  # --runs: a carried copy, e.g. a lease's master
+        in print_status("peters2019-table1", [2], "medium/out1.5-attn1.5")
+    monkeypatch.setattr(common, "WORK", tmp_path / "elsewhere")  # --runs: a carried copy, e.g. a lease's master
     assert "| medium/out1.5-attn1.5/seed1 | 3 | 81.00 (4470) |" in \
-        rep.print_status("peters2019-table1", [1], "medium/out1.5-attn1.5", runs=tmp_path)
+        print_status("peters2019-table1", [1], "medium/out1.5-attn1.5", runs=tmp_path)
 
 
 def test_status_says_when_a_scored_checkpoint_is_not_here(tmp_path, monkeypatch):
     """A run decoded on another machine and carried back with its scores only cannot join its seeds'
     ensemble here: status says so before anyone plans to decode it."""
-    monkeypatch.setattr(rep, "WORK", tmp_path)
+    monkeypatch.setattr(common, "WORK", tmp_path)
     e = next(x for x in E.all_experiments() if x.table == "peters2019-table1" and x.name == "medium/out1-attn1")
     _evaluated_run(tmp_path, e, 1, 80.0, 2980)
     d = tmp_path / e.run_dir / "seed1"
     scores = json.loads((d / "scores.json").read_text())
     scores.update(step=2980, decode=[], checkpoint=f"/elsewhere/{e.run_dir}/seed1/model_step_2980.pt")
     (d / "scores.json").write_text(json.dumps(scores))
-    assert "| 2980 (checkpoint not here) |" in rep.print_status("peters2019-table1", [1], "medium/out1-attn1")
+    assert "| 2980 (checkpoint not here) |" in print_status("peters2019-table1", [1], "medium/out1-attn1")
     (d / "model_step_2980.pt").write_bytes(b"")
-    assert "| 2980 |" in rep.print_status("peters2019-table1", [1], "medium/out1-attn1")
+    assert "| 2980 |" in print_status("peters2019-table1", [1], "medium/out1-attn1")
 
 
 def test_status_says_where_each_configurations_ensemble_stands(tmp_path, monkeypatch, capsys):
     """Before a lease: which ensembles are decoded, and which seeds could join one here (a seed scored
     elsewhere, its best checkpoint left there, cannot; a seed not scored yet has nothing to give)."""
-    monkeypatch.setattr(rep, "WORK", tmp_path)
+    monkeypatch.setattr(common, "WORK", tmp_path)
     e = next(x for x in E.all_experiments() if x.table == "peters2019-table1" and x.name == "medium/out1-attn1")
     for seed in (1, 2):
         _evaluated_run(tmp_path, e, seed, 80.0, 2980)
@@ -348,7 +361,7 @@ def test_status_says_where_each_configurations_ensemble_stands(tmp_path, monkeyp
         scores.update(step=2980, decode=[], checkpoint=f"/elsewhere/{e.run_dir}/seed{seed}/model_step_2980.pt")
         (d / "scores.json").write_text(json.dumps(scores))
     (tmp_path / e.run_dir / "seed1" / "model_step_2980.pt").write_bytes(b"")  # seed 2's stayed elsewhere
-    status = rep.print_ensemble_status("peters2019-table1", [1, 2, 3], "medium/out1-attn1")
+    status = print_ensemble_status("peters2019-table1", [1, 2, 3], "medium/out1-attn1")
     assert status.splitlines()[-1] == "| medium/out1-attn1 | – | 1 | 2 | 3 |"
     (tmp_path / e.run_dir / "ensemble").mkdir()
     (tmp_path / e.run_dir / "ensemble" / "scores.json").write_text(json.dumps({"accuracy": 81.5, "checkpoints": [
@@ -361,7 +374,7 @@ def test_status_says_where_each_configurations_ensemble_stands(tmp_path, monkeyp
 
 def test_status_says_whether_a_finished_run_met_the_stop_rule_or_the_step_cap(tmp_path, monkeypatch):
     """A finished run converged when its patience ran out, not when it reached train_steps."""
-    monkeypatch.setattr(rep, "WORK", tmp_path)
+    monkeypatch.setattr(common, "WORK", tmp_path)
     e = next(x for x in E.all_experiments() if x.table == "peters2019-table1" and x.name == "medium/out1.5-attn1.5")
     d = tmp_path / e.run_dir / "seed1"
     d.mkdir(parents=True)
@@ -372,7 +385,7 @@ def test_status_says_whether_a_finished_run_met_the_stop_rule_or_the_step_cap(tm
         (d / "train.log").write_text("".join(
             f"[..] Step {s}/149000; acc: 80.0; lr: 0.00100;\n[..] Validation accuracy: {a}\n"
             f"[..] Saving checkpoint {d}/model_step_{s}.pt\n" for s, a in zip(steps, accuracies)))
-        return rep.print_status("peters2019-table1", [1], "medium/out1.5-attn1.5")
+        return print_status("peters2019-table1", [1], "medium/out1.5-attn1.5")
 
     assert "| 10 / 10 | 0.001 | stop rule |" in log([97.0] + [96.9] * 10, 1490 * 60)
     assert "| 9 / 10 | 0.001 | step cap |" in log([97.0] + [96.9] * 9, 149000)
@@ -384,7 +397,7 @@ def test_status_says_whether_a_finished_run_met_the_stop_rule_or_the_step_cap(tm
 def test_status_says_how_fast_the_last_piece_trained_and_how_long_the_rest_takes(tmp_path, monkeypatch):
     """To plan the next lease: steps/s of the last piece (an earlier, slower piece left out) and the
     minutes from the newest checkpoint to the step cap at that rate."""
-    monkeypatch.setattr(rep, "WORK", tmp_path)
+    monkeypatch.setattr(common, "WORK", tmp_path)
     e = next(x for x in E.all_experiments() if x.table == "peters2019-table1" and x.name == "medium/out1.5-attn1.5")
     d = tmp_path / e.run_dir / "seed1"
     d.mkdir(parents=True)
@@ -400,30 +413,30 @@ def test_status_says_how_fast_the_last_piece_trained_and_how_long_the_rest_takes
         "[2026-11-28 11:00:21,000 INFO] Saving checkpoint /r/model_step_2980.pt\n"
         "[2026-11-28 11:00:35,500 INFO] Step 3500/149000; acc: 80.0; lr: 0.00100;\n")  # 2000 in 25.5 s
     assert results_csv.last_piece_rate((d / "train.log").read_text()) == pytest.approx(2000 / 25.5)
-    row = rep.print_status("peters2019-table1", [1], "medium/out1.5-attn1.5").splitlines()[-1]
+    row = print_status("peters2019-table1", [1], "medium/out1.5-attn1.5").splitlines()[-1]
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[-2:] == [f"{2000 / 25.5:.1f}", f"{(149000 - 2980) / (2000 / 25.5) / 60:.1f}"]
     (d / "train.log").write_text("[reproduce] 2026-11-28 11:00:00 piece on NVIDIA H200: onmt_train\n"
                                  "[2026-11-28 11:00:10,000 INFO] Step 500/149000; acc: 70.0; lr: 0.00100;\n")
     assert results_csv.last_piece_rate((d / "train.log").read_text()) is None  # one report: no rate yet
-    assert rep.print_status("peters2019-table1", [1], "medium/out1.5-attn1.5").endswith("| – | – |")
+    assert print_status("peters2019-table1", [1], "medium/out1.5-attn1.5").endswith("| – | – |")
 
 
 def test_spread_sample_keeps_every_language(tmp_path):
     src = tmp_path / "dev.txt"
     src.write_text("".join(f"{lang} V {i}\n" for lang in ("a", "b", "c") for i in range(100)))
-    out = rep.spread_sample(src, 30, tmp_path / "s.txt")
+    out = spread_sample(src, 30, tmp_path / "s.txt")
     lines = out.read_text().splitlines()
     assert len(lines) == 30 and {line.split()[0] for line in lines} == {"a", "b", "c"}
-    assert rep.spread_sample(src, 1000, tmp_path / "t.txt") == src
+    assert spread_sample(src, 1000, tmp_path / "t.txt") == src
 
 
 def test_dense_rows_of_an_analysis_leave_out_the_sparse_only_options():
     a = E.ANALYSES["peters2019-sec4.1"]
     dense = next(e for e in E.all_experiments() if e.table == "peters2019-table1" and e.row == "out1-attn1.5")
     sparse = next(e for e in E.all_experiments() if e.table == "peters2019-table1" and e.row == "out2-attn1")
-    assert rep.analysis_flags(a, sparse) == list(a.flags)
-    assert rep.analysis_flags(a, dense) == []
+    assert analysis_flags(a, sparse) == list(a.flags)
+    assert analysis_flags(a, dense) == []
 
 
 def test_results_page_quotes_the_committed_gpu_runs():
@@ -442,23 +455,23 @@ def test_results_page_quotes_the_committed_gpu_runs():
     for path in scores:
         value = json.loads(path.read_text())["sacrebleu"]
         assert f"{value:.2f}" in page, path
-    printed = rep.print_table("multi30k-transformer", folder)
+    printed = print_table("multi30k-transformer", folder)
     means = re.findall(r"(\d+\.\d\d ± \d+\.\d\d) \(n=3\)", printed)
     assert len(means) == 5 and all(m in page for m in means), (means, printed)
-    rows = rep.results_csv.read_rows(rep.results_csv_path("peters2019-table1"))  # the finished runs
-    earlier = rep.results_csv.read_rows(ROOT / "docs/results/2026-11-27-peters2019-table1/peters2019-table1.csv")
+    rows = results_csv.read_rows(results_csv_path("peters2019-table1"))  # the finished runs
+    earlier = results_csv.read_rows(ROOT / "docs/results/2026-11-27-peters2019-table1/peters2019-table1.csv")
     assert len(rows) >= 2 and len(earlier) == 9
-    table = rep.print_table("peters2019-table1")
+    table = print_table("peters2019-table1")
     for r in rows + earlier:
         assert f"| {r['valid_acc']} |" in page and f"| {r['test_acc']} |" in page.replace("**", ""), r
     # the table's mean over the seeds, and the page's where there are several
-    for config, accs in rep.results_csv.cells(rows).items():
+    for config, accs in results_csv.cells(rows).items():
         if len(accs) == 1:
             assert f"{accs[0]:.2f} (n=1)" in table, config
         else:
             cell = f"{statistics.mean(accs):.2f} ± {statistics.stdev(accs):.2f}"
             assert f"{cell} (n={len(accs)})" in table and cell in page, (config, cell)
-    fork = rep.results_csv.read_rows(rep.results_csv_path("peters2019-table1-fork"))
+    fork = results_csv.read_rows(results_csv_path("peters2019-table1-fork"))
     earlier_steps = [r for t in ("peters2019-table1", "peters2019-table1-fork")  # checkpoint_score.py --csv
                      for r in csv.DictReader((ROOT / f"docs/results/{t}-checkpoints.csv").open(encoding="utf-8"))]
     assert len(earlier_steps) >= 11
@@ -469,19 +482,20 @@ def test_results_page_quotes_the_committed_gpu_runs():
 
 
 def test_evaluation_is_redone_when_a_resumed_run_has_a_newer_best_checkpoint(tmp_path, monkeypatch):
-    monkeypatch.setattr(rep, "WORK", tmp_path)
+    monkeypatch.setattr(common, "WORK", tmp_path)
     e = next(x for x in E.all_experiments() if x.table == "multi30k-transformer" and x.name == "de-en/entmax15")
     run_dir = tmp_path / e.run_dir / "seed1"
     decoded = []
-    monkeypatch.setattr(rep, "translate", lambda models, src, out, gpu, extra=(), cwd=None: decoded.append(models[0]))
-    monkeypatch.setattr(rep, "score", lambda e, pred: {"sacrebleu": 1.0})
+    monkeypatch.setattr(decode, "translate",
+                        lambda models, src, out, gpu, extra=(), cwd=None: decoded.append(models[0]))
+    monkeypatch.setattr(decode, "score", lambda e, pred: {"sacrebleu": 1.0})
     _train_log(run_dir, 50.0)
-    rep.evaluate(e, [1], None)
-    rep.evaluate(e, [1], None)  # nothing new: not decoded again
+    evaluate(e, [1], None)
+    evaluate(e, [1], None)  # nothing new: not decoded again
     with open(run_dir / "train.log", "a") as log:  # a later piece validated a better checkpoint
         log.write(f"[..] Validation accuracy: 60.0\n[..] Saving checkpoint {run_dir}/model_step_10.pt\n")
     (run_dir / "model_step_10.pt").write_bytes(b"")
-    rep.evaluate(e, [1], None)
+    evaluate(e, [1], None)
     assert [Path(d).name for d in decoded] == ["model_step_5.pt", "model_step_10.pt"]
     assert json.loads((run_dir / "scores.json").read_text())["step"] == 10
 
@@ -489,52 +503,54 @@ def test_evaluation_is_redone_when_a_resumed_run_has_a_newer_best_checkpoint(tmp
 def test_the_papers_runs_decode_as_its_fork_and_older_scores_are_redone(tmp_path, monkeypatch):
     """Peters et al.'s runs decode with the options of their fork's translate (no length-ratio cap, no
     length penalty): scores.json says so, and one scored before it did is decoded again."""
-    monkeypatch.setattr(rep, "WORK", tmp_path)
+    monkeypatch.setattr(common, "WORK", tmp_path)
     e = next(x for x in E.all_experiments() if x.table == "peters2019-table1" and x.name == "medium/out1.5-attn1.5")
     run_dir = tmp_path / e.run_dir / "seed1"
     calls = []
-    monkeypatch.setattr(rep, "translate", lambda models, src, out, gpu, extra=(), cwd=None: calls.append(list(extra)))
-    monkeypatch.setattr(rep, "score", lambda e, pred: {"accuracy": 80.0})
+    monkeypatch.setattr(decode, "translate",
+                        lambda models, src, out, gpu, extra=(), cwd=None: calls.append(list(extra)))
+    monkeypatch.setattr(decode, "score", lambda e, pred: {"accuracy": 80.0})
     _train_log(run_dir, 50.0)
     (run_dir / "scores.json").write_text(json.dumps({"checkpoint": str(run_dir / "model_step_5.pt"), "step": 5}))
-    rep.evaluate(e, [1], None)
-    rep.evaluate(e, [1], None)
+    evaluate(e, [1], None)
+    evaluate(e, [1], None)
     assert calls == [["-max_length_ratio", "0", "-length_penalty", "none"]]
     assert json.loads((run_dir / "scores.json").read_text())["decode"] == calls[0]
-    assert rep.scored_step(run_dir) == 5
+    assert scored_step(run_dir) == 5
     assert all(x.decode == E.PAPER_DECODE for x in E.all_experiments() if x.family.startswith("peters2019"))
     assert all(x.decode == () for x in E.all_experiments() if x.family == "multi30k-transformer")
 
 
 def test_a_run_carried_without_its_best_checkpoint_keeps_its_scores_and_is_skipped_by_name(tmp_path, monkeypatch,
                                                                                         capsys):
-    monkeypatch.setattr(rep, "WORK", tmp_path)
+    monkeypatch.setattr(common, "WORK", tmp_path)
     e = next(x for x in E.all_experiments() if x.table == "peters2019-table1" and x.name == "medium/out1-attn1")
     run_dir = tmp_path / e.run_dir / "seed1"
-    monkeypatch.setattr(rep, "translate", lambda *a, **k: pytest.fail("nothing to decode"))
+    monkeypatch.setattr(decode, "translate", lambda *a, **k: pytest.fail("nothing to decode"))
     _train_log(run_dir, 50.0)
     (run_dir / "model_step_5.pt").unlink()
     old = json.dumps({"checkpoint": str(run_dir / "model_step_5.pt"), "step": 5, "accuracy": 70.0})
     (run_dir / "scores.json").write_text(old)
-    rep.evaluate(e, [1], None)
+    evaluate(e, [1], None)
     assert (run_dir / "scores.json").read_text() == old and "model_step_5.pt is not on this machine" in \
         capsys.readouterr().err
 
 
 def test_evaluating_some_seeds_beside_a_scored_one_decodes_each_but_not_their_partial_ensemble(tmp_path, monkeypatch,
                                                                                                capsys):
-    monkeypatch.setattr(rep, "WORK", tmp_path)
+    monkeypatch.setattr(common, "WORK", tmp_path)
     e = next(x for x in E.all_experiments() if x.table == "peters2019-table1" and x.name == "medium/out1-attn1")
     decoded = []
-    monkeypatch.setattr(rep, "translate", lambda models, src, out, gpu, extra=(), cwd=None: decoded.append(len(models)))
-    monkeypatch.setattr(rep, "score", lambda e, pred: {"accuracy": 80.0})
+    monkeypatch.setattr(decode, "translate",
+                        lambda models, src, out, gpu, extra=(), cwd=None: decoded.append(len(models)))
+    monkeypatch.setattr(decode, "score", lambda e, pred: {"accuracy": 80.0})
     for seed in (1, 2, 3):
         _train_log(tmp_path / e.run_dir / f"seed{seed}", 50.0)
-    rep.evaluate(e, [1], None)
-    rep.evaluate(e, [2, 3], None)  # seed 1 is scored: an ensemble of 2 and 3 would be no column's
+    evaluate(e, [1], None)
+    evaluate(e, [2, 3], None)  # seed 1 is scored: an ensemble of 2 and 3 would be no column's
     assert decoded == [1, 1, 1] and not (tmp_path / e.run_dir / "ensemble").exists()
     assert "leave out the scored seed1" in capsys.readouterr().err
-    rep.evaluate(e, [1, 2, 3], None)  # all three: only their ensemble is new
+    evaluate(e, [1, 2, 3], None)  # all three: only their ensemble is new
     assert decoded == [1, 1, 1, 3]
 
 
@@ -542,22 +558,23 @@ def test_an_ensemble_is_not_decoded_while_a_seed_given_is_not_trained_here(tmp_p
     """--seeds 1 2 3 on a machine that holds seeds 1 and 2 only (seed 3 trains elsewhere, or has no
     validation yet): an ensemble of the two would stand in the ens. column and hold their best checkpoints,
     which pack then leaves behind, so seed 3 could never join it."""
-    monkeypatch.setattr(rep, "WORK", tmp_path)
+    monkeypatch.setattr(common, "WORK", tmp_path)
     e = next(x for x in E.all_experiments() if x.table == "peters2019-table1" and x.name == "medium/out1-attn1")
     decoded = []
-    monkeypatch.setattr(rep, "translate", lambda models, src, out, gpu, extra=(), cwd=None: decoded.append(len(models)))
-    monkeypatch.setattr(rep, "score", lambda e, pred: {"accuracy": 80.0})
+    monkeypatch.setattr(decode, "translate",
+                        lambda models, src, out, gpu, extra=(), cwd=None: decoded.append(len(models)))
+    monkeypatch.setattr(decode, "score", lambda e, pred: {"accuracy": 80.0})
     for seed in (1, 2):
         _train_log(tmp_path / e.run_dir / f"seed{seed}", 50.0)
-    rep.evaluate(e, [1, 2, 3], None)
+    evaluate(e, [1, 2, 3], None)
     assert decoded == [1, 1] and not (tmp_path / e.run_dir / "ensemble").exists()
     assert "no validated checkpoint here for seed3" in capsys.readouterr().err
     seed3 = tmp_path / e.run_dir / "seed3"
     seed3.mkdir()
     (seed3 / "train.log").write_text("[..] Step 100/149000; acc: 20.0\n")  # started, not validated yet
-    rep.evaluate(e, [1, 2, 3], None)
+    evaluate(e, [1, 2, 3], None)
     assert decoded == [1, 1] and "no validated checkpoint here for seed3" in capsys.readouterr().err
-    rep.evaluate(e, [1, 2], None)  # the two named alone: their ensemble, as asked
+    evaluate(e, [1, 2], None)  # the two named alone: their ensemble, as asked
     assert decoded == [1, 1, 2]
 
 
@@ -568,12 +585,12 @@ def test_training_runs_are_spread_over_the_gpus(tmp_path):
 
     show = [sys.executable, "-c", "import os, time; print('on', os.environ['CUDA_VISIBLE_DEVICES']); time.sleep(1)"]
     runs = [(tmp_path / f"r{i}", show) for i in range(3)]
-    assert rep.run_pieces(runs, tmp_path, jobs=2, gpus=[0, 1]) == []
+    assert run_pieces(runs, tmp_path, jobs=2, gpus=[0, 1]) == []
     seen = [(tmp_path / f"r{i}" / "train.log").read_text() for i in range(3)]
     assert "on 0" in seen[0] and "on 1" in seen[1] and ("on 0" in seen[2] or "on 1" in seen[2])
     e = next(x for x in E.all_experiments() if x.table == "peters2019-table1")
-    cmd = rep.train_command(e, 1, gpu=True)
-    assert cmd[cmd.index("-gpu_ranks") + 1] == "0" and "-gpu_ranks" not in rep.train_command(e, 1, gpu=False)
+    cmd = train_command(e, 1, gpu=True)
+    assert cmd[cmd.index("-gpu_ranks") + 1] == "0" and "-gpu_ranks" not in train_command(e, 1, gpu=False)
 
 
 def test_runs_side_by_side_on_the_cpu_share_its_cores_instead_of_each_taking_all(tmp_path, monkeypatch):
@@ -581,7 +598,7 @@ def test_runs_side_by_side_on_the_cpu_share_its_cores_instead_of_each_taking_all
     one job keeps torch's default, and an OMP_NUM_THREADS the user set is left alone."""
     import sys
 
-    pieces = rep.sys.modules["pieces"]
+    pieces = pieces_mod
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     assert pieces.cpu_threads(2, cores=2) == {"OMP_NUM_THREADS": "1"}
     assert pieces.cpu_threads(3, cores=16) == {"OMP_NUM_THREADS": "5"}
@@ -589,7 +606,7 @@ def test_runs_side_by_side_on_the_cpu_share_its_cores_instead_of_each_taking_all
     assert pieces.cpu_threads(1, cores=16) == {}
     show = [sys.executable, "-c", "import os; print('threads', os.environ.get('OMP_NUM_THREADS'))"]
     runs = [(tmp_path / f"r{i}", show) for i in range(2)]
-    assert rep.run_pieces(runs, tmp_path, jobs=2) == []
+    assert run_pieces(runs, tmp_path, jobs=2) == []
     want = f"threads {max(1, pieces.usable_cores() // 2)}"
     assert all(want in (tmp_path / f"r{i}" / "train.log").read_text() for i in range(2))
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
@@ -600,7 +617,7 @@ def test_runs_side_by_side_on_the_cpu_share_its_cores_instead_of_each_taking_all
 def test_cpu_share_counts_the_cores_this_process_may_use_not_the_machines():
     """Pinned to one core (taskset, a container's cpuset), the trainers share that core, not the
     machine's count."""
-    pieces = rep.sys.modules["pieces"]
+    pieces = pieces_mod
     allowed = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(allowed)})
     try:
@@ -625,10 +642,10 @@ def test_resume_only_refuses_a_run_without_a_checkpoint_before_starting_any(tmp_
     (finished / "train.done").write_text("")
     runs = [(d, show) for d in (carried, finished, fresh)]
     with pytest.raises(SystemExit, match=r"--resume-only: no checkpoint to resume in \S*fresh \(unpack") as err:
-        rep.run_pieces(runs, tmp_path, resume_only=True)
+        run_pieces(runs, tmp_path, resume_only=True)
     assert str(carried) not in str(err.value) and str(finished) not in str(err.value)
     assert not any((d / "train.log").exists() for d in (carried, finished, fresh))
-    assert rep.run_pieces(runs[:2], tmp_path, resume_only=True) == []
+    assert run_pieces(runs[:2], tmp_path, resume_only=True) == []
     assert "'-train_from', '" + str(carried / "model_step_1490.pt") in (carried / "train.log").read_text()
     assert not (finished / "train.log").exists()
 
@@ -659,13 +676,13 @@ def test_record_keeps_one_csv_row_per_run_and_the_table_is_printed_from_it(tmp_p
     csv_path = tmp_path / "table1.csv"
     for seed, acc in ((1, 84.0), (2, 85.0)):
         _evaluated_run(tmp_path, e, seed, acc, 2980)
-    rows = rep.record("peters2019-table1", [1, 2, 3], "medium/out1.5-*", commit="abc1234", runs=tmp_path, out=csv_path)
+    rows = record("peters2019-table1", [1, 2, 3], "medium/out1.5-*", commit="abc1234", runs=tmp_path, out=csv_path)
     assert [(r["seed"], r["epochs"], r["steps"], r["test_acc"]) for r in rows] == [
         ("1", "2.0", "2980", "84.00"), ("2", "2.0", "2980", "85.00")]
     header = csv_path.read_text().splitlines()[0]
     assert header == "setting,output_alpha,attention_alpha,seed,epochs,steps,valid_acc,test_acc,test_lev,gpu,commit,date"
     _evaluated_run(tmp_path, e, 1, 86.0, 4470)  # the same run trained on and evaluated again: its row is replaced
-    rep.record("peters2019-table1", [1], "medium/out1.5-*", commit="abc1234", runs=tmp_path, out=csv_path)
+    record("peters2019-table1", [1], "medium/out1.5-*", commit="abc1234", runs=tmp_path, out=csv_path)
     lines = csv_path.read_text().splitlines()[1:]
     assert len(lines) == 2 and lines[0].startswith("medium,1.5,1.5,1,3.0,4470,91.00,86.00,0.250,NVIDIA H100 80GB HBM3,abc1234,")
     curve = (tmp_path / "table1-validation.csv").read_text().splitlines()
@@ -681,24 +698,24 @@ def test_record_keeps_one_csv_row_per_run_and_the_table_is_printed_from_it(tmp_p
                              "medium,1.5,1.5,2,latin,1000,35.00,1.500,abc1234",
                              "medium,1.5,1.5,2,uzbek,100,100.00,0.000,abc1234"]
     _evaluated_run(tmp_path, e, 2, 85.0, 1490)  # seed 2 trained again from scratch, shorter: no stale rows
-    rep.record("peters2019-table1", [2], "medium/out1.5-*", commit="abc1234", runs=tmp_path, out=csv_path)
+    record("peters2019-table1", [2], "medium/out1.5-*", commit="abc1234", runs=tmp_path, out=csv_path)
     curve = (tmp_path / "table1-validation.csv").read_text().splitlines()
     assert [line.split(",")[3:6] for line in curve[1:]] == [
         ["1", "1.0", "1490"], ["1", "2.0", "2980"], ["1", "3.0", "4470"], ["2", "1.0", "1490"]]
-    rep.record("peters2019-table1", [1, 2], "medium/out1.5-*", commit="def5678", runs=tmp_path, out=csv_path)
+    record("peters2019-table1", [1, 2], "medium/out1.5-*", commit="def5678", runs=tmp_path, out=csv_path)
     # recorded again unchanged at a later commit (to add an ensemble, say): the rows keep the commit that made them
     assert [line.split(",")[3::7] for line in csv_path.read_text().splitlines()[1:]] == [["1", "abc1234"],
                                                                                           ["2", "abc1234"]]
     _evaluated_run(tmp_path, e, 1, 86.0, 5960)  # seed 1 trained on: its rows are those of the new commit only
-    rep.record("peters2019-table1", [1, 2], "medium/out1.5-*", commit="def5678", runs=tmp_path, out=csv_path)
+    record("peters2019-table1", [1, 2], "medium/out1.5-*", commit="def5678", runs=tmp_path, out=csv_path)
     assert [line.split(",")[3::7] for line in csv_path.read_text().splitlines()[1:]] == [["1", "def5678"],
                                                                                           ["2", "abc1234"]]
     curve = (tmp_path / "table1-validation.csv").read_text().splitlines()[1:]
     assert [line.split(",")[3] + "," + line.split(",")[-1] for line in curve] == ["1,def5678"] * 4 + ["2,abc1234"]
     languages = (tmp_path / "table1-languages.csv").read_text().splitlines()[1:]
     assert [line.split(",")[3] + "," + line.split(",")[-1] for line in languages] == ["1,def5678"] * 2 + ["2,abc1234"] * 2
-    monkeypatch.setattr(rep, "results_csv_path", lambda table: csv_path)
-    row = next(line for line in rep.print_table("peters2019-table1").splitlines() if line.startswith("| out1.5-attn1.5 |"))
+    monkeypatch.setattr(common, "results_csv_path", lambda table: csv_path)
+    row = next(line for line in print_table("peters2019-table1").splitlines() if line.startswith("| out1.5-attn1.5 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[5:7] == ["85.50 ± 0.71 (n=2)", "84.93"]  # medium-avg: ours (seeds 1 and 2) beside the paper's
 
@@ -715,12 +732,12 @@ def test_a_row_names_the_gpus_that_trained_the_run_not_the_device_that_decoded_i
               "[reproduce] 2026-11-28 12:00:00 piece on NVIDIA H100 80GB HBM3: CUDA_VISIBLE_DEVICES=0 onmt_train"]
     log = d / "train.log"
     log.write_text("\n".join(pieces) + "\n" + log.read_text())
-    (row,) = rep.record("peters2019-table1", [1], "medium/out1-attn1", commit="abc1234", runs=tmp_path,
+    (row,) = record("peters2019-table1", [1], "medium/out1-attn1", commit="abc1234", runs=tmp_path,
                         out=tmp_path / "t.csv")
     assert row["gpu"] == "NVIDIA H100 80GB HBM3 + NVIDIA H200 (1 earlier pieces unnamed)"
     log.write_text("\n".join(pieces[:1]) + "\n")
     assert results_csv.training_devices(log.read_text()) is None  # then the row names the decoding device
-    assert rep.device_name(None) == "cpu" and pieces_mod.device_name(None) == "cpu"
+    assert device_name(None) == "cpu" and pieces_mod.device_name(None) == "cpu"
 
 
 def test_the_learning_curve_keeps_the_exact_halved_rate_not_the_rounded_one_of_step_lines():
@@ -743,11 +760,11 @@ def test_a_run_that_has_not_finished_gets_no_row_and_is_named(tmp_path, capsys):
     _evaluated_run(tmp_path, e, 1, 80.0, 2980)
     (tmp_path / e.run_dir / "seed1" / "train.done").unlink()
     out = tmp_path / "t.csv"
-    assert rep.record("peters2019-table1", [1], "medium/out1-attn1", commit="abc1234", runs=tmp_path, out=out) == []
+    assert record("peters2019-table1", [1], "medium/out1-attn1", commit="abc1234", runs=tmp_path, out=out) == []
     assert "medium/out1-attn1/seed1 is evaluated but not finished" in capsys.readouterr().err
     assert out.read_text().splitlines()[1:] == []
     (tmp_path / e.run_dir / "seed1" / "train.done").write_text("")
-    assert len(rep.record("peters2019-table1", [1], "medium/out1-attn1", commit="abc1234", runs=tmp_path, out=out)) == 1
+    assert len(record("peters2019-table1", [1], "medium/out1-attn1", commit="abc1234", runs=tmp_path, out=out)) == 1
 
 
 def _ensemble_of_best(root, e, seeds, acc):
@@ -772,27 +789,27 @@ def test_record_keeps_the_ensemble_of_every_finished_seed_and_the_table_prints_i
     for seed, acc in ((1, 86.0), (2, 85.9)):
         _evaluated_run(tmp_path, e, seed, acc, 2980)
     _ensemble_of_best(tmp_path, e, [1, 2], 86.8)
-    rep.record("peters2019-table1", [1, 2], "medium/out2-attn1.5", commit="abc1234", runs=tmp_path, out=csv_path)
+    record("peters2019-table1", [1, 2], "medium/out2-attn1.5", commit="abc1234", runs=tmp_path, out=csv_path)
     ens_csv = tmp_path / "table1-ensembles.csv"
     lines = ens_csv.read_text().splitlines()
     assert lines[0] == "setting,output_alpha,attention_alpha,seeds,test_acc,test_lev,gpu,commit,date"
     assert lines[1:] == [f"medium,2,1.5,1 2,86.80,0.200,NVIDIA H200,abc1234,{lines[1].split(',')[-1]}"]
     _evaluated_run(tmp_path, e, 3, 85.5, 2980)  # a third seed: the ensemble of two is no longer the column's
-    rep.record("peters2019-table1", [3], "medium/out2-attn1.5", commit="abc1234", runs=tmp_path, out=csv_path)
+    record("peters2019-table1", [3], "medium/out2-attn1.5", commit="abc1234", runs=tmp_path, out=csv_path)
     assert "no ensemble row for medium/out2-attn1.5: it averages seed1, seed2, the scored seeds are seed1, seed2, seed3" \
         in capsys.readouterr().err
     _ensemble_of_best(tmp_path, e, [1, 2, 3], 87.1)
     (tmp_path / e.run_dir / "seed3/train.done").unlink()
-    rep.record("peters2019-table1", [3], "medium/out2-attn1.5", commit="abc1234", runs=tmp_path, out=csv_path)
+    record("peters2019-table1", [3], "medium/out2-attn1.5", commit="abc1234", runs=tmp_path, out=csv_path)
     assert "seed3 has not finished" in capsys.readouterr().err
     (tmp_path / e.run_dir / "seed3/train.done").write_text("")
-    rep.record("peters2019-table1", [3], "medium/out2-attn1.5", commit="abc1234", runs=tmp_path, out=csv_path)
+    record("peters2019-table1", [3], "medium/out2-attn1.5", commit="abc1234", runs=tmp_path, out=csv_path)
     assert [line.split(",")[3:5] for line in ens_csv.read_text().splitlines()[1:]] == [["1 2 3", "87.10"]]
-    rep.record("peters2019-table1", [3], "medium/out2-attn1.5", commit="def5678", runs=tmp_path, out=csv_path)
+    record("peters2019-table1", [3], "medium/out2-attn1.5", commit="def5678", runs=tmp_path, out=csv_path)
     assert ens_csv.read_text().splitlines()[1].split(",")[7] == "abc1234"  # the same ensemble keeps its commit
-    monkeypatch.setattr(rep, "results_csv_path", lambda table: csv_path)
-    monkeypatch.setattr(rep, "ensembles_csv_path", lambda table: ens_csv)
-    row = next(line for line in rep.print_table("peters2019-table1").splitlines() if line.startswith("| out2-attn1.5 |"))
+    monkeypatch.setattr(common, "results_csv_path", lambda table: csv_path)
+    monkeypatch.setattr(common, "ensembles_csv_path", lambda table: ens_csv)
+    row = next(line for line in print_table("peters2019-table1").splitlines() if line.startswith("| out2-attn1.5 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[5:9] == ["85.80 ± 0.26 (n=3)", "85.03", "87.10 (3 seeds)", "86.61"]  # medium avg and ens beside the paper
 
@@ -806,7 +823,7 @@ def test_an_ensemble_of_checkpoints_other_than_the_scored_ones_gets_no_row(tmp_p
     _ensemble_of_best(tmp_path, e, [1, 2], 86.0)
     d = tmp_path / e.run_dir / "seed2"
     (d / "scores.json").write_text((d / "scores.json").read_text().replace("model_step_1490", "model_step_2980"))
-    rep.record("peters2019-table1", [1, 2], "medium/out1.5-attn2", commit="abc1234", runs=tmp_path,
+    record("peters2019-table1", [1, 2], "medium/out1.5-attn2", commit="abc1234", runs=tmp_path,
                out=tmp_path / "t.csv")
     assert "seed2 was scored at model_step_2980.pt, not the checkpoint the ensemble holds" in capsys.readouterr().err
     assert not (tmp_path / "t-ensembles.csv").exists()
@@ -814,28 +831,28 @@ def test_an_ensemble_of_checkpoints_other_than_the_scored_ones_gets_no_row(tmp_p
 
 def test_record_refuses_tables_without_a_results_file_and_runs_without_a_commit(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match="CSV"):
-        rep.record("peters2019-table2", [1])
-    monkeypatch.setattr(rep, "git_commit", lambda: "")
+        record("peters2019-table2", [1])
+    monkeypatch.setattr(common, "git_commit", lambda: "")
     with pytest.raises(SystemExit, match="--commit"):
-        rep.record("peters2019-table1", [1], runs=tmp_path, out=tmp_path / "t.csv")
+        record("peters2019-table1", [1], runs=tmp_path, out=tmp_path / "t.csv")
 
 
 def test_only_takes_several_globs():
-    names = [e.name for e in rep.experiments("peters2019-table1", ["medium/out1-attn1", "medium/out1.5-attn1.5"])]
+    names = [e.name for e in experiments("peters2019-table1", ["medium/out1-attn1", "medium/out1.5-attn1.5"])]
     assert names == ["medium/out1-attn1", "medium/out1.5-attn1.5"]
-    assert len(rep.experiments("peters2019-table1", "medium/*")) == 9
+    assert len(experiments("peters2019-table1", "medium/*")) == 9
 
 
 def test_a_failed_command_stops_with_its_name_status_and_log_tail_not_a_traceback(tmp_path):
     log = tmp_path / "pred.test.log"
-    fail = [rep.sys.executable, "-c", "import sys; print('No module named onmt_entmax'); sys.exit(3)"]
+    fail = [sys.executable, "-c", "import sys; print('No module named onmt_entmax'); sys.exit(3)"]
     with pytest.raises(SystemExit) as err:
-        rep.run(fail, cwd=tmp_path, log=log)
+        run(fail, cwd=tmp_path, log=log)
     message = str(err.value.code)
     assert "failed (exit status 3)" in message and str(log) in message
     assert message.splitlines()[-1] == "No module named onmt_entmax"
     with pytest.raises(SystemExit, match=r"failed \(exit status 3\); its output is above"):
-        rep.run(fail, cwd=tmp_path)
+        run(fail, cwd=tmp_path)
 
 
 def test_a_failed_piece_is_started_again_from_its_checkpoint_once(tmp_path):
@@ -855,7 +872,7 @@ def test_a_failed_piece_is_started_again_from_its_checkpoint_once(tmp_path):
             z.writestr("data.pkl", b"weights")
         runs.append((tmp_path / name, cmd + ([str(tmp_path / name)] if name == "flaky" else [])))
     with pytest.raises(SystemExit, match=r"training failed: \S*broken \(exit status 4"):
-        rep.run_pieces(runs, tmp_path, retries=1)
+        run_pieces(runs, tmp_path, retries=1)
     log = (tmp_path / "flaky" / "train.log").read_text()
     assert "exit status 3: started again from its newest checkpoint (retry 1 of 1)" in log
     assert log.count("'-train_from', '" + str(tmp_path / "flaky" / "model_step_1490.pt")) == 2
@@ -865,7 +882,7 @@ def test_a_failed_piece_is_started_again_from_its_checkpoint_once(tmp_path):
     (tmp_path / "flaky" / "survived").unlink()
     (tmp_path / "flaky" / "train.done").unlink()
     with pytest.raises(SystemExit, match=r"\S*flaky \(exit status 3"):
-        rep.run_pieces(runs[:1], tmp_path, retries=0)
+        run_pieces(runs[:1], tmp_path, retries=0)
 
 
 def test_a_run_has_one_trainer_at_a_time(tmp_path):
@@ -879,7 +896,7 @@ def test_a_run_has_one_trainer_at_a_time(tmp_path):
              "pid = open(os.path.join(d, 'train.pid')).read().split()[0]\n"
              "open(os.path.join(d, 'seen'), 'w').write(pid)", str(tmp_path / "run")]
     (tmp_path / "run").mkdir()
-    assert rep.run_pieces([(tmp_path / "run", check)], tmp_path) == []
+    assert run_pieces([(tmp_path / "run", check)], tmp_path) == []
     assert (tmp_path / "run/seen").read_text().isdigit()  # the trainer's own pid, while it ran
     assert not (tmp_path / "run/train.pid").exists()
     (tmp_path / "run/train.done").unlink()
@@ -888,12 +905,12 @@ def test_a_run_has_one_trainer_at_a_time(tmp_path):
         pieces_mod._mark_trainer(tmp_path / "run", other.pid)
         (tmp_path / "run/seen").unlink()
         with pytest.raises(SystemExit, match=rf"being trained by another runner: \S*run \(process {other.pid}\)"):
-            rep.run_pieces([(tmp_path / "run", check)], tmp_path)
+            run_pieces([(tmp_path / "run", check)], tmp_path)
         assert not (tmp_path / "run/seen").exists()
     finally:
         other.kill()
         other.wait()
-    assert rep.run_pieces([(tmp_path / "run", check)], tmp_path) == []  # its trainer is gone: the run goes on
+    assert run_pieces([(tmp_path / "run", check)], tmp_path) == []  # its trainer is gone: the run goes on
     assert (tmp_path / "run/seen").exists()
 
 
@@ -908,7 +925,7 @@ def test_a_failed_piece_is_named_with_the_exception_that_ended_it_and_an_oom_wit
     dies = [sys.executable, "-c", f"import sys; print({oom!r}); sys.exit(1)"]
     (tmp_path / "r").mkdir()
     with pytest.raises(SystemExit) as err:
-        rep.run_pieces([(tmp_path / "r", dies)], tmp_path, retries=1, gpus=[0])
+        run_pieces([(tmp_path / "r", dies)], tmp_path, retries=1, gpus=[0])
     cause = ("exit status 1, torch.OutOfMemoryError: CUDA out of memory. (1 run(s) on GPU 0: fewer --jobs a "
              "GPU leave each more memory)")
     assert f"{cause}: started again from its newest checkpoint" in (tmp_path / "r" / "train.log").read_text()
@@ -927,7 +944,7 @@ def test_a_trainer_asked_to_stop_stays_stopped_and_is_returned_unfinished(tmp_pa
 
     (tmp_path / "r").mkdir()
     stops = [sys.executable, "-c", "import sys; sys.exit(143)"]
-    assert rep.run_pieces([(tmp_path / "r", stops)], tmp_path, retries=1) == [tmp_path / "r"]
+    assert run_pieces([(tmp_path / "r", stops)], tmp_path, retries=1) == [tmp_path / "r"]
     log = (tmp_path / "r" / "train.log").read_text()
     assert log.count("piece on") == 1 and "stopped by a signal" in log
     assert not (tmp_path / "r" / "train.done").exists()
@@ -972,9 +989,9 @@ def test_interrupting_the_runner_stops_its_trainers_instead_of_orphaning_them(tm
 def test_runs_come_in_the_order_only_names_them():
     """`train --only B A --jobs 1` trains B first: a lease can finish the carried runs before it starts
     a new one, whatever the table's order (each glob's own matches keep the table's order)."""
-    names = [e.name for e in rep.experiments("peters2019-table1", ["medium/out2-attn2", "medium/out1-attn*"])]
+    names = [e.name for e in experiments("peters2019-table1", ["medium/out2-attn2", "medium/out1-attn*"])]
     assert names == ["medium/out2-attn2", "medium/out1-attn1", "medium/out1-attn1.5", "medium/out1-attn2"]
-    assert [e.name for e in rep.experiments("peters2019-table1", "medium/*")][0] == "medium/out1-attn1"
+    assert [e.name for e in experiments("peters2019-table1", "medium/*")][0] == "medium/out1-attn1"
 
 
 def test_negative_retries_are_refused_by_name(capsys):

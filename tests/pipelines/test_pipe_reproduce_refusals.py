@@ -1,10 +1,13 @@
 """reproduce.py refuses bad options in one line, before it starts or writes anything."""
 import pytest
 
+import pieces
 from pipeline_helpers import load_script
+from steps import common
+from steps.common import experiments
+from steps.evaluate import evaluate
 
 rep = load_script("scripts/reproduce/reproduce.py")
-pieces = rep.sys.modules["pieces"]
 
 
 def _fake_nvidia_smi(tmp_path, monkeypatch, gpus: int) -> None:
@@ -24,7 +27,7 @@ def _refused(argv, capsys) -> str:
 
 
 def test_an_only_glob_that_matches_nothing_is_named_instead_of_doing_nothing(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(rep, "WORK", tmp_path)
+    monkeypatch.setattr(common, "WORK", tmp_path)
     said = _refused(["train", "peters2019-table1", "--only", "medium/out1-attn1", "medium/out15-attn15",
                      "--seeds", "1"], capsys)
     assert said.startswith("--only medium/out15-attn15: no experiment of peters2019-table1 matches")
@@ -32,12 +35,12 @@ def test_an_only_glob_that_matches_nothing_is_named_instead_of_doing_nothing(tmp
     assert not (tmp_path / "runs").exists()
     said = _refused(["analyze", "peters2019-sec4.1", "--only", "medium/nope"], capsys)
     assert said.startswith("--only medium/nope: no experiment of peters2019-sec4.1 matches")
-    assert [e.name for e in rep.experiments("peters2019-table1", "medium/out2-*")] == \
+    assert [e.name for e in experiments("peters2019-table1", "medium/out2-*")] == \
         ["medium/out2-attn1", "medium/out2-attn1.5", "medium/out2-attn2"]
 
 
 def test_gpu_ids_the_machine_lacks_are_refused_before_any_run_starts(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(rep, "WORK", tmp_path)
+    monkeypatch.setattr(common, "WORK", tmp_path)
     _fake_nvidia_smi(tmp_path, monkeypatch, 2)
     assert pieces.missing_gpus([0, 1]) is None
     assert pieces.missing_gpus([2]) == "this machine has 2 GPU(s), ids 0 to 1"
@@ -63,20 +66,20 @@ def test_a_runs_folder_that_is_not_there_is_refused_rather_than_an_empty_table(t
 
 
 def test_evaluate_skips_a_run_not_yet_validated_and_names_it(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(rep, "WORK", tmp_path)
-    e = rep.experiments("peters2019-table1", "medium/out2-attn2")[0]
+    monkeypatch.setattr(common, "WORK", tmp_path)
+    e = experiments("peters2019-table1", "medium/out2-attn2")[0]
     run_dir = tmp_path / e.run_dir / "seed1"
     run_dir.mkdir(parents=True)
     (run_dir / "train.log").write_text("[..] Step 500/149000; acc: 50.1\n")
-    rep.evaluate(e, [1], None)
+    evaluate(e, [1], None)
     assert f"skip {run_dir}: no validated checkpoint" in capsys.readouterr().err
     assert not (run_dir / "scores.json").exists()
 
 
 def test_sigmorphon_data_without_its_archive_names_the_option_and_the_download(tmp_path, monkeypatch, capsys):
     """Without the shared archive the preparation script ended in a FileNotFoundError traceback."""
-    monkeypatch.setattr(rep, "WORK", tmp_path)
-    monkeypatch.setattr(rep, "SHARED", tmp_path / "shared")
+    monkeypatch.setattr(common, "WORK", tmp_path)
+    monkeypatch.setattr(common, "SHARED", tmp_path / "shared")
     for extra in ([], ["--sigmorphon", str(tmp_path / "nowhere.tar.gz")]):
         said = _refused(["data", "peters2019-table1", "--only", "medium/out2-attn2", *extra], capsys)
         assert "--sigmorphon" in said and "scripts/data/download.py sigmorphon2018" in said
@@ -86,7 +89,7 @@ def test_sigmorphon_data_without_its_archive_names_the_option_and_the_download(t
 
 def test_plot_without_runs_is_refused_naming_where_it_looked(tmp_path, monkeypatch, capsys):
     """It wrote an empty figure and exited 0."""
-    monkeypatch.setattr(rep, "WORK", tmp_path)
+    monkeypatch.setattr(common, "WORK", tmp_path)
     out = tmp_path / "figure4.png"
     said = _refused(["plot", "--out", str(out)], capsys)
     assert str(tmp_path / "runs") in said and len(said.strip().splitlines()) == 1

@@ -4,9 +4,14 @@ ensemble, and each run's row its length, ending, best validation, halvings and t
 import re
 import statistics
 
-from pipeline_helpers import ROOT, load_script
+from onmt_entmax.evaluation import tables
 
-rep = load_script("scripts/reproduce/reproduce.py")
+import experiments as E
+import results_csv
+from pipeline_helpers import ROOT
+from steps.common import curves_csv_path, ensembles_csv_path, results_csv_path
+from steps.runs import print_runs
+
 PAGE = ROOT / "docs/results/peters2019-table1.md"
 HEADING = "## Medium: ours beside the paper"
 
@@ -26,15 +31,15 @@ def page_rows() -> dict[str, list[str]]:
 
 
 def paper_column(column: str) -> dict[str, float]:
-    return {k[2]: v.value for k, v in rep.tables.load_paper_numbers().items()
-            if k[:2] == rep.E.TABLES["peters2019-table1"].paper and k[3] == column}
+    return {k[2]: v.value for k, v in tables.load_paper_numbers().items()
+            if k[:2] == E.TABLES["peters2019-table1"].paper and k[3] == column}
 
 
 def test_medium_table_matches_the_csvs():
-    accs = rep.results_csv.cells(rep.results_csv.read_rows(rep.results_csv_path("peters2019-table1")))
+    accs = results_csv.cells(results_csv.read_rows(results_csv_path("peters2019-table1")))
     ensembles = {(f"out{r['output_alpha']}-attn{r['attention_alpha']}", r["setting"]): r for r in
-                 rep.results_csv.read_rows(rep.ensembles_csv_path("peters2019-table1"),
-                                           rep.results_csv.ENSEMBLE_COLUMNS)}
+                 results_csv.read_rows(ensembles_csv_path("peters2019-table1"),
+                                       results_csv.ENSEMBLE_COLUMNS)}
     paper, paper_ens = paper_column("medium-avg"), paper_column("medium-ens")
     rows = page_rows()
     assert sorted(rows) == sorted(name for name, col in accs if col == "medium-avg")
@@ -63,9 +68,9 @@ def test_the_run_tables_match_the_csvs():
     and when, the halvings, the test scores."""
     section = PAGE.read_text(encoding="utf-8").split(RUNS_HEADING, 1)[1].split("\n## ", 1)[0]
     runs = {(r["output_alpha"], r["attention_alpha"], r["seed"]): r
-            for r in rep.results_csv.read_rows(rep.results_csv_path("peters2019-table1")) if r["setting"] == "medium"}
+            for r in results_csv.read_rows(results_csv_path("peters2019-table1")) if r["setting"] == "medium"}
     curves = {}
-    for v in rep.results_csv.read_rows(rep.curves_csv_path("peters2019-table1"), rep.results_csv.CURVE_COLUMNS):
+    for v in results_csv.read_rows(curves_csv_path("peters2019-table1"), results_csv.CURVE_COLUMNS):
         if v["setting"] == "medium":
             curves.setdefault((v["output_alpha"], v["attention_alpha"], v["seed"]), []).append(v)
     seen = set()
@@ -92,7 +97,7 @@ def test_the_runs_command_prints_the_rows_of_the_run_tables():
     """`reproduce.py runs peters2019-table1` gives each recorded run's row as the page shows it, verbatim but
     for the setting column (the page is the medium setting's)."""
     lines = PAGE.read_text(encoding="utf-8").split(RUNS_HEADING, 1)[1].split("\n## ", 1)[0].splitlines()
-    printed = rep.print_runs("peters2019-table1", [1, 2, 3], "medium/*").splitlines()[2:]
+    printed = print_runs("peters2019-table1", [1, 2, 3], "medium/*").splitlines()[2:]
     assert len(printed) == 27
     for row in printed:
         assert row.replace("| medium | ", "| ", 1) in lines, row
@@ -102,7 +107,7 @@ def test_a_run_ended_by_its_cap_or_its_patience_and_its_halvings_are_read_from_i
     run = {"epochs": "3.0", "steps": "4470", "valid_acc": "81.00", "test_acc": "70.00", "test_lev": "0.500"}
     curve = [{"epoch": f"{i}.0", "step": str(1490 * i), "valid_acc": acc, "lr": lr}
              for i, (acc, lr) in enumerate([("79.0", "0.001"), ("81.0", "0.0005"), ("81.0", "0.00025")], 1)]
-    summary = rep.results_csv.run_summary(run, curve[::-1], train_steps=4470)  # (any order)
+    summary = results_csv.run_summary(run, curve[::-1], train_steps=4470)  # (any order)
     assert summary == {"epochs": 3, "steps": 4470, "ended": "step cap", "valid_acc": "81.00", "best_epoch": 2,
                        "best_step": 2980, "halved": [2, 3], "test_acc": "70.00", "test_lev": "0.500"}
-    assert rep.results_csv.run_summary(run, curve, train_steps=149000)["ended"] == "stop rule"
+    assert results_csv.run_summary(run, curve, train_steps=149000)["ended"] == "stop rule"

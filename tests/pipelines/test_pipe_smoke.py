@@ -10,9 +10,18 @@ from collections import defaultdict
 import pytest
 import yaml
 
+import experiments as E
+from pieces import best_checkpoint
 from pipeline_helpers import ROOT, load_script
+from steps import analyze as analyze_step
+from steps import common
+from steps.analyze import analyze
+from steps.common import run
+from steps.decode import score, translate
+from steps.evaluate import evaluate
+from steps.smoke_data import smoke_data
+from steps.train import build_vocab, train
 
-rep = load_script("scripts/reproduce/reproduce.py")
 mk = load_script("scripts/reproduce/make_configs.py")
 FAMILIES = sorted(mk.smoke_configs())
 
@@ -43,7 +52,7 @@ def workdir(tmp_path_factory):
     bundled Multi30k sample, the release's first lines): every family runs on a fresh clone."""
     cwd = tmp_path_factory.mktemp("smoke")
     (cwd / "data").symlink_to(ROOT / "data")
-    rep.smoke_data(cwd, lines=100, merges=300)
+    smoke_data(cwd, lines=100, merges=300)
     return cwd
 
 
@@ -52,10 +61,10 @@ def test_smoke_family_trains_translates_and_scores(family, workdir):
     e, _ = mk.smoke_configs()[family]
     config = ROOT / f"configs/smoke/{family}.yaml"
     cfg = yaml.safe_load(config.read_text())
-    rep.build_vocab(cfg, config, cwd=workdir)
+    build_vocab(cfg, config, cwd=workdir)
     log = workdir / f"{family}.train.log"
-    rep.run(["onmt_train", "-config", config, "-seed", "1"], cwd=workdir, log=log)
-    ckpt, dev_acc = rep.best_checkpoint(log.read_text(encoding="utf-8"))
+    run(["onmt_train", "-config", config, "-seed", "1"], cwd=workdir, log=log)
+    ckpt, dev_acc = best_checkpoint(log.read_text(encoding="utf-8"))
     assert (workdir / ckpt).exists() and dev_acc == _best_validation(log.read_text(encoding="utf-8"))
     if e.task == "sigmorphon":
         data, src = workdir / "data/sigmorphon2018-sample", "src-test.txt"
@@ -63,8 +72,8 @@ def test_smoke_family_trains_translates_and_scores(family, workdir):
         data, src = workdir / "work/smoke/multi30k", f"test.bpe.{e.src}"
     pred = workdir / f"{family}.pred.txt"
     # an untrained model rarely stops: cap the length so beam search ends quickly
-    rep.translate([ckpt], data / src, pred, None, extra=["-max_length", "40"], cwd=workdir)
-    scores = rep.score(e, pred, data=data)
+    translate([ckpt], data / src, pred, None, extra=["-max_length", "40"], cwd=workdir)
+    scores = score(e, pred, data=data)
     if e.task == "sigmorphon":
         assert scores["accuracy"] == pytest.approx(_macro_accuracy(_lines(data / src), _lines(pred),
                                                                    _lines(data / "tgt-test.txt")))
@@ -88,13 +97,13 @@ def test_driver_trains_two_seeds_evaluates_and_ensembles(tmp_path, monkeypatch):
     (tmp_path / "data").symlink_to(ROOT / "data")
     (tmp_path / "work/data").mkdir(parents=True)
     (tmp_path / "work/data/sigsample").symlink_to(ROOT / "data/sigmorphon2018-sample")
-    monkeypatch.setattr(rep, "WORK", tmp_path)
-    e = rep.E.Experiment("smoke", "peters2019-sigmorphon", cfg, "sigsample", "src", "tgt",
-                         "peters2019-table1", "out1.5-attn1.5", "medium", "sigmorphon")
-    rep.build_vocab(cfg, config)
+    monkeypatch.setattr(common, "WORK", tmp_path)
+    e = E.Experiment("smoke", "peters2019-sigmorphon", cfg, "sigsample", "src", "tgt",
+                     "peters2019-table1", "out1.5-attn1.5", "medium", "sigmorphon")
+    build_vocab(cfg, config)
     for seed in (1, 2):
-        rep.train(e, seed, None)
-    rep.evaluate(e, [1, 2], None)
+        train(e, seed, None)
+    evaluate(e, [1, 2], None)
     runs = tmp_path / "runs/smoke/peters2019-sigmorphon"
     seeds = [json.loads((runs / f"seed{s}/scores.json").read_text()) for s in (1, 2)]
     data = ROOT / "data/sigmorphon2018-sample"
@@ -108,8 +117,8 @@ def test_driver_trains_two_seeds_evaluates_and_ensembles(tmp_path, monkeypatch):
     assert len(_lines(runs / "ensemble/pred.test.txt")) == 100
     assert ens["accuracy"] == pytest.approx(_macro_accuracy(src, _lines(runs / "ensemble/pred.test.txt"), ref))
     # §4.1 analysis of the same runs: certificates and support enumeration on the validation set
-    monkeypatch.setattr(rep, "analysis_runs", lambda name: [e])
-    rep.analyze("peters2019-sec4.1", [1], None)
+    monkeypatch.setattr(analyze_step, "analysis_runs", lambda name: [e])
+    analyze("peters2019-sec4.1", [1], None)
     summary = json.loads((runs / "seed1/analysis-peters2019-sec4.1.json").read_text())
     recs = [json.loads(line) for line in _lines(runs / "seed1/analysis-peters2019-sec4.1.jsonl")]
     assert summary["sentences"] == len(recs) == 100

@@ -6,14 +6,15 @@ import pytest
 import yaml
 
 from pipeline_helpers import MULTI30K_SAMPLE, ROOT, SHARED, load_script
+from steps import common
+from steps.smoke_data import SAMPLE_LINES, smoke_data
 
-rep = load_script("scripts/reproduce/reproduce.py")
 mk = load_script("scripts/reproduce/make_configs.py")
 
 
 def test_smoke_data_needs_no_shared_folder_and_gives_every_file_the_mt_smoke_configs_read(tmp_path, monkeypatch):
-    monkeypatch.setattr(rep, "SHARED", tmp_path / "no-shared-data")  # a fresh clone: no ../shared/data
-    rep.smoke_data(tmp_path, lines=100, merges=300)
+    monkeypatch.setattr(common, "SHARED", tmp_path / "no-shared-data")  # a fresh clone: no ../shared/data
+    smoke_data(tmp_path, lines=100, merges=300)
     mt = [f for f, (e, _) in mk.smoke_configs().items() if e.task == "mt"]
     assert len(mt) == 3
     for family in mt:
@@ -34,6 +35,6 @@ def test_the_sample_is_the_releases_first_lines():
         with gzip.open(path, "rt", encoding="utf-8") as mine, gzip.open(SHARED / "multi30k" / path.name, "rt",
                                                                          encoding="utf-8") as full:
             sample = mine.read().splitlines()
-            assert len(sample) == rep.SAMPLE_LINES
+            assert len(sample) == SAMPLE_LINES
             assert sample == [next(full).rstrip("\n") for _ in sample], path.name
     assert len(list(MULTI30K_SAMPLE.glob("*.gz"))) == 6
