@@ -7,12 +7,15 @@ import pytest
 import torch
 
 triton = pytest.importorskip("triton")
-from triton_interpreter import DEV, INTERP, ON_KERNEL, run_in_interpreter  # noqa: E402
+from triton_interpreter import DEV, IN_PROCESS, INTERP, ON_KERNEL, kernel_tests, run_in_interpreter  # noqa: E402
 
 
-@pytest.mark.skipif(ON_KERNEL, reason="the tests below run on the kernel directly")
+@pytest.mark.skipif(ON_KERNEL, reason=IN_PROCESS)
 def test_kernel_in_the_triton_interpreter():
-    run_in_interpreter(__file__, timeout=600)
+    run_in_interpreter(__file__)
+
+
+on_kernel = kernel_tests("test_kernel_in_the_triton_interpreter")
 
 
 if ON_KERNEL:
@@ -42,7 +45,7 @@ def _case(Tq, Tk, D, Dv, seed, keep_shape):
     return q, k, v, keep
 
 
-@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+@on_kernel
 @pytest.mark.parametrize("kind", list(ALPHA))
 @pytest.mark.parametrize("Tq,Tk,D,Dv", [(1, 1, 8, 8), (1, 23, 64, 64), (5, 130, 40, 24), (2, 300 if INTERP else 700, 16, 16)])
 def test_fused_attention_matches_float64_reference(kind, Tq, Tk, D, Dv):
@@ -58,7 +61,7 @@ def test_fused_attention_matches_float64_reference(kind, Tq, Tk, D, Dv):
     torch.testing.assert_close(out.double(), ref, atol=2e-5, rtol=1e-4)
 
 
-@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+@on_kernel
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_inputs_strided_heads_and_no_mask(dtype):
     """OpenNMT-py's (B, H, T, d) tensors are transposed views of (B, T, H, d): strides, not copies."""
@@ -71,7 +74,7 @@ def test_half_inputs_strided_heads_and_no_mask(dtype):
     torch.testing.assert_close(out.double().cpu(), ref.cpu(), atol=2e-2, rtol=2e-2)
 
 
-@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+@on_kernel
 def test_public_op_takes_the_kernel_only_without_grad(monkeypatch):
     q, k, v, keep = (x.to(DEV) for x in _case(1, 9, 8, 8, seed=1, keep_shape=lambda B, H, Tq, Tk: (B, 1, 1, Tk)))
     called = _calls_of(monkeypatch, KA, "decode")
@@ -84,7 +87,7 @@ def test_public_op_takes_the_kernel_only_without_grad(monkeypatch):
     torch.testing.assert_close(fused, eager.detach(), atol=2e-5, rtol=1e-4)
 
 
-@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+@on_kernel
 def test_decoding_entry_point_runs_the_attention_modules_current_decode(monkeypatch):
     """The package-level entry resolves `attention.decode` at each call (it caches the module, not the
     function), so a patched decode, such as the spy of the test above, is the one that runs."""
@@ -98,7 +101,7 @@ def test_decoding_entry_point_runs_the_attention_modules_current_decode(monkeypa
     torch.testing.assert_close(out, KA.sparse_attention(q, k, v, keep, "entmax15"), atol=0, rtol=0)
 
 
-@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+@on_kernel
 def test_decoding_call_takes_exactly_what_supports_takes_and_refuses_the_rest_with_none():
     """The decoding path looks at the arguments once: it must refuse (None, so the op falls back to the
     reference) every call `supports` refuses, and launch the same kernel for the others."""
@@ -134,7 +137,7 @@ def test_decoding_call_takes_exactly_what_supports_takes_and_refuses_the_rest_wi
             torch.testing.assert_close(out, KA.sparse_attention(*args), atol=0, rtol=0)
 
 
-@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+@on_kernel
 def test_decoding_calls_alike_but_for_strides_alignment_mask_or_alpha_each_get_their_own_answer():
     """Decoding plans a launch once per call key (shapes, strides, dtypes, alpha's form): calls that share
     shapes but differ in what the key or the launch reads must not share a result."""
@@ -168,7 +171,7 @@ def _grads(out, inputs, grad):
     return torch.autograd.grad(out, [x for x in inputs if torch.is_tensor(x) and x.requires_grad], grad)
 
 
-@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+@on_kernel
 @pytest.mark.parametrize("kind", list(ALPHA))
 @pytest.mark.parametrize("Tq,Tk,mask", [(7, 7, "causal"), (4, 23, "pad"), (3, 130 if INTERP else 600, "pad")])
 def test_training_attention_and_its_gradients_match_float64_reference(kind, Tq, Tk, mask):
@@ -199,7 +202,7 @@ def test_training_attention_and_its_gradients_match_float64_reference(kind, Tq, 
         torch.testing.assert_close(got.double().cpu(), want, atol=1e-4, rtol=1e-3)
 
 
-@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+@on_kernel
 @pytest.mark.parametrize("Tk", [23, 130 if INTERP else 600])
 def test_learned_alpha_logits_inside_the_kernels_match_the_bounded_alpha_reference(Tk):
     """alpha = clamp(1 + sigmoid(a), 1.01, 2) from the logits a computed by the attention kernels:
@@ -223,7 +226,7 @@ def test_learned_alpha_logits_inside_the_kernels_match_the_bounded_alpha_referen
     assert got_grads[3][0] == 0 and (got_grads[3][1:] != 0).all()
 
 
-@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+@on_kernel
 @pytest.mark.parametrize("kind", ["entmax15", "per_head"])
 def test_training_attention_dropout_is_inverted_dropout_and_its_gradient_uses_the_same_draw(kind):
     B, H, Tq, Tk, D, r = 3, 4, 9, 40, 16, 0.3
@@ -257,7 +260,7 @@ def test_training_attention_dropout_is_inverted_dropout_and_its_gradient_uses_th
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-3)
 
 
-@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+@on_kernel
 def test_public_op_with_grad_or_dropout_takes_the_training_kernel_on_cuda(monkeypatch):
     q, k, v, keep = (x.to(DEV) for x in _case(5, 9, 8, 8, seed=1, keep_shape=lambda B, H, Tq, Tk: (B, 1, 1, Tk)))
     called = _calls_of(monkeypatch, KT, "sparse_attention")
@@ -271,7 +274,7 @@ def test_public_op_with_grad_or_dropout_takes_the_training_kernel_on_cuda(monkey
         ref_attention.sparse_attention(q, k, v, keep, kind="sparsemax", dropout_p=1.5)
 
 
-@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+@on_kernel
 @pytest.mark.parametrize("dtype", [torch.float32] + ([torch.bfloat16, torch.float16] if not INTERP else []))
 def test_training_attention_on_head_views_copies_nothing_and_matches(dtype):
     """OpenNMT-py's (B, H, T, d) heads are transposed views of (B, T, H, d): short rows (the tiles) read
@@ -297,7 +300,7 @@ def test_training_attention_on_head_views_copies_nothing_and_matches(dtype):
         torch.testing.assert_close(got.double().cpu(), want, **tol)
 
 
-@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+@on_kernel
 def test_bounded_alpha_kernel_equals_the_torch_chain_with_its_gradient():
     """Learned per-head alphas: clamp(1 + sigmoid(a), 1.01, 2) in one launch each way."""
     from onmt_entmax.ops.bounded_alpha import _reference

@@ -1,4 +1,8 @@
-"""Triton kernels against the float64 torch reference (CUDA; or CPU under TRITON_INTERPRET=1).
+"""The mapping and beam-step kernels against the float64 torch reference.
+
+Runs on CUDA; without CUDA the same tests run in the Triton interpreter (TRITON_INTERPRET=1, on the
+CPU) in a subprocess, on smaller shapes that still take every path (several rows a program, rows held
+in registers and streamed, several chunks a row), so CI checks the kernels' logic too.
 
 Every check draws fresh random inputs, pre-fills outputs with NaN (so an unwritten element
 fails) and compares with the reference computed in float64 from the same (rounded) inputs.
@@ -13,24 +17,27 @@ import onmt_entmax.ops as ops
 from onmt_entmax.ops import losses as ref_losses
 
 triton = pytest.importorskip("triton")
-from onmt_entmax.ops import triton as K  # noqa: E402
+from triton_interpreter import DEV, IN_PROCESS, INTERP, ON_KERNEL, kernel_tests, run_in_interpreter  # noqa: E402
 
-INTERP = os.environ.get("TRITON_INTERPRET", "0") == "1"
-if torch.cuda.is_available() and not INTERP:
-    DEV = "cuda"
-elif INTERP:
-    DEV = "cpu"
-else:
-    pytest.skip("Triton kernels need CUDA (or TRITON_INTERPRET=1)", allow_module_level=True)
 
-from onmt_entmax.ops.triton import loss as KL  # noqa: E402
-from onmt_entmax.ops.triton import mapping as KM  # noqa: E402
+@pytest.mark.skipif(ON_KERNEL, reason=IN_PROCESS)
+def test_mapping_and_beam_step_kernels_in_the_triton_interpreter():
+    run_in_interpreter(__file__)
+
+
+on_kernel = kernel_tests("test_mapping_and_beam_step_kernels_in_the_triton_interpreter")
+if ON_KERNEL:
+    from onmt_entmax.ops import triton as K  # noqa: E402
+    from onmt_entmax.ops.triton import mapping as KM  # noqa: E402
 
 REF = {"sparsemax": lambda z: ops.sparsemax(z, -1), "entmax15": lambda z: ops.entmax15(z, -1),
        "bisect": lambda z: ops.entmax_bisect(z, 1.33, -1, n_iter=80)}
 ALPHA = {"sparsemax": None, "entmax15": None, "bisect": 1.33}
 LONG = 3000 if INTERP else 40000  # > SINGLE_MAX: the streaming path
 MID = 1500 if INTERP else 20000  # one long row per program, held in registers
+# (the interpreter: rows from 2048 entries streamed, in chunks of 512, so that LONG takes that path)
+STREAM = {"SINGLE_MAX": 2048, "CHUNK": 512} if INTERP else None
+VOCAB = 3 * 4096 + 5 if INTERP else 5 * 32000  # a beam step's row: several chunks, the last one partial
 
 
 def _masked_logits(n_rows, n_cols, scale, gen):
@@ -42,17 +49,18 @@ def _masked_logits(n_rows, n_cols, scale, gen):
     return z
 
 
+@on_kernel
 @pytest.mark.parametrize("mode", ["sparsemax", "entmax15", "bisect"])
 @pytest.mark.parametrize("n_cols", [50, 777, MID, LONG])
 @pytest.mark.parametrize("scale", [3.0, 0.2])
 def test_mapping_forward_matches_float64_reference(mode, n_cols, scale):
     gen = torch.Generator().manual_seed(zlib.crc32(f"{mode}{n_cols}{scale}".encode()))
-    n_rows = 64 if n_cols < 1000 else 6
+    n_rows = 64 if n_cols < (100 if INTERP else 1000) else 6
     z = _masked_logits(n_rows, n_cols, scale, gen).float()
     ref = REF[mode](z.double())
     a = KM._alpha_rows(ALPHA[mode], z, -1) if mode == "bisect" else None
     out = torch.full_like(z, float("nan"), device=DEV)
-    p = KM.forward_rows(z.to(DEV), mode, a.to(DEV) if a is not None else None, out=out).cpu()
+    p = KM.forward_rows(z.to(DEV), mode, a.to(DEV) if a is not None else None, out=out, config=STREAM).cpu()
     assert not p.isnan().any()
     torch.testing.assert_close(p.double(), ref, atol=2e-6, rtol=1e-4)
     live = torch.ones(n_rows, dtype=torch.bool)
@@ -63,18 +71,21 @@ def test_mapping_forward_matches_float64_reference(mode, n_cols, scale):
         assert torch.equal(p == 0, ref == 0)
 
 
+@on_kernel
 @pytest.mark.parametrize("alpha", [1.01, 1.7, 2.5, 3.0])
 @pytest.mark.parametrize("n_cols", [50, LONG])
 def test_any_alpha_including_above_two(alpha, n_cols):
     """alpha > 2 makes the threshold equation non-convex: those rows bisect; all alphas match."""
     gen = torch.Generator().manual_seed(zlib.crc32(f"{alpha}{n_cols}".encode()))
-    z = _masked_logits(8, n_cols, 1.0, gen).float()
+    n_rows = 4 if INTERP else 8
+    z = _masked_logits(n_rows, n_cols, 1.0, gen).float()
     ref = ops.entmax_bisect(z.double(), alpha, -1, n_iter=200)
-    p = KM.forward_rows(z.to(DEV), "bisect", torch.full((8,), alpha, device=DEV)).cpu()
+    p = KM.forward_rows(z.to(DEV), "bisect", torch.full((n_rows,), alpha, device=DEV), config=STREAM).cpu()
     torch.testing.assert_close(p.double(), ref, atol=2e-6, rtol=1e-4)
     assert (p[[0, 1, 3]].double().sum(-1) - 1).abs().max() <= 1e-6
 
 
+@on_kernel
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("op", ["sparsemax", "entmax15"])
 def test_half_inputs_computed_in_float32(op, dtype):
@@ -87,6 +98,7 @@ def test_half_inputs_computed_in_float32(op, dtype):
     assert torch.isfinite(p).all()
 
 
+@on_kernel
 @pytest.mark.parametrize("op", ["sparsemax", "entmax15"])
 def test_mapping_backward_and_dim(op):
     gen = torch.Generator().manual_seed(11)
@@ -105,6 +117,7 @@ def test_mapping_backward_and_dim(op):
     assert torch.equal(getattr(K, op)(zk.detach(), 1), p.detach())
 
 
+@on_kernel
 def test_per_head_alpha_forward_backward():
     """Attention-shaped (batch, heads, q, k) with one learnable alpha per head, alpha = 1 -> softmax."""
     gen = torch.Generator().manual_seed(3)
@@ -128,11 +141,10 @@ def test_per_head_alpha_forward_backward():
     torch.testing.assert_close(ak.grad.cpu().double()[1:], ar.grad[1:], atol=1e-3, rtol=1e-3)
 
 
+@pytest.mark.skipif(DEV != "cuda", reason="CUDA only: the public ops take the kernel path for CUDA tensors")
 def test_public_ops_on_cuda_match_reference_any_dim_and_shape():
     """The public API on CUDA (kernel path) equals the CPU float64 reference: dim 0, (N, C, d)
     losses, tensor alpha along a middle dim, fp16 loss."""
-    if DEV != "cuda":
-        pytest.skip("dispatch happens on CUDA tensors only")
     gen = torch.Generator().manual_seed(5)
     z = torch.randn(30, 4, 7, generator=gen) * 2
     for op in (ops.sparsemax, ops.entmax15):
@@ -154,18 +166,22 @@ def test_public_ops_on_cuda_match_reference_any_dim_and_shape():
     assert half.dtype == torch.float16 and torch.isfinite(half)
 
 
+@on_kernel
 @pytest.mark.parametrize("mode", ["sparsemax", "entmax15", "bisect"])
 def test_every_short_row_length_matches_reference(mode):
     """Attention rows are short and of every length: each length 1..64 (and a few more), several
     rows per program, and decoder self-attention's causal -1e18 masks (row r keeps r % n + 1
     keys) with a different alpha on every row. (Before FP contraction was turned off, one-warp
-    tiles gave wrong rows here at some lengths: alpha-entmax at 21 columns.)"""
+    tiles gave wrong rows here at some lengths: alpha-entmax at 21 columns. The interpreter, which
+    contracts nothing, takes a few lengths of each tile shape.)"""
     gen = torch.Generator().manual_seed(11)
-    for n_cols in list(range(1, 65)) + [100, 257]:
-        for n_rows, scale in ((257, 2.0), (557, 3.0)):
+    lengths = [1, 2, 3, 8, 21, 32, 33, 64] if INTERP else list(range(1, 65))
+    dense, causal = (17, 37) if INTERP else (257, 557)
+    for n_cols in lengths + [100, 257]:
+        for n_rows, scale in ((dense, 2.0), (causal, 3.0)):
             z = torch.randn(n_rows, n_cols, generator=gen, dtype=torch.float64) * scale
             alpha = torch.full((n_rows,), 1.5, dtype=torch.float64)
-            if n_rows == 557:
+            if n_rows == causal:
                 future = torch.arange(n_cols)[None, :] > (torch.arange(n_rows) % n_cols)[:, None]
                 z = z.masked_fill(future, -1e18)
                 alpha = torch.linspace(1.05, 1.95, n_rows, dtype=torch.float64)
@@ -186,6 +202,7 @@ def _training_rows():
             for b in blocks]
 
 
+@on_kernel
 @pytest.mark.parametrize("mode", ["sparsemax", "entmax15", "bisect"])
 @pytest.mark.parametrize("tile,warps,lanes", [(128, 1, True), (256, 1, True), (128, 4, True),
                                               (128, 1, False)])
@@ -205,12 +222,13 @@ def test_training_rows_are_exact_on_every_short_row_layout(mode, tile, warps, la
         torch.testing.assert_close(p.double(), ref, atol=2e-6, rtol=1e-4)
 
 
+@on_kernel
 @pytest.mark.parametrize("mode", ["entmax15", "bisect"])
 @pytest.mark.parametrize("warps,lanes", [(1, True), (4, True), (1, False)])
 def test_many_random_short_rows_are_exact(mode, warps, lanes):
     """200000 random rows of 10, 12 and 21 entries (one of every few hundred went wrong on one
     warp while the lanes of a row could disagree: see the test above); all must be exact."""
-    n_rows = 300 if INTERP else 200000
+    n_rows = 64 if INTERP else 200000
     gen = torch.Generator().manual_seed(3)
     for n_cols in (10, 12, 21):
         z = torch.randn(n_rows, n_cols, generator=gen) * 0.5
@@ -223,6 +241,7 @@ def test_many_random_short_rows_are_exact(mode, warps, lanes):
         assert not wrong.any(), f"{int(wrong.sum())} wrong rows of {n_rows} at {n_cols} columns"
 
 
+@on_kernel
 @pytest.mark.parametrize("mode", ["sparsemax", "entmax15", "bisect"])
 @pytest.mark.parametrize("scale", [3.0, 0.2])
 def test_long_rows_start_from_group_maxima(mode, scale):
@@ -240,6 +259,7 @@ def test_long_rows_start_from_group_maxima(mode, scale):
     assert iters.sum() < iters_from_minus_one.sum(), (iters.tolist(), iters_from_minus_one.tolist())
 
 
+@on_kernel
 @pytest.mark.parametrize("n_cols", [50, MID, LONG])
 def test_a_nan_logit_gives_nan_like_the_reference(n_cols):
     """The hardware max drops NaN: without care a NaN logit would silently leave the support
@@ -270,6 +290,7 @@ def test_a_nan_logit_gives_nan_like_the_reference(n_cols):
                                    rtol=1e-4)
 
 
+@on_kernel
 @pytest.mark.parametrize("kind", ["sparsemax", "entmax15", "entmax_bisect"])
 @pytest.mark.parametrize("n_cols", [50, MID, LONG])
 def test_decoding_log_probs_in_one_kernel_match_log_of_the_reference(kind, n_cols):
@@ -290,6 +311,7 @@ def test_decoding_log_probs_in_one_kernel_match_log_of_the_reference(kind, n_col
         assert torch.equal(ops.log_probs(z.to(DEV), kind, ALPHA[mode] or 1.5).cpu().isinf(), lp.isinf())
 
 
+@on_kernel
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_alpha_relu_log_kernel_matches_the_reference(dtype):
     gen = torch.Generator().manual_seed(5)
@@ -308,7 +330,8 @@ def test_alpha_relu_log_kernel_matches_the_reference(dtype):
         assert out[2, 4] == float("inf")
 
 
-@pytest.mark.parametrize("n_cols", [7, 5 * 1000, 5 * 32000])
+@on_kernel
+@pytest.mark.parametrize("n_cols", [7, 5 * 1000, VOCAB])
 def test_beam_stats_kernel_matches_the_reference(n_cols):
     gen = torch.Generator().manual_seed(n_cols)
     s = torch.randn(9, n_cols, generator=gen) * 3
@@ -326,7 +349,8 @@ def test_beam_stats_kernel_matches_the_reference(n_cols):
     torch.testing.assert_close(best.cpu(), best_ref, equal_nan=True)
 
 
-@pytest.mark.parametrize("n_cols,k", [(6, 6), (7, 5), (5 * 1000, 1), (5 * 1000, 5), (5 * 32000, 12)])
+@on_kernel
+@pytest.mark.parametrize("n_cols,k", [(6, 6), (7, 5), (5 * 1000, 1), (5 * 1000, 5), (VOCAB, 12)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_beam_topk_kernel_picks_what_torch_topk_picks_with_the_statistics(n_cols, k, dtype):
     """A beam step's pick: the k best of each row in torch.topk's order (distinct scores), NaN first

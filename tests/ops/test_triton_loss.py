@@ -14,21 +14,21 @@ import onmt_entmax.ops as ops
 from onmt_entmax.ops import losses as ref_losses
 
 triton = pytest.importorskip("triton")
-from triton_interpreter import DEV, INTERP, ON_KERNEL, run_in_interpreter  # noqa: E402
+from triton_interpreter import DEV, IN_PROCESS, INTERP, ON_KERNEL, kernel_tests, run_in_interpreter  # noqa: E402
 
 MID = 1500 if INTERP else 20000  # one long row per program, held in registers
 LONG = 3000 if INTERP else 40000  # > SINGLE_MAX: the streaming path
 
 
-@pytest.mark.skipif(ON_KERNEL, reason="the tests below run on the kernel directly")
+@pytest.mark.skipif(ON_KERNEL, reason=IN_PROCESS)
 def test_loss_kernels_in_the_triton_interpreter():
-    run_in_interpreter(__file__, timeout=900)
+    run_in_interpreter(__file__)
 
 
 if ON_KERNEL:
     from onmt_entmax.ops import triton as K  # noqa: E402
     from onmt_entmax.ops.triton import loss as KL  # noqa: E402
-on_kernel = pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+on_kernel = kernel_tests("test_loss_kernels_in_the_triton_interpreter")
 
 
 @on_kernel

@@ -152,7 +152,7 @@ def _topk_merge_kernel(PART, VALUES, INDICES, STATS, n_cols, n_chunks, k, KP: tl
     for i in range(0, k):
         best = tl.max(rank, 0)
         tl.store(VALUES + r * k + i, _score_of(best).to(VALUES.dtype.element_ty))
-        tl.store(INDICES + r * k + i, _LOW - (best & _LOW))
+        tl.store(INDICES + r * k + i, (best & _LOW) ^ _LOW)  # = _LOW - low half (Triton's interpreter: tensor first)
         rank = tl.where(rank == best, _NONE, rank)
     best = tl.max(rank, 0)
     left = tl.where(k < n_cols, _score_of(best), float("-inf"))
