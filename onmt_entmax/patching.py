@@ -2,8 +2,11 @@
 
 A ``Patch`` either wraps one upstream attribute (function, method, classmethod or module-level
 name): the wrapper receives the upstream object and calls it, so no upstream code is copied; or it
-runs a registration function (``apply``). ``PatchSet.apply`` is idempotent; each wrapped object keeps
-the upstream one as ``__wrapped__`` and ``PatchSet.original(name)`` returns it. Each adapter
+runs a registration function (``apply``). Several patches may wrap one target: each wraps what the
+patches before it in the list left there (the first is innermost), each wrapper is marked with its own
+patch's name, and ``PatchSet.apply`` is idempotent per patch (a patch already in the target's chain of
+wrappers is skipped). Each wrapper keeps what it wrapped as ``__wrapped__``; ``PatchSet.original(name)``
+returns the stock object at the bottom of the chain. Each adapter
 (``onmt_entmax.onmt``, ``onmt_entmax.eole``) keeps its own list in its ``patches.py``; this module
 imports neither toolkit. Wrappers that both lists install unchanged live here too
 (``backward_on_calling_thread``; ``stop_on_signal`` and ``stop_between_steps``).
@@ -87,32 +90,51 @@ class PatchSet:
         return list(self._applied)
 
     def original(self, name: str):
-        """The upstream object a patch replaced (e.g. to compare with stock behaviour in tests)."""
+        """The stock upstream object under a patch's wrapper (e.g. to compare with stock behaviour in tests)."""
         return self._applied[name]
+
+    def _aliases(self, target: str) -> tuple:
+        """The aliases of every patch of ``target``: each stacked wrapper replaces all of them."""
+        return tuple(a for p in self.patches if p.target == target for a in p.aliases)
 
     def _wrap_one(self, patch: Patch) -> None:
         owner, attr = resolve(patch.target)
         raw = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr)
         if raw is None:
             raw = getattr(owner, attr)
-        if getattr(raw, MARK, None) or getattr(getattr(raw, "__func__", None), MARK, None):
-            return  # already ours
-        if isinstance(raw, classmethod):
-            func = raw.__func__
-            new = functools.wraps(func)(patch.wrapper(func))
-            setattr(new, MARK, patch.name)
-            setattr(owner, attr, classmethod(new))
-            self._applied[patch.name] = func
-            return
-        new = functools.wraps(raw)(patch.wrapper(raw))
+        is_classmethod = isinstance(raw, classmethod)
+        current = raw.__func__ if is_classmethod else raw
+        if patch.name in wrapper_names(current):
+            return  # this patch is in the chain already
+        new = functools.wraps(current)(patch.wrapper(current))
         setattr(new, MARK, patch.name)
-        setattr(owner, attr, new)
-        self._applied[patch.name] = raw
-        for alias in patch.aliases:
+        setattr(owner, attr, classmethod(new) if is_classmethod else new)
+        self._applied[patch.name] = stock(current)
+        if is_classmethod:
+            return
+        for alias in (*patch.aliases, *self._aliases(patch.target)):
             module_name, _, name = alias.partition(":")
             module = sys.modules.get(module_name)
             if module is not None and getattr(module, name, None) is raw:
                 setattr(module, name, new)
+
+
+def wrapper_names(obj) -> list[str]:
+    """The patch names of the wrappers stacked on ``obj``, outermost first ([] for a stock object)."""
+    names = []
+    obj = getattr(obj, "__func__", obj)
+    while getattr(obj, MARK, None):
+        names.append(getattr(obj, MARK))
+        obj = getattr(obj, "__wrapped__", None)
+    return names
+
+
+def stock(obj):
+    """The object at the bottom of ``obj``'s chain of our wrappers (``obj`` itself when it is stock)."""
+    obj = getattr(obj, "__func__", obj)
+    while getattr(obj, MARK, None):
+        obj = obj.__wrapped__
+    return obj
 
 
 def adapter_activation(patches_module: str, check: Callable[[], None] = lambda: None):

@@ -1,7 +1,9 @@
 """The training-loop wrappers both adapters install (onmt_entmax/patching.py), on a toy loop: a stop
-signal ends the loop after the step under way, never inside it, and the process says so by its exit code."""
+signal ends the loop after the step under way, never inside it, and the process says so by its exit code.
+And the patch machinery itself: several rows of one target stack."""
 import os
 import signal
+import sys
 
 import pytest
 
@@ -104,3 +106,32 @@ def test_several_processes_training_together_keep_the_toolkits_handling():
     seen = []
     patching.stop_on_signal(lambda: seen.append(signal.getsignal(signal.SIGTERM)), lambda: False)()
     assert seen == [signal.SIG_DFL]
+
+
+# --- PatchSet: several rows of one target ------------------------------------------------------------------
+def _toy_module(monkeypatch):
+    import types
+
+    module = types.ModuleType("onmt_entmax_toy_target")
+    module.f = lambda x: [x]
+    user = types.ModuleType("onmt_entmax_toy_user")  # a module that ran ``from toy import f`` before we did
+    user.f = module.f
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setitem(sys.modules, user.__name__, user)
+    return module, user
+
+
+def test_rows_of_one_target_stack_in_table_order_each_once_and_original_is_stock(monkeypatch):
+    module, user = _toy_module(monkeypatch)
+    stock = module.f
+    target = "onmt_entmax_toy_target:f"
+    rows = patching.PatchSet([
+        patching.Patch("first", "inner", target, lambda up: lambda x: up(x) + ["first"],
+                       aliases=("onmt_entmax_toy_user:f",)),
+        patching.Patch("second", "outer", target, lambda up: lambda x: up(x) + ["second"]),
+    ])
+    assert rows.apply() == ["first", "second"]
+    rows.apply()  # idempotent: no row wraps twice
+    assert module.f(0) == [0, "first", "second"] and user.f(0) == [0, "first", "second"]
+    assert patching.wrapper_names(module.f) == ["second", "first"]
+    assert rows.original("first") is stock and rows.original("second") is stock
