@@ -8,14 +8,14 @@ routine decide *where* to forbid, then write -inf there (penalty_mask), and they
 probability zero out of the n-best lists. For a dense model every candidate is finite, so the same K
 candidates win as upstream and outputs are unchanged.
 
-Nothing here imports a toolkit: ``install(decode_strategy_cls, beam_search_cls)`` wraps the classes an
-adapter passes (each wrapper keeps the upstream method as ``__wrapped__``; idempotent). The two
+Nothing here imports a toolkit: ``rows(decode_strategy, beam_search, penalty_builder)`` names each hook, its
+reason, the upstream method it wraps in the classes an adapter names, and its wrapper; each adapter lists
+them among the rows of its patches (which install them). The two
 toolkits differ where noted: Eole's ``eos`` is a list of ids, it finishes a sentence with ``num_hyp``
 hypotheses (n_best) and may keep finished sentences in a static batch.
 """
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -28,7 +28,6 @@ from .certificate import CertificateTracker
 from .masking import penalty_mask
 
 NEG_INF = float("-inf")
-_MARK = "_onmt_entmax_decoding"
 
 
 @dataclass
@@ -50,16 +49,6 @@ def attach_record(strategy, beam_search: type, certificate: bool) -> Optional[Be
         return None
     strategy._entmax = BeamRecord(CertificateTracker(strategy.batch_size) if certificate else None, strategy.n_best)
     return strategy._entmax
-
-
-def wrap_method(owner: type, name: str, make: Callable[[Callable], Callable]) -> None:
-    """Replace ``owner.name`` by ``make(upstream)`` once (the wrapper keeps it as ``__wrapped__``)."""
-    upstream = getattr(owner, name)
-    if getattr(upstream, _MARK, False):
-        return
-    wrapper = functools.wraps(upstream)(make(upstream))
-    setattr(wrapper, _MARK, True)
-    setattr(owner, name, wrapper)
 
 
 def _neg_inf_penalty(active: Callable) -> Callable[[Callable], Callable]:
@@ -199,11 +188,11 @@ def _store_or_stop(upstream, self, i, topk_scores_list, predictions, attention, 
         n_before = len(self.hypotheses[b])
         going = upstream(self, i, topk_scores_list, predictions, attention, step)
         if not going:
-            self._entmax_answered(b, rec, n_before + len(finished_now))
+            _entmax_answered(self, b, rec, n_before + len(finished_now))
             if not static and rec is not None and rec.tracker is not None and _still_certifiable(rec, b):
                 rec.settling.add(b)  # (the next steps, until settled, see the branch above)
                 return True
-            self._entmax_done(b, rec, live, truncated)
+            _entmax_done(self, b, rec, live, truncated)
         return going
     n_found = sum(h[0] != NEG_INF for h in self.hypotheses[b]) + len(finished_now)
     saved = {k: getattr(self, k) for k in _STOP_ATTRS if hasattr(self, k)}
@@ -216,8 +205,8 @@ def _store_or_stop(upstream, self, i, topk_scores_list, predictions, attention, 
         for k, v in saved.items():
             setattr(self, k, v)
     assert not going
-    self._entmax_answered(b, rec, n_found)
-    self._entmax_done(b, rec, [], truncated)
+    _entmax_answered(self, b, rec, n_found)
+    _entmax_done(self, b, rec, [], truncated)
     return False
 
 
@@ -295,20 +284,30 @@ def fewer_than_n_best(eos_of: Callable) -> Callable[[Callable], Callable]:
     return make
 
 
-def install(decode_strategy: type, beam_search: type, penalty_builder: Optional[type] = None) -> None:
-    """Wrap the -inf hooks into a toolkit's ``DecodeStrategy``, ``BeamSearchBase`` and ``PenaltyBuilder``
-    (idempotent)."""
+Row = tuple[str, str, str, Callable[[Callable], Callable]]  # (name, reason, "module:Class.method", wrapper)
+
+
+def rows(decode_strategy: str, beam_search: str, penalty_builder: str) -> list[Row]:
+    """The hooks as patch rows, for a toolkit whose ``DecodeStrategy``, ``BeamSearchBase`` and
+    ``PenaltyBuilder`` are at these ``"module:Class"`` paths."""
     ds, bs = decode_strategy, beam_search
-    if penalty_builder is not None:
-        wrap_method(penalty_builder, "coverage_wu", _coverage_wu)
-    wrap_method(ds, "ensure_min_length", _neg_inf_penalty(lambda s: len(s) <= s.min_length))
-    wrap_method(ds, "ensure_unk_removed", _neg_inf_penalty(lambda s: bool(s.ban_unk_token)))
-    wrap_method(ds, "block_ngram_repeats", _neg_inf_penalty(
-        lambda s: s.block_ngram_repeat > 0 and len(s) >= s.block_ngram_repeat))
-    wrap_method(ds, "target_prefixing", _neg_inf_penalty(
-        lambda s: s.target_prefix is not None and len(s) <= s.target_prefix.size(1)))
-    wrap_method(bs, "_pick", _pick)
-    wrap_method(bs, "update_finished", _update_finished)
-    wrap_method(bs, "beams_non_finished", _beams_non_finished)
-    bs._entmax_answered = _entmax_answered
-    bs._entmax_done = _entmax_done
+    return [
+        ("beam_min_length", "EOS before min_length gets -inf, not -65504 (below which a sparse model's zeros lie)",
+         f"{ds}.ensure_min_length", _neg_inf_penalty(lambda s: len(s) <= s.min_length)),
+        ("beam_ban_unk", "ban_unk_token: unk gets -inf, not -65504",
+         f"{ds}.ensure_unk_removed", _neg_inf_penalty(lambda s: bool(s.ban_unk_token))),
+        ("beam_block_ngrams", "a blocked n-gram repeat gets -inf, not -10e20",
+         f"{ds}.block_ngram_repeats", _neg_inf_penalty(
+             lambda s: s.block_ngram_repeat > 0 and len(s) >= s.block_ngram_repeat)),
+        ("beam_target_prefix", "a token off the target prefix gets -inf, not -10000",
+         f"{ds}.target_prefixing", _neg_inf_penalty(
+             lambda s: s.target_prefix is not None and len(s) <= s.target_prefix.size(1))),
+        ("beam_pick", "the beam's top-k counts the finite candidates it prunes (the certificate)",
+         f"{bs}._pick", _pick),
+        ("beam_finished_dead", "finished beams score -inf (not -65504): never revived",
+         f"{bs}.update_finished", _update_finished),
+        ("beam_nonzero_hypotheses", "no zero-probability hypothesis stored; a sentence with nothing finite left "
+         "ends with fewer than n_best; the certificate settles", f"{bs}.beams_non_finished", _beams_non_finished),
+        ("coverage_penalty", "coverage floored at the dtype's tiny: a finite penalty where sparse attention gives "
+         "a source word zero coverage (upstream: -inf, then NaN)", f"{penalty_builder}.coverage_wu", _coverage_wu),
+    ]

@@ -3,7 +3,8 @@
 - The beam search hooks of ``onmt_entmax.decoding.beam_hooks`` (shared with OpenNMT-py 3.5.1, whose
   ``BeamSearchBase`` Eole's is) write -inf, not -65504 / -1e20 / -10000, where upstream forbids a
   token, never revive finished beams, never store a zero-probability hypothesis, stop when nothing with
-  nonzero probability is left, and track the certificate.
+  nonzero probability is left, and track the certificate: rows of ``onmt_entmax.eole.patches``
+  (``BEAM_ROWS``).
 - ``Inference.__init__``: the decoding options (``onmt_entmax.options.decoding``, fields of
   ``PredictConfig``) resolved against the model's output layer; the kernels' once-a-process set-up.
 - ``Translator._predict_batch_with_strategy``: a certificate tracker on the beam; once the batch is
@@ -22,7 +23,8 @@ import torch
 
 from onmt_entmax.analysis.heatmap import attention_name
 from onmt_entmax.analysis.records import DecodingRun, Sentence, decode_file, target_tokens
-from onmt_entmax.decoding.beam_hooks import attach_record, fewer_than_n_best, install
+from onmt_entmax.decoding import beam_hooks
+from onmt_entmax.decoding.beam_hooks import attach_record, fewer_than_n_best
 from onmt_entmax.decoding.scoring import SteppedScorer
 from onmt_entmax.modules.models import member_transformations, warm_up_kernels_of
 from onmt_entmax.options.decoding import DecodingConfig
@@ -34,10 +36,8 @@ from .errors import ConfigError
 NEG_INF = float("-inf")
 
 
-def install_beam_hooks() -> None:
-    from eole.predict import beam_search, decode_strategy, penalties
-
-    install(decode_strategy.DecodeStrategy, beam_search.BeamSearchBase, penalties.PenaltyBuilder)
+BEAM_ROWS = beam_hooks.rows("eole.predict.decode_strategy:DecodeStrategy", "eole.predict.beam_search:BeamSearchBase",
+                            "eole.predict.penalties:PenaltyBuilder")
 
 
 def decoding_config(config, model) -> DecodingConfig:

@@ -81,10 +81,11 @@ PATCHES: list[Patch] = [
           "eole.inputters.dynamic_iterator:DynamicDatasetIter._init_datasets",
           lambda up: wrap_init_datasets(up, "eole")),
     Patch("early_stopping_resume", "a resumed run's early stopper continues the checkpoint's best scores and "
-          "patience; training.rnn_cuda_graphs: the model's input-feed RNN decoder gets its graphs",
-          "eole.trainer:build_trainer",
-          lambda up: cuda_graphs.wrap_build_trainer(early_stopping.wrap_build_trainer(up, training.eole_logger)),
+          "patience", "eole.trainer:build_trainer",
+          lambda up: early_stopping.wrap_build_trainer(up, training.eole_logger),
           aliases=("eole.train_single:build_trainer",)),
+    Patch("rnn_cuda_graphs_trainer", "training.rnn_cuda_graphs: the model's input-feed RNN decoder gets its graphs",
+          "eole.trainer:build_trainer", cuda_graphs.wrap_build_trainer),
     Patch("rnn_cuda_graphs_forward", "training.rnn_cuda_graphs: the input-feed decoder's training steps replay "
           "CUDA graphs", "eole.decoders.rnn_decoder:InputFeedRNNDecoder._run_forward_pass",
           lambda up: graphed_loop(up, "src_pad_mask")),
@@ -92,18 +93,18 @@ PATCHES: list[Patch] = [
           "later validation", "eole.inputters.dynamic_iterator:build_dynamic_dataset_iter",
           training.wrap_build_dynamic_dataset_iter, aliases=("eole.train_single:build_dynamic_dataset_iter",)),
     Patch("valid_lr_halving_flag", "training.valid_lr_halving: the optimizer remembers whether to halve, and has "
-          "no step decay then; training.adam_fused: Adam fused, also after a train_from state is loaded",
-          "eole.utils.optimizers:Optimizer.from_config",
-          lambda up: adam_fused.wrap_from_config(lr_halving.wrap_from_config(up))),
+          "no step decay then", "eole.utils.optimizers:Optimizer.from_config", lr_halving.wrap_from_config),
+    Patch("adam_fused", "training.adam_fused: Adam fused, also after a train_from state is loaded",
+          "eole.utils.optimizers:Optimizer.from_config", adam_fused.wrap_from_config),
     Patch("valid_lr_halving", "halve the learning rate when the validation loss rises",
           "eole.trainer:Trainer.validate", lr_halving.wrap_validate),
     Patch("resume_state_save", "the learning-rate halvings, the last validation loss and the early-stopping "
           "state are saved with the optimizer (optimizer.pt)",
           "eole.utils.optimizers:Optimizer.state_dict", wrap_state_dict),
-    Patch("resume_state_load", "train_from resumes at the halved learning rate and keeps that state; a state "
-          "without step counters (reset_optim keep_states) loads instead of a KeyError",
-          "eole.utils.optimizers:Optimizer.load_state_dict",
-          lambda up: wrap_load_state_dict(training.wrap_load_counters(up))),
+    Patch("resume_state_counters", "a state without step counters (reset_optim keep_states) loads instead of "
+          "a KeyError", "eole.utils.optimizers:Optimizer.load_state_dict", training.wrap_load_counters),
+    Patch("resume_state_load", "train_from resumes at the halved learning rate and keeps that state",
+          "eole.utils.optimizers:Optimizer.load_state_dict", wrap_load_state_dict),
     Patch("loss_forward", "resolve generator_tau auto on the first batch; attended source tokens",
           "eole.utils.loss:LossCompute.forward", training.wrap_forward),
     Patch("loss_stats", "name the loss; nonzero output probabilities per token",
@@ -118,8 +119,7 @@ PATCHES: list[Patch] = [
           "eole.predict.inference:Inference._decode_and_generate", wrap_decode_and_generate),
     Patch("predict_log_probs", "log of the model's own probabilities (-inf for zeros) instead of log_softmax",
           "eole.predict.inference:log_softmax", make_log_softmax),
-    Patch("beam_search", "-inf instead of finite stand-ins, no revived beams, certificate (decoding.beam_hooks)",
-          apply=decoding.install_beam_hooks),
+    *(Patch(name, why, target, wrapper) for name, why, target, wrapper in decoding.BEAM_ROWS),
     Patch("ensemble_members", "an ensemble's members share their vocabularies; with a sparse member (or "
           "avg_raw_probs) its generator averages raw probabilities",
           "eole.decoders.ensemble:EnsembleModel.for_inference", ensemble.wrap_for_inference),

@@ -19,8 +19,15 @@ from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread, st
 from onmt_entmax.resume_state import wrap_load_state_dict, wrap_state_dict
 
 from . import checkpoint, file_checks, options, refusals, upstream_noise, validation
+from .decoding import beam
 from .model import building, fused_attention, loading, rnn_attention
 from .training import adam_fused, cuda_graphs, data_order, fork_settings, loss, lr_halving, reporting, valid_batches
+
+
+def _decoding(module: str):
+    """``onmt_entmax.onmt.decoding.<module>``, imported when its first row is applied (not at activation)."""
+    return importlib.import_module(f"onmt_entmax.onmt.decoding.{module}")
+
 
 PATCHES: list[Patch] = [
     Patch("upstream_noise", "upstream's deprecation warnings (at their source) and repeated corpus lines filtered",
@@ -83,10 +90,11 @@ PATCHES: list[Patch] = [
           "onmt.translate.translator:Inference._decode_and_generate", wrap_decode_and_generate),
     Patch("translator_log_probs", "log of the model's own probabilities (-inf for zeros) instead of log_softmax",
           "onmt.translate.translator:log_softmax", make_log_softmax),
+    Patch("search_sizes", "onmt_translate: beam_size and n_best >= 1 (before the model loads)",
+          "onmt.utils.parse:ArgumentParser.validate_translate_opts", validation.wrap_validate_translate_opts),
     Patch("translate_files", "onmt_translate's outputs writable and never an input, -src without blank lines, "
-          "-tgt line for line; beam_size and n_best >= 1 (before the model loads)",
-          "onmt.utils.parse:ArgumentParser.validate_translate_opts",
-          lambda up: file_checks.wrap_validate_translate_opts(validation.wrap_validate_translate_opts(up))),
+          "-tgt line for line (before the model loads)",
+          "onmt.utils.parse:ArgumentParser.validate_translate_opts", file_checks.wrap_validate_translate_opts),
     Patch("load_test_model", "translate-time overrides; refuse an alpha_relu model without tau, and -src lines "
           "or a -max_length beyond the model's position table",
           "onmt.model_builder:load_test_model", loading.wrap_load_test_model),
@@ -99,26 +107,27 @@ PATCHES: list[Patch] = [
                                              adam_fused.add_options)),
     Patch("embeddings_dropout", "with it, the word embeddings drop that share of their output instead of -dropout's",
           "onmt.model_builder:build_embeddings", fork_settings.wrap_build_embeddings),
-    Patch("adam_eps", "with it, Adam is built with that epsilon instead of upstream's fixed 1e-8; with adam_fused, "
-          "as torch's fused Adam",
-          "onmt.utils.optimizers:build_torch_optimizer",
-          lambda up: adam_fused.wrap_build_torch_optimizer(fork_settings.wrap_build_torch_optimizer(up))),
-    Patch("valid_lr_halving_flag", "the optimizer remembers whether to halve, and has no step decay then; "
-          "adam_eps and adam_fused hold after a resumed optimizer state is loaded",
-          "onmt.utils.optimizers:Optimizer.from_opt",
-          lambda up: adam_fused.wrap_optimizer_from_opt(
-              fork_settings.wrap_optimizer_from_opt(lr_halving.wrap_from_opt(up)))),
+    Patch("adam_eps", "with it, Adam is built with that epsilon instead of upstream's fixed 1e-8",
+          "onmt.utils.optimizers:build_torch_optimizer", fork_settings.wrap_build_torch_optimizer),
+    Patch("adam_fused", "with it, Adam is built as torch's fused Adam",
+          "onmt.utils.optimizers:build_torch_optimizer", adam_fused.wrap_build_torch_optimizer),
+    Patch("valid_lr_halving_flag", "the optimizer remembers whether to halve, and has no step decay then",
+          "onmt.utils.optimizers:Optimizer.from_opt", lr_halving.wrap_from_opt),
+    Patch("adam_eps_resume", "adam_eps holds after a resumed optimizer state is loaded",
+          "onmt.utils.optimizers:Optimizer.from_opt", fork_settings.wrap_optimizer_from_opt),
+    Patch("adam_fused_resume", "adam_fused holds after a resumed optimizer state is loaded",
+          "onmt.utils.optimizers:Optimizer.from_opt", adam_fused.wrap_optimizer_from_opt),
     Patch("resume_state_save", "the learning-rate halvings, the last validation loss and the early-stopping "
           "counts go into the checkpoint (with the optimizer's state)",
           "onmt.utils.optimizers:Optimizer.state_dict", wrap_state_dict),
     Patch("resume_state_load", "-train_from resumes at the halved learning rate and keeps that state",
           "onmt.utils.optimizers:Optimizer.load_state_dict", wrap_load_state_dict),
     Patch("early_stopping_resume", "a resumed run's early stopper continues the checkpoint's best scores and "
-          "patience (upstream starts both afresh); with rnn_cuda_graphs the input-feed decoder gets its graphs",
-          "onmt.trainer:build_trainer",
-          lambda up: cuda_graphs.wrap_build_trainer(
-              early_stopping.wrap_build_trainer(up, lambda: logging.getLogger("onmt"))),
+          "patience (upstream starts both afresh)", "onmt.trainer:build_trainer",
+          lambda up: early_stopping.wrap_build_trainer(up, lambda: logging.getLogger("onmt")),
           aliases=("onmt.train_single:build_trainer",)),
+    Patch("rnn_cuda_graphs_trainer", "with rnn_cuda_graphs the trainer's input-feed decoder gets its graphs",
+          "onmt.trainer:build_trainer", cuda_graphs.wrap_build_trainer),
     Patch("rnn_cuda_graphs_forward", "rnn_cuda_graphs: the input-feed decoder's training steps replay CUDA graphs",
           "onmt.decoders.decoder:InputFeedRNNDecoder._run_forward_pass", lambda up: graphed_loop(up, "src_len")),
     Patch("valid_lr_halving", "halve the learning rate when the validation loss rises",
@@ -153,9 +162,35 @@ PATCHES: list[Patch] = [
           "onmt.bin.average_models:main", checkpoint.wrap_average_main),
     Patch("one_line_refusals", "a refusal (ValueError subclass) ending a command prints one line, no traceback",
           apply=refusals.install_excepthook),
-    Patch("sparse_decoding", "-inf beam search, certificates, analyses, raw-prob ensembles (docs/decoding.md)", apply=lambda: importlib.import_module("onmt_entmax.onmt.decoding.translator").apply()),  # noqa: E501
+    Patch("decoding_options", "the sparse-decoding options (certificate, analyses, report), translate only",
+          "onmt.opts:translate_opts", lambda up: _decoding("translator")._translate_opts(up),
+          aliases=("onmt.bin.translate:translate_opts",)),
+    Patch("decoding_config", "a translator resolves its decoding options against the checkpoint (bad ones fail "
+          "before decoding) and warms the kernels of its model", "onmt.translate.translator:Inference.from_opt",
+          lambda up: _decoding("translator")._from_opt(up)),
+    Patch("decoding_records", "certificate tracker per beam; per-sentence records and analyses",
+          "onmt.translate.translator:Translator._translate_batch_with_strategy",
+          lambda up: _decoding("translator")._translate_batch_with_strategy(up)),
+    Patch("decoding_report", "records in input order, JSON lines, heatmap and summary per file",
+          "onmt.translate.translator:Inference._translate", lambda up: _decoding("translator")._translate(up)),
+    Patch("decoding_n_best", "fewer than n_best hypotheses when fewer have nonzero probability",
+          "onmt.translate.translation:TranslationBuilder.from_batch",
+          lambda up: _decoding("translator")._from_batch(up)),
+    Patch("beam_attention_layout", "an input-feed RNN decoder's time-first step attention turned batch-first "
+          "(-attn_debug, -replace_unk and coverage index the right axis)",
+          "onmt.translate.beam_search:BeamSearchBase.advance", lambda up: _decoding("translator")._advance(up)),
+    *(Patch(name, why, target, wrapper) for name, why, target, wrapper in beam.ROWS),
+    Patch("ensemble_average", "log((1/M) sum_m p_m) with each member's own mapping, -inf where all give 0",
+          "onmt.decoders.ensemble:EnsembleGenerator.forward", lambda up: _decoding("ensemble")._ensemble_forward(up)),
+    Patch("ensemble_members", "an ensemble's members share their vocabularies and attention layout (refused as "
+          "they load); with a sparse member (or -avg_raw_probs) its generator averages raw probabilities",
+          "onmt.decoders.ensemble:load_test_model", lambda up: _decoding("ensemble")._load_test_model(up)),
     Patch("alpha_csv", "learned alpha per head and layer to <save_model>_alphas.csv at every report step", "onmt.trainer:Trainer._maybe_report_training", lambda up: importlib.import_module("onmt_entmax.onmt.training.alpha_log").wrap_maybe_report_training(up)),  # noqa: E501
 ]
+
+# the rows of the sparse beam search, certificates, analyses and raw-probability ensembles (docs/decoding.md)
+SPARSE_DECODING = ("decoding_options", "decoding_config", "decoding_records", "decoding_report", "decoding_n_best",
+                   "beam_attention_layout", *(name for name, *_ in beam.ROWS), "ensemble_average", "ensemble_members")
 
 _SET = PatchSet(PATCHES)
 # apply_patches(patches=None) -> names applied (idempotent); applied(); original(name): the upstream object

@@ -10,12 +10,12 @@ import torch
 
 from decoding_toys import EOS, RandomSparseModel, draw_model, spell
 from onmt_entmax.decoding import CertificateTracker, beam_search, enumerate_support, exact_search
-from onmt_entmax.decoding.beam_hooks import BeamRecord
+from onmt_entmax.decoding.beam_hooks import BeamRecord, rows
 
 NEG_INF = float("-inf")
 PAD, BOS, UNK = 97, 98, 99  # outside the toys' vocabularies except when padded below
-ADAPTERS = {"onmt": ("onmt.translate", "onmt_entmax.onmt.decoding.beam"),
-            "eole": ("eole.predict", "onmt_entmax.eole.decoding")}
+ADAPTERS = {"onmt": ("onmt.translate", "onmt_entmax.onmt.patches"),
+            "eole": ("eole.predict", "onmt_entmax.eole.patches")}
 
 
 @pytest.fixture(params=sorted(ADAPTERS))
@@ -24,8 +24,9 @@ def toolkit(request):
     package, adapter = ADAPTERS[request.param]
     bs_module = pytest.importorskip(f"{package}.beam_search")
     ds_module = importlib.import_module(f"{package}.decode_strategy")
-    hooks = importlib.import_module(adapter)
-    (hooks.apply if request.param == "onmt" else hooks.install_beam_hooks)()
+    patches = importlib.import_module(adapter)
+    hooks = {name for name, *_ in rows("", "", "")}  # the beam_hooks rows of the adapter's table
+    patches.apply_patches([p for p in patches.PATCHES if p.name in hooks])
     return bs_module, ds_module.DecodeStrategy
 
 

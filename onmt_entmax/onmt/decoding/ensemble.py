@@ -23,7 +23,6 @@ from onmt_entmax.decoding import check_same_vocab
 from onmt_entmax.decoding.ensemble import average_raw_probs, averaging_forward, check_same_attention_layout
 
 from ..validation import EntmaxOptionError
-from .beam import _wrap
 
 
 def _ensemble_forward(upstream):
@@ -78,14 +77,3 @@ def _load_test_model(upstream):
 
     return wrapper
 
-
-def apply() -> None:
-    """Install the ensemble patches (idempotent)."""
-    from onmt.decoders import ensemble
-
-    _wrap(ensemble.EnsembleGenerator, "forward", _ensemble_forward)
-    fn = ensemble.load_test_model
-    if not getattr(fn, "_onmt_entmax_decoding", False):
-        new = functools.wraps(fn)(_load_test_model(fn))
-        new._onmt_entmax_decoding = True
-        ensemble.load_test_model = new

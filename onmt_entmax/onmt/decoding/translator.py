@@ -1,6 +1,6 @@
 """Translator hooks: certificates, analyses, n-best with fewer hypotheses, JSON report, summary.
 
-Wrapped upstream functions (each keeps the original as ``__wrapped__``):
+The wrappers of these upstream functions (rows of ``onmt_entmax.onmt.patches``, which installs them):
 - ``Translator.from_opt``: resolves a DecodingConfig from the translate opt and the checkpoint.
 - ``Translator._translate_batch_with_strategy``: attaches a BeamRecord (certificate tracker) to
   the beam, then runs the per-sentence analyses once the beam search of the batch is done.
@@ -9,25 +9,20 @@ Wrapped upstream functions (each keeps the original as ``__wrapped__``):
 - ``TranslationBuilder.from_batch``: accepts fewer than n_best hypotheses per sentence.
 - ``BeamSearchBase.advance``: input-feed RNN decoders return attention time-first; turn it
   batch-first so -attn_debug / -replace_unk / coverage penalties index the right axis.
-- ``PenaltyBuilder.coverage_wu``: log(min(coverage, 1)) is -inf for a source word with zero
-  coverage (sparse attention, or padding); floor coverage at the dtype's tiny so the penalty is
-  finite (values where upstream is finite are unchanged) and no inf - inf = NaN appears.
+- ``onmt.opts.translate_opts``: the decoding options (``options.add_decoding_options``).
+
+The model's own log-probabilities (raw-probability ensembles passed through) are
+``decoding.log_probs_hook``'s, the -inf beam search and ``coverage_wu`` ``decoding.beam_hooks``' (both
+toolkits share them).
 """
 from __future__ import annotations
 
-import contextvars
-import functools
-
 from onmt_entmax.analysis.heatmap import attention_name
 from onmt_entmax.analysis.records import DecodingRun, Sentence, decode_file, target_tokens
-from onmt_entmax.decoding.beam_hooks import _coverage_wu, attach_record, fewer_than_n_best
-from onmt_entmax.decoding.ensemble import returns_log_probs
+from onmt_entmax.decoding.beam_hooks import attach_record, fewer_than_n_best
 from onmt_entmax.modules.models import member_transformations
 from onmt_entmax.modules.models import warm_up_kernels_of as shared_warm_up
 
-from .beam import _wrap
-from .ensemble import apply as apply_ensemble
-from .beam import apply as apply_beam
 from .options import DecodingConfig, add_decoding_options
 from .scorer import SentenceScorer
 
@@ -45,7 +40,7 @@ def _config(translator) -> DecodingConfig:
 def _from_opt(upstream):
     def wrapper(cls, model, vocabs, opt, model_opt, *args, **kwargs):
         cfg = DecodingConfig.from_opts(opt, member_transformations(model))  # bad options: fail before decoding
-        translator = upstream.__func__(cls, model, vocabs, opt, model_opt, *args, **kwargs)
+        translator = upstream(cls, model, vocabs, opt, model_opt, *args, **kwargs)
         translator._entmax_cfg = cfg
         warm_up_kernels_of(model)
         return translator
@@ -154,41 +149,6 @@ class _IterProxy:
         return getattr(self._inner, name)
 
 
-# --- raw-probability ensembles pass through the log-prob step -------------------------------------
-_MODEL = contextvars.ContextVar("onmt_entmax_decoding_model", default=None)
-
-
-def _decode_and_generate(upstream):
-    """Make the model being decoded visible to the translator's ``log_softmax``."""
-
-    def wrapper(self, *args, **kwargs):
-        token = _MODEL.set(self.model)
-        try:
-            return upstream(self, *args, **kwargs)
-        finally:
-            _MODEL.reset(token)
-
-    return wrapper
-
-
-def _ensemble_passthrough(current):
-    """Wrap the translator's ``log_softmax`` (the integration's model-own log-probs, or stock):
-    a raw-probability ensemble already returns log((1/M) sum_m p_m), which must not be mapped
-    again (log_softmax would renormalise alpha-ReLU scores; entmax(log p) is not log p)."""
-
-    def log_softmax(input, dim=-1, *args, **kwargs):  # noqa: A002 (upstream signature)
-        model = _MODEL.get()
-        # (the generator's own __dict__: a getattr with a default raises inside nn.Module, every step)
-        children = getattr(model, "_modules", None)
-        generator = children.get("generator") if children is not None else getattr(model, "generator", None)
-        if generator is not None and returns_log_probs(generator) \
-                and dim in (-1, input.dim() - 1) and not args and not kwargs:
-            return input
-        return current(input, dim, *args, **kwargs)
-
-    return log_softmax
-
-
 # --- n-best with fewer hypotheses -----------------------------------------------------------------
 def _eos(builder) -> int:
     from onmt.constants import DefaultTokens
@@ -199,7 +159,7 @@ def _eos(builder) -> int:
 _from_batch = fewer_than_n_best(_eos)
 
 
-# --- attention layout and coverage ----------------------------------------------------------------
+# --- attention layout -----------------------------------------------------------------------------
 def _advance(upstream):
     def wrapper(self, log_probs, attn):
         if attn is not None and attn.dim() == 3 and attn.size(0) != log_probs.size(0) \
@@ -217,39 +177,3 @@ def _translate_opts(upstream):
         return out
 
     return wrapper
-
-
-def _patch_module_function(module, name: str, make) -> None:
-    fn = getattr(module, name)
-    if getattr(fn, "_onmt_entmax_decoding", False):
-        return
-    wrapper = functools.wraps(fn)(make(fn))
-    wrapper._onmt_entmax_decoding = True
-    setattr(module, name, wrapper)
-
-
-def apply() -> None:
-    """Install every decoding hook (idempotent)."""
-    import sys
-
-    import onmt.opts
-    from onmt.translate import beam_search, penalties, translation, translator
-
-    apply_beam()
-    apply_ensemble()
-    _wrap(translator.Inference, "_decode_and_generate", _decode_and_generate)
-    _patch_module_function(translator, "log_softmax", _ensemble_passthrough)
-    _wrap(translator.Translator, "_translate_batch_with_strategy", _translate_batch_with_strategy)
-    _wrap(translator.Inference, "_translate", _translate)
-    _wrap(translation.TranslationBuilder, "from_batch", _from_batch)
-    _wrap(beam_search.BeamSearchBase, "advance", _advance)
-    _wrap(penalties.PenaltyBuilder, "coverage_wu", _coverage_wu)  # (decoding.beam_hooks)
-    up = translator.Inference.__dict__["from_opt"]
-    if not getattr(up.__func__, "_onmt_entmax_decoding", False):
-        new = functools.wraps(up.__func__)(_from_opt(up))
-        new._onmt_entmax_decoding = True
-        translator.Inference.from_opt = classmethod(new)
-    _patch_module_function(onmt.opts, "translate_opts", _translate_opts)
-    bin_translate = sys.modules.get("onmt.bin.translate")
-    if bin_translate is not None:
-        bin_translate.translate_opts = onmt.opts.translate_opts

@@ -27,8 +27,8 @@ if mode == "plugin":
     install_hook()
 else:  # everything but this decoding patches: the stock decoder as reference
     import onmt
-    from onmt_entmax.onmt.patches import PATCHES, apply_patches
-    apply_patches([p for p in PATCHES if p.name != "sparse_decoding"])
+    from onmt_entmax.onmt.patches import PATCHES, SPARSE_DECODING, apply_patches
+    apply_patches([p for p in PATCHES if p.name not in SPARSE_DECODING])
 import importlib
 sys.argv = [module] + sys.argv[3:]
 importlib.import_module(module).main()

@@ -139,7 +139,7 @@ def test_translator_from_opt_warms_the_kernels_once_the_model_is_built(monkeypat
 
     from onmt_entmax.onmt.decoding import translator as translator_hooks
 
-    from_opt = translator_hooks._from_opt(classmethod(upstream))
+    from_opt = translator_hooks._from_opt(upstream)  # (the patch row hands it the classmethod's function)
     model = nn.Module()
     model.generator = EntmaxGenerator.from_linear(nn.Linear(8, 20), get_transformation("entmax15"))
     opt = _get_parser().parse_args(["-model", "m.pt", "-src", "s.txt"])
