@@ -50,6 +50,7 @@ from . import _solver as S
 from ._config import cdiv, next_pow2
 from ._launch import launch
 from .attention import alpha_flags, alpha_rows, broadcast4, dropout_keep, head_alpha, keep_at
+from .attention_tiles import load_tile, store_tile
 from .mapping import _MODES, _dalpha, _u_of_p
 
 MAX_HEAD_DIM = 256
@@ -62,19 +63,6 @@ ITERS: torch.Tensor | None = None  # int32 (B H, query blocks): Newton passes of
 
 _INTS = ["Tq", "H", "Tk", "D", "Dv", "sq_b", "sq_h", "sq_t", "sk_b", "sk_h", "sk_t", "sv_b", "sv_h", "sv_t",
          "so_b", "so_h", "so_t", "sm_b", "sm_h", "sm_q", "sm_k", "sa_h", "n_qb", "n_kt", "seed"]
-
-
-@triton.jit
-def _tile(X, b, h, s_b, s_h, s_t, rows, n_rows, cols, n_cols):
-    """x[b, h, rows, cols] through the strides (unit stride on the last dim), 0 outside."""
-    off = b * s_b + h * s_h + rows[:, None].to(tl.int64) * s_t + cols[None, :]
-    return tl.load(X + off, mask=(rows < n_rows)[:, None] & (cols < n_cols)[None, :], other=0.0)
-
-
-@triton.jit
-def _store_tile(X, val, b, h, s_b, s_h, s_t, rows, n_rows, cols, n_cols):
-    off = b * s_b + h * s_h + rows[:, None].to(tl.int64) * s_t + cols[None, :]
-    tl.store(X + off, val.to(X.dtype.element_ty), mask=(rows < n_rows)[:, None] & (cols < n_cols)[None, :])
 
 
 @triton.jit
@@ -153,7 +141,7 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, KEEP, ALPHA, ITERS, Tq, H, Tk, D, Dv, s
     t = qb * BM + tl.arange(0, BM)
     tin = t < Tq
     dd = tl.arange(0, BD)
-    q = _tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
+    q = load_tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
     a1, _chain, soft, a1s, beta = _head(ALPHA, h, sa_h, t, tin, BM, MODE, LOGIT, LO, HI)
     tmax = TMAX + (bh * n_qb + qb).to(tl.int64) * n_kt
     # 1. row max; maxima at each key position mod BN; the tiles' maxima (causal: the tiles after the
@@ -165,7 +153,7 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, KEEP, ALPHA, ITERS, Tq, H, Tk, D, Dv, s
     mg = tl.full([BM, BN], float("-inf"), tl.float32)
     for j0 in range(0, hi_max, BN):
         keys = j0 + tl.arange(0, BN)
-        k = _tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
+        k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
         s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, HAS_KEEP, CAUSAL, PREC)
         mg = S.max_nan(mg, s)
         tl.store(tmax + j0 // BN, tl.max(tl.max(s, 1), 0))
@@ -190,7 +178,7 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, KEEP, ALPHA, ITERS, Tq, H, Tk, D, Dv, s
         for j in range(0, n_kt):
             if _needed(tmax, j, m, a1s, tau, done == 0, soft == 1, SKIP):
                 keys = j * BN + tl.arange(0, BN)
-                k = _tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
+                k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
                 s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, HAS_KEEP,
                                 CAUSAL, PREC)
                 x = (s - m[:, None]) * a1s[:, None]
@@ -222,7 +210,7 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, KEEP, ALPHA, ITERS, Tq, H, Tk, D, Dv, s
     for j in range(0, n_kt):
         if _needed(tmax, j, m, a1s, tau, row_ok, soft, SKIP):
             keys = j * BN + tl.arange(0, BN)
-            k = _tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
+            k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
             s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, HAS_KEEP, CAUSAL,
                             PREC)
             f, u = _weights(s, m, a1s, tau, beta, soft, MODE)
@@ -232,12 +220,12 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, KEEP, ALPHA, ITERS, Tq, H, Tk, D, Dv, s
                 kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
                 f = tl.where(kept, f * (1.0 / (1.0 - drop)), 0.0)
                 u = tl.where(kept, u * (1.0 / (1.0 - drop)), 0.0)
-            v = _tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
+            v = load_tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
             acc += tl.dot(f.to(v.dtype), v, input_precision=PREC)
             accw += tl.dot(u.to(v.dtype), v, input_precision=PREC)
     tot = tl.where(tot > 0, tot, 1.0)
-    _store_tile(O, acc / tot[:, None], b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
-    _store_tile(W, accw / tl.where(su > 0, su, 1.0)[:, None], bh.to(tl.int64), 0, Tq * Dv, 0, Dv, t, Tq, dv, Dv)
+    store_tile(O, acc / tot[:, None], b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
+    store_tile(W, accw / tl.where(su > 0, su, 1.0)[:, None], bh.to(tl.int64), 0, Tq * Dv, 0, Dv, t, Tq, dv, Dv)
     rows = ST + (bh * Tq).to(tl.int64) + t
     n_rows = (tl.num_programs(1) * Tq).to(tl.int64)
     tl.store(rows, m, mask=tin)
@@ -282,9 +270,9 @@ def _bwd_dq_kernel(Q, K, V, GO, DQ, W, C, ST, TMAX, KEEP, ALPHA, DALPHA, Tq, H, 
     tin = t < Tq
     dd = tl.arange(0, BD)
     dv = tl.arange(0, BDV)
-    q = _tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
-    go = _tile(GO, b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
-    w = _tile(W, bh.to(tl.int64), 0, Tq * Dv, 0, Dv, t, Tq, dv, Dv)
+    q = load_tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
+    go = load_tile(GO, b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
+    w = load_tile(W, bh.to(tl.int64), 0, Tq * Dv, 0, Dv, t, Tq, dv, Dv)
     c = tl.sum(go.to(tl.float32) * w, 1)
     tl.store(C + (bh * Tq).to(tl.int64) + t, c, mask=tin)
     a1, chain, soft, a1s, beta = _head(ALPHA, h, sa_h, t, tin, BM, MODE, LOGIT, LO, HI)
@@ -297,10 +285,10 @@ def _bwd_dq_kernel(Q, K, V, GO, DQ, W, C, ST, TMAX, KEEP, ALPHA, DALPHA, Tq, H, 
     for j in range(0, n_kt):
         if _needed(tmax, j, m, a1s, tau, tin, soft, SKIP):
             keys = j * BN + tl.arange(0, BN)
-            k = _tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
+            k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
             s, allowed = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, HAS_KEEP,
                                  CAUSAL, PREC)
-            v = _tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
+            v = load_tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
             g = tl.dot(go, tl.trans(v), input_precision=PREC)
             if HAS_DROP:
                 kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
@@ -312,7 +300,7 @@ def _bwd_dq_kernel(Q, K, V, GO, DQ, W, C, ST, TMAX, KEEP, ALPHA, DALPHA, Tq, H, 
                 sgp += tl.sum(g * p, 1)
                 splp += tl.sum(plogp, 1)
                 sgplp += tl.sum(g * plogp, 1)
-    _store_tile(DQ, dq, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
+    store_tile(DQ, dq, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
     if HAS_DALPHA:
         da = tl.where(tin, _dalpha(a1, c, sgp, splp, sgplp) * chain, 0.0)
         tl.atomic_add(DALPHA + h * sa_h, tl.sum(da, 0))
@@ -334,8 +322,8 @@ def _bwd_dkv_kernel(Q, K, V, GO, DK, DV, C, ST, TMAX, KEEP, ALPHA, Tq, H, Tk, D,
     keys = j * BN + tl.arange(0, BN)
     dd = tl.arange(0, BD)
     dv = tl.arange(0, BDV)
-    k = _tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
-    v = _tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
+    k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
+    v = load_tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
     ar = tl.arange(0, BM)
     a1, _chain, soft, a1s, beta = _head(ALPHA, h, sa_h, ar, ar < BM, BM, MODE, LOGIT, LO, HI)
     dk = tl.zeros([BN, BD], tl.float32)
@@ -346,8 +334,8 @@ def _bwd_dkv_kernel(Q, K, V, GO, DK, DV, C, ST, TMAX, KEEP, ALPHA, Tq, H, Tk, D,
         tin = t < Tq
         m, tau, tot = _row_stats(ST, bh, t, tin, Tq, tl.num_programs(1))
         if _needed(tmax, qb * n_kt, m, a1s, tau, tin, soft, SKIP):
-            q = _tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
-            go = _tile(GO, b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
+            q = load_tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
+            go = load_tile(GO, b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
             c = tl.load(C + (bh * Tq).to(tl.int64) + t, mask=tin, other=0.0)
             s, allowed = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, HAS_KEEP,
                                  CAUSAL, PREC)
@@ -360,8 +348,8 @@ def _bwd_dkv_kernel(Q, K, V, GO, DK, DV, C, ST, TMAX, KEEP, ALPHA, Tq, H, Tk, D,
                 p = tl.where(kept, p * (1.0 / (1.0 - drop)), 0.0)
             dvv += tl.dot(tl.trans(p).to(go.dtype), go, input_precision=PREC)
             dk += tl.dot(tl.trans(ds).to(q.dtype), q, input_precision=PREC)
-    _store_tile(DK, dk, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
-    _store_tile(DV, dvv, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
+    store_tile(DK, dk, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
+    store_tile(DV, dvv, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
 
 
 def _launch(fn, grid, args, consts: dict, warps: int, stages: int | None = None) -> None:

@@ -36,14 +36,14 @@ _INTS = ["Tq", "H", "Tk", "D", "Dv", "sq_b", "sq_h", "sq_t", "sk_b", "sk_h", "sk
 
 
 @triton.jit
-def _tile(X, b, h, s_b, s_h, s_t, rows, n_rows, cols, n_cols):
+def load_tile(X, b, h, s_b, s_h, s_t, rows, n_rows, cols, n_cols):
     """x[b, h, rows, cols] through the strides (unit stride on the last dim), 0 outside."""
     off = b * s_b + h * s_h + rows[:, None].to(tl.int64) * s_t + cols[None, :]
     return tl.load(X + off, mask=(rows < n_rows)[:, None] & (cols < n_cols)[None, :], other=0.0)
 
 
 @triton.jit
-def _store_tile(X, val, b, h, s_b, s_h, s_t, rows, n_rows, cols, n_cols):
+def store_tile(X, val, b, h, s_b, s_h, s_t, rows, n_rows, cols, n_cols):
     off = b * s_b + h * s_h + rows[:, None].to(tl.int64) * s_t + cols[None, :]
     tl.store(X + off, val.to(X.dtype.element_ty), mask=(rows < n_rows)[:, None] & (cols < n_cols)[None, :])
 
@@ -68,8 +68,8 @@ def _fwd_kernel(Q, K, V, O, P, KEEP, ALPHA, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, 
     bh = tl.program_id(1)
     b, h, t, keys, off, msk = _block(bh, H, Tq, Tk, tl.program_id(0) * BR, BR, BC)
     d = tl.arange(0, BD)
-    q = _tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, d, D)
-    k = _tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, d, D)
+    q = load_tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, d, D)
+    k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, d, D)
     s = tl.dot(q, tl.trans(k), input_precision=PREC) * scale
     if HAS_KEEP:
         s = tl.where(keep_at(KEEP, b, h, t[:, None], keys[None, :], msk, sm_b, sm_h, sm_q, sm_k), s, -1e18)
@@ -80,9 +80,9 @@ def _fwd_kernel(Q, K, V, O, P, KEEP, ALPHA, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, 
     if HAS_DROP:
         p = tl.where(dropout_keep(seed, off, drop), p * (1.0 / (1.0 - drop)), 0.0)
     dv = tl.arange(0, BDV)
-    v = _tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
+    v = load_tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
     o = tl.dot(p.to(v.dtype), v, input_precision=PREC)
-    _store_tile(O, o, b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
+    store_tile(O, o, b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
 
 
 @triton.jit(do_not_specialize=_INTS)
@@ -97,8 +97,8 @@ def _bwd_kernel(Q, K, V, GO, P, DQ, DK, DV, DALPHA, KEEP, ALPHA, Tq, H, Tk, D, D
     b, h, t, keys, off, msk = _block(bh, H, Tq, Tk, 0, BR, BC)
     d = tl.arange(0, BD)
     dv = tl.arange(0, BDV)
-    k = _tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, d, D)
-    v = _tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
+    k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, d, D)
+    v = load_tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
     dk = tl.zeros([BC, BD], tl.float32)
     dvv = tl.zeros([BC, BDV], tl.float32)
     # (the same alpha on every row)
@@ -106,7 +106,7 @@ def _bwd_kernel(Q, K, V, GO, P, DQ, DK, DV, DALPHA, KEEP, ALPHA, Tq, H, Tk, D, D
     da = tl.zeros([BR], tl.float32)
     for t0 in range(0, Tq, BR):
         b, h, t, keys, off, msk = _block(bh, H, Tq, Tk, t0, BR, BC)
-        go = _tile(GO, b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
+        go = load_tile(GO, b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
         g = tl.dot(go, tl.trans(v), input_precision=PREC)  # dd = dO v^T
         p = tl.load(P + off, mask=msk, other=0.0)
         if HAS_DROP:
@@ -122,14 +122,14 @@ def _bwd_kernel(Q, K, V, GO, P, DQ, DK, DV, DALPHA, KEEP, ALPHA, Tq, H, Tk, D, D
         ds = u * (g - qm[:, None]) * scale
         if HAS_KEEP:  # (a fully masked row has p uniform and u > 0: its fill is a constant, no gradient)
             ds = tl.where(keep_at(KEEP, b, h, t[:, None], keys[None, :], msk, sm_b, sm_h, sm_q, sm_k), ds, 0.0)
-        _store_tile(DQ, tl.dot(ds.to(k.dtype), k, input_precision=PREC), b, h, sq_b, sq_h, sq_t, t, Tq, d, D)
-        q = _tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, d, D)
+        store_tile(DQ, tl.dot(ds.to(k.dtype), k, input_precision=PREC), b, h, sq_b, sq_h, sq_t, t, Tq, d, D)
+        q = load_tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, d, D)
         dk += tl.dot(tl.trans(ds).to(q.dtype), q, input_precision=PREC)
         dvv += tl.dot(tl.trans(pd).to(go.dtype), go, input_precision=PREC)
         if HAS_DALPHA:
             da += tl.where(t < Tq, _dalpha(a1, qm, sgp, splp, sgplp), 0.0)
-    _store_tile(DK, dk, b, h, sk_b, sk_h, sk_t, keys, Tk, d, D)
-    _store_tile(DV, dvv, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
+    store_tile(DK, dk, b, h, sk_b, sk_h, sk_t, keys, Tk, d, D)
+    store_tile(DV, dvv, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
     if HAS_DALPHA:  # (B programs add to each head's entry)
         tl.atomic_add(DALPHA + h * sa_h, tl.sum(da * chain))
 
