@@ -19,7 +19,8 @@ This is a benchmark, not a test.
 
     python benchmarks/bench_train.py --gpu --workdir runs/bench --steps 300
     python benchmarks/bench_translate.py --workdir runs/bench --gpu --beam 5 --lines 1000
-    python benchmarks/bench_translate.py --workdir runs/bench --gpu --lines 64 --fixed-length 30 --in-process --repeat 120 --median
+    python benchmarks/bench_translate.py --workdir runs/bench --gpu --lines 64 --fixed-length 30 \\
+        --in-process --repeat 120 --median
 
 --check-kernels OPS first translates the source with the kernels and with the torch reference of OPS
 (e.g. log_probs,alpha_relu_log,beam_topk: decoding's scores and pick, which should give the same
@@ -218,7 +219,8 @@ def main() -> None:
           f"{'median' if args.median else 'fastest'} of {args.repeat}"
     print(f"\nonmt_translate sentences/s ({device}, beam {args.beam}, batch {args.batch}, {len(lines)} lines, "
           f"{mode}; {how})")
-    print(f"| variant | sentences/s | vs softmax | median of round ratios (95% interval) | output words | lines of {max_len}+ words "
+    print(f"| variant | sentences/s | vs softmax | median of round ratios (95% interval) | output words "
+          f"| lines of {max_len}+ words "
           f"| runs (ms a sentence) |")
     print("|---|---|---|---|---|---|---|")
     for folder in folders:

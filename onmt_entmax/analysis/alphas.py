@@ -19,8 +19,6 @@ import sys
 from collections import defaultdict
 from typing import Iterable, Optional, Sequence
 
-import torch
-
 from onmt_entmax.modules.attention import LearnableAlpha
 from onmt_entmax.options.files import check_out_dir
 

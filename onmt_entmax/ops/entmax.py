@@ -5,7 +5,7 @@ from typing import Optional
 
 from torch import Tensor
 
-from ._common import KINDS, Alpha, check_alpha, check_input, compute_dtype
+from ._common import KINDS, Alpha, check_alpha, check_input, compute_dtype  # noqa: F401 (KINDS is re-exported)
 from .entmax15 import entmax15, entmax15_threshold
 from .entmax_bisect import _bisect_last, _prepare, check_n_iter, entmax_bisect, softmax_safe
 from .sparsemax import sparsemax, sparsemax_threshold

@@ -141,7 +141,8 @@ class FYLossFunction(Function):
         if kind == "alpha_relu":
             al = float(a.reshape(-1)[0])
             p = _alpha_relu(z, al, tau)
-            loss = power_(p.clone(), al).sum(dim=-1, keepdim=True) / al - z.gather(-1, y) + (1 + al * tau) / (al * (al - 1))
+            loss = (power_(p.clone(), al).sum(dim=-1, keepdim=True) / al - z.gather(-1, y)
+                    + (1 + al * tau) / (al * (al - 1)))
             p_alpha = p
         else:
             loss, p, p_alpha = _entmax_loss(kind, z, y, a, n_iter)

@@ -308,6 +308,7 @@ def check_search_sizes(opt) -> None:
 def generator_transformation(opt) -> Transformation:
     """The output layer's transformation from the options (a deferred tau stays unset)."""
     tau = getattr(opt, "generator_tau", None)
-    return get_transformation(getattr(opt, "generator_function", "softmax"), alpha=getattr(opt, "generator_alpha", None),
+    return get_transformation(getattr(opt, "generator_function", "softmax"),
+                              alpha=getattr(opt, "generator_alpha", None),
                               tau=None if tau in DEFERRED_TAU else tau, n_iter=getattr(opt, "bisect_iter", None),
                               option="generator_function")

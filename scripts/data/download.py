@@ -87,7 +87,8 @@ _M30K_MD5 = {
 # corpus -> files; each file is a tuple of alternatives tried in order (the first one a reference uses)
 CORPORA: dict[str, list[tuple[Source, ...]]] = {
     "multi30k": [
-        tuple(Source(f"{base}/{stem}.gz", f"{stem}.gz", md5=md5, pinned_by="torchtext experimental/datasets/raw/multi30k.py")
+        tuple(Source(f"{base}/{stem}.gz", f"{stem}.gz", md5=md5,
+                     pinned_by="torchtext experimental/datasets/raw/multi30k.py")
               for base in _M30K)
         for stem, md5 in _M30K_MD5.items()
     ],
@@ -122,7 +123,8 @@ CORPORA: dict[str, list[tuple[Source, ...]]] = {
                            pinned_by="daac-tools/vibrato scripts/prepare_ipadic-mecab-2_7_0.sh"),)],
     # WMT16 news task ro-en: Europarl v8 + SETimes2 (newsdev2016 / newstest2016 via SacreBLEU)
     "wmt16-ro-en": [
-        (Source("http://data.statmt.org/wmt16/translation-task/training-parallel-ep-v8.tgz", "training-parallel-ep-v8.tgz",
+        (Source("http://data.statmt.org/wmt16/translation-task/training-parallel-ep-v8.tgz",
+                "training-parallel-ep-v8.tgz",
                 size=225018324, sha256="8917bd3bef3bc894c8519ca1f8a4c7c330aad08a1263655a9d99ee13d532e3c7",
                 pinned_by=_TFDS.format("wmt16_translate.txt")),),
         # OPUS's Moses-format release, the URL form mozilla/firefox-translations-training fetches; OPUS
@@ -163,7 +165,8 @@ CORPORA: dict[str, list[tuple[Source, ...]]] = {
     ],
 }
 # CoNLL-SIGMORPHON 2018 (git); task1/ at this commit is byte-identical to ../shared/data's archive (604 files)
-GIT = {"sigmorphon2018": GitSource("https://github.com/sigmorphon/conll2018", "490e2e0693241f708670d9d1c56803b754fab7cd")}
+GIT = {"sigmorphon2018": GitSource("https://github.com/sigmorphon/conll2018",
+                                   "490e2e0693241f708670d9d1c56803b754fab7cd")}
 
 
 _LABEL = {"md5": "MD5", "sha1": "SHA-1", "sha256": "SHA-256"}

@@ -60,7 +60,8 @@ _FAIRSEQ_SEG_CLOSE = re.compile(r"\s*</seg>\s*")
 def fairseq_xml_lines(text: str) -> list[str]:
     """Segments as fairseq's prepare-iwslt14.sh reads them: every line holding ``<seg id``, its tags
     removed, XML entities left as they are (its tokenizer then escapes ``&amp;`` to ``&amp; amp ;``)."""
-    return [_FAIRSEQ_SEG_CLOSE.sub("", _FAIRSEQ_SEG_OPEN.sub("", line)) for line in text.splitlines() if "<seg id" in line]
+    return [_FAIRSEQ_SEG_CLOSE.sub("", _FAIRSEQ_SEG_OPEN.sub("", line))
+            for line in text.splitlines() if "<seg id" in line]
 
 
 class Archive:
@@ -163,8 +164,10 @@ def extract_iwslt17(dl: Path, out: Path, testsets: Path | None = None) -> None:
     elif (dl / "2017-01-trnted-de-en.tgz").exists():
         train = Archive(dl / "2017-01-trnted-de-en.tgz")
     if train is not None:
-        write_split(out, "train", {l: tags_file_lines(train.text(train.one(f"*train.tags.de-en.{l}"))) for l in ("de", "en")})
-        write_split(out, "dev", {l: xml_segments(train.text(train.one(f"*IWSLT17.TED.dev2010.de-en.{l}.xml"))) for l in ("de", "en")})
+        write_split(out, "train", {l: tags_file_lines(train.text(train.one(f"*train.tags.de-en.{l}")))
+                                   for l in ("de", "en")})
+        write_split(out, "dev", {l: xml_segments(train.text(train.one(f"*IWSLT17.TED.dev2010.de-en.{l}.xml")))
+                                 for l in ("de", "en")})
     tests = testsets or dl
     src_side = {"de": Archive(tests / "de-en.tgz"), "en": Archive(tests / "en-de.tgz")}
     for split, year in (("test", "tst2017"), ("test2016", "tst2016")):
@@ -174,7 +177,8 @@ def extract_iwslt17(dl: Path, out: Path, testsets: Path | None = None) -> None:
 
 
 PRETOKENIZED = "pretokenized.txt"  # splits already in their recipe's tokenization, one a line
-IWSLT14_TEST = ("IWSLT14.TED.dev2010", "IWSLT14.TEDX.dev2012", "IWSLT14.TED.tst2010", "IWSLT14.TED.tst2011", "IWSLT14.TED.tst2012")
+IWSLT14_TEST = ("IWSLT14.TED.dev2010", "IWSLT14.TEDX.dev2012", "IWSLT14.TED.tst2010", "IWSLT14.TED.tst2011",
+                "IWSLT14.TED.tst2012")
 
 
 def extract_iwslt14(dl: Path, out: Path, testsets: Path | None = None) -> None:
@@ -183,7 +187,8 @@ def extract_iwslt14(dl: Path, out: Path, testsets: Path | None = None) -> None:
     holds the same segments as plain text (entities unescaped), the references of SacreBLEU."""
     if (dl / "de-en.tgz").exists():
         arch = Archive(dl / "de-en.tgz")
-        write_split(out, "train", {l: fairseq_tags_lines(arch.text(arch.one(f"*train.tags.de-en.{l}"))) for l in ("de", "en")})
+        write_split(out, "train", {l: fairseq_tags_lines(arch.text(arch.one(f"*train.tags.de-en.{l}")))
+                                   for l in ("de", "en")})
         xml = {(t, l): arch.text(arch.one(f"*{t}.de-en.{l}.xml")) for t in IWSLT14_TEST for l in ("de", "en")}
         test = {l: sum((fairseq_xml_lines(xml[t, l]) for t in IWSLT14_TEST), []) for l in ("de", "en")}
         plain = {l: sum((xml_segments(xml[t, l]) for t in IWSLT14_TEST), []) for l in ("de", "en")}
@@ -197,9 +202,11 @@ def extract_iwslt14(dl: Path, out: Path, testsets: Path | None = None) -> None:
     from sacremoses import MosesDetokenizer
 
     src = testsets or dl
-    test = {l: sum(((src / f"{t}.de-en.{l}").read_text(encoding="utf-8").splitlines() for t in IWSLT14_TEST), []) for l in ("de", "en")}
+    test = {l: sum(((src / f"{t}.de-en.{l}").read_text(encoding="utf-8").splitlines() for t in IWSLT14_TEST), [])
+            for l in ("de", "en")}
     write_split(out, "test", test)
-    write_split(out, "test.orig", {l: [MosesDetokenizer(lang=l).detokenize(x.split()) for x in v] for l, v in test.items()})
+    write_split(out, "test.orig", {l: [MosesDetokenizer(lang=l).detokenize(x.split()) for x in v]
+                                   for l, v in test.items()})
     (out / PRETOKENIZED).write_text("test\n", encoding="utf-8")
 
 
@@ -207,11 +214,13 @@ def extract_kftt(dl: Path, out: Path, testsets: Path | None = None) -> None:
     """Writes the released tokenization as ``{split}.{lang}`` and the originals as ``{split}.orig.{lang}``."""
     if (dl / "kftt-data-1.0.tar.gz").exists():
         arch = Archive(dl / "kftt-data-1.0.tar.gz")
-        read = lambda stem, l, tok: arch.text(arch.one(f"*data/{'tok' if tok else 'orig'}/kyoto-{stem}.{l}")).splitlines()
+        read = lambda stem, l, tok: (arch.text(arch.one(f"*data/{'tok' if tok else 'orig'}/kyoto-{stem}.{l}"))
+                                     .splitlines())
         splits = (("train", "train.cln"), ("dev", "dev"), ("test", "test"))
     else:
         src = testsets or dl
-        read = lambda stem, l, tok: (src / f"kyoto-{stem}.{'tok.' if tok else ''}{l}").read_text(encoding="utf-8").splitlines()
+        read = lambda stem, l, tok: ((src / f"kyoto-{stem}.{'tok.' if tok else ''}{l}").read_text(encoding="utf-8")
+                                     .splitlines())
         splits = (("dev", "dev"), ("test", "test"))
     for split, stem in splits:
         write_split(out, split, {l: read(stem, l, True) for l in ("ja", "en")})
@@ -270,7 +279,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("corpus", choices=sorted(EXTRACTORS))
     p.add_argument("--downloads", type=Path, required=True, help="folder written by download.py for this corpus")
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--testsets", type=Path, help="folder with the dev/test files (e.g. ../shared/data/mt-testsets/<corpus>)")
+    p.add_argument("--testsets", type=Path,
+                   help="folder with the dev/test files (e.g. ../shared/data/mt-testsets/<corpus>)")
     a = p.parse_args(argv)
     EXTRACTORS[a.corpus](a.downloads, a.out, a.testsets)
     for f in sorted(a.out.glob("*")):

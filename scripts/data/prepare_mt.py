@@ -73,7 +73,8 @@ RECIPES = {
                          source="Peters et al. 2019, §4.2 (KFTT's tokenization)"),
     "wmt16-ro-en": Recipe(("ro", "en"), 25000, joint=False, source="Peters et al. 2019, §4.2"),
     # Tezekbayev et al. §4: BPE 10k (IWSLT'14), 40k (WMT'14), 60k (WMT'13): the BPE sizes of fairseq's scripts
-    "iwslt14-de-en": Recipe(("de", "en"), 10000, train_steps=("tokenize",), eval_steps=("straight_apostrophe", "tokenize"),
+    "iwslt14-de-en": Recipe(("de", "en"), 10000, train_steps=("tokenize",),
+                            eval_steps=("straight_apostrophe", "tokenize"),
                             escape=True, lowercase=True, max_len=175, max_ratio=1.5, valid_every=23,
                             source="Tezekbayev et al. §4 (BPE); fairseq prepare-iwslt14.sh (the rest)"),
     "wmt14-en-de": Recipe(("en", "de"), 40000, train_steps=("normalize", "remove_non_printing", "tokenize"),
@@ -90,7 +91,8 @@ RECIPES = {
 
 # Sennrich's WMT16 Romanian preprocessing: normalise cedilla forms to comma-below, then drop diacritics
 _RO_NORMALISE = str.maketrans({"Ş": "Ș", "ş": "ș", "Ţ": "Ț", "ţ": "ț"})
-_RO_STRIP = str.maketrans({"Ș": "S", "ș": "s", "Ț": "T", "ț": "t", "Ă": "A", "ă": "a", "Â": "A", "â": "a", "Î": "I", "î": "i"})
+_RO_STRIP = str.maketrans({"Ș": "S", "ș": "s", "Ț": "T", "ț": "t", "Ă": "A", "ă": "a", "Â": "A", "â": "a",
+                           "Î": "I", "î": "i"})
 
 
 def romanian(line: str) -> str:
@@ -244,7 +246,8 @@ def prepare(corpus: str, raw: Path, out: Path, jobs: int = 1, bpe_split: str = "
         raise KeyError(f"unknown corpus {corpus!r}; known: {', '.join(sorted(RECIPES))}")
     recipe = RECIPES[corpus]
     l1, l2 = recipe.langs
-    splits = sorted({p.name.rsplit(".", 1)[0] for p in raw.glob(f"*.{l1}")} & {p.name.rsplit(".", 1)[0] for p in raw.glob(f"*.{l2}")})
+    splits = sorted({p.name.rsplit(".", 1)[0] for p in raw.glob(f"*.{l1}")}
+                    & {p.name.rsplit(".", 1)[0] for p in raw.glob(f"*.{l2}")})
     splits = [s for s in splits if not s.endswith(".orig")]
     if recipe.valid_every:
         if "dev" in splits:

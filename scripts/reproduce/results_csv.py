@@ -209,8 +209,8 @@ def run_row(setting: str, name: str, seed: int, scores: dict, steps: int, steps_
     return {"setting": setting, "output_alpha": out_a, "attention_alpha": attn_a, "seed": str(seed),
             "epochs": f"{steps / steps_per_epoch:.1f}", "steps": str(steps),
             "valid_acc": f"{scores['dev_accuracy']:.2f}", "test_acc": f"{scores['accuracy']:.2f}",
-            "test_lev": f"{scores['levenshtein']:.3f}", "gpu": devices or scores.get("gpu", "unknown"), "commit": commit,
-            "date": date or _today()}
+            "test_lev": f"{scores['levenshtein']:.3f}", "gpu": devices or scores.get("gpu", "unknown"),
+            "commit": commit, "date": date or _today()}
 
 
 def ensemble_row(setting: str, name: str, seeds: list[int], scores: dict, commit: str,

@@ -61,7 +61,8 @@ def wrap_from_opts(upstream: Callable) -> Callable:
 
 
 def resolve_auto_tau(compute, batch: dict, output: Tensor) -> float:
-    """``generator_tau: auto`` from the first batch's non-pad target positions (``EntmaxGenerator.resolve_auto_tau``)."""
+    """``generator_tau: auto`` from the first batch's non-pad target positions
+    (``EntmaxGenerator.resolve_auto_tau``)."""
     gen: EntmaxGenerator = compute.generator
     tgt = batch["tgt"][:, compute.tgt_shift_index:, 0]
     out = output[:, : tgt.size(1)]

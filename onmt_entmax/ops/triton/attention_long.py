@@ -481,7 +481,8 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, ki
 
 def supports(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha, dropout_p: float) -> bool:
     """q (B, H, Tq, D), k (B, H, Tk >= 1, D), v (B, H, Tk, Dv) of one float dtype and device, unit stride
-    on the last dim, D and Dv <= MAX_HEAD_DIM, B H <= MAX_GRID_Y; keep None or a bool tensor broadcastable to (B, H, Tq, Tk)
+    on the last dim, D and Dv <= MAX_HEAD_DIM, B H <= MAX_GRID_Y; keep None or a bool tensor broadcastable to
+    (B, H, Tq, Tk)
     (read through its strides); entmax_bisect's alpha a float >= KERNEL_ALPHA_MIN or a float32 tensor
     of H or 1 values (alphas or logits) on q's device; dropout in [0, 1)."""
     if kind not in KINDS or q.ndim != 4 or k.ndim != 4 or v.ndim != 4 or not 0.0 <= dropout_p < 1.0:
