@@ -52,4 +52,5 @@ def test_apply_switches_adam_only_and_undoes_a_loaded_fused_state():
 
 def test_only_adam_is_accepted():
     assert refusal(True, "adam") is None and refusal(False, "sgd") is None
-    assert refusal(True, "sparseadam") == "-adam_fused is an implementation of Adam: it needs -optim adam, not sparseadam"
+    assert refusal(True, "sparseadam") == ("-adam_fused is an implementation of Adam: "
+                                           "it needs -optim adam, not sparseadam")

@@ -4,7 +4,8 @@ without either), neither adapter imports the other, and no import cycle among th
 
 Order (docs/architecture.md says why it differs from the first plan): ops -> registry -> modules
 -> decoding / analysis / evaluation / options / patching / data_order / cuda_graphs / lr_halving /
-early_stopping / resume_state / adam_fused / training -> onmt, eole (the adapters that wire all of them into a toolkit)."""
+early_stopping / resume_state / adam_fused / training -> onmt, eole (the adapters that wire all of them into a
+toolkit)."""
 import ast
 import pathlib
 
@@ -48,7 +49,8 @@ def _imports(path: pathlib.Path) -> set[str]:
             names |= submodules
             if len(submodules) < len(node.names):
                 names.add(module)
-        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+        elif (isinstance(node, ast.Call)
+              and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
               and node.args and isinstance(node.args[0], ast.Constant)):
             names.add(node.args[0].value)
     return names

@@ -79,7 +79,8 @@ def test_csv_trajectories_and_plots(tmp_path):
     top = figs[str(tmp_path / "layers.png")].axes[:2]
     for ax, kind in zip(top, ("enc_self", "context")):
         dots = [tuple(xy) for coll in ax.collections for xy in coll.get_offsets().tolist()]
-        assert sorted(round(y, 9) for _, y in dots) == sorted(round(a, 9) for layer in (0, 1) for a in last[(kind, layer)])
+        assert sorted(round(y, 9) for _, y in dots) == sorted(round(a, 9) for layer in (0, 1)
+                                                              for a in last[(kind, layer)])
         assert sorted(round(x) for x, _ in dots) == [1, 1, 2, 2]
     s = summary({("enc_self", 0): [1.05, 1.95, 1.5, 1.9]})
     assert s["enc_self"]["low_share"] == 0.25 and s["enc_self"]["high_share"] == 0.5

@@ -30,7 +30,8 @@ training steps in one process (batching excluded) tokens/s (multi30k, NVIDIA H20
 | entmax15 (output + all attention) | 133534 | 0.98x | 0.98x (0.93-1.01) | 20 | 1 |
 """
 MACHINE = {"gpu": "NVIDIA H200", "driver": "580.159.04", "torch": "2.11.0+cu130", "triton": "3.6.0",
-           "commit": "9b0d7d6" + "0" * 33 + "-dirty", "date": "2026-11-27", "parts": ["tests", "kernels", "train-inproc"]}
+           "commit": "9b0d7d6" + "0" * 33 + "-dirty", "date": "2026-11-27",
+           "parts": ["tests", "kernels", "train-inproc"]}
 
 
 @pytest.fixture

@@ -151,7 +151,7 @@ def test_optimality_holds_when_the_best_score_ties_the_best_pruned_one():
     pruned one, whose completions cannot exceed it, so the best hypothesis is provably optimal
     (though the beam was not exhaustive)."""
     res = beam_search(_tie_model(), eos=EOS, beam_size=1, max_length=5, n_best=1)
-    cert, (tokens, score) = res.certificate, res.hypotheses[0]
+    cert, (_, score) = res.certificate, res.hypotheses[0]
     assert not cert.exhaustive and cert.pruned_steps == 1
     assert score == cert.best_pruned == pytest.approx(math.log(0.5))
     assert cert.optimal(score)

@@ -10,7 +10,8 @@ from onmt_testkit import REPO, run_console
 
 from onmt_entmax.autoload import HOOK_VERSION, PTH_NAME, pth_line
 
-CHECK = "import onmt, onmt_entmax.onmt as o, onmt.opts; print(o.is_active(), hasattr(onmt.opts.model_opts, '__wrapped__'))"
+CHECK = ("import onmt, onmt_entmax.onmt as o, onmt.opts; "
+         "print(o.is_active(), hasattr(onmt.opts.model_opts, '__wrapped__'))")
 
 
 def test_fresh_interpreter_is_patched_on_import_onmt_and_can_opt_out(tmp_path):
@@ -22,7 +23,8 @@ def test_fresh_interpreter_is_patched_on_import_onmt_and_can_opt_out(tmp_path):
 
 def test_importing_the_patch_list_before_onmt_is_safe(tmp_path):
     """Regression: a module of the patch chain importing onmt at import time re-entered activate()."""
-    code = "import onmt_entmax.onmt.patches as p, onmt, onmt_entmax.onmt as o; print(o.is_active(), len(p.applied()) > 0)"
+    code = ("import onmt_entmax.onmt.patches as p, onmt, onmt_entmax.onmt as o; "
+            "print(o.is_active(), len(p.applied()) > 0)")
     proc = run_console([sys.executable, "-c", code], cwd=tmp_path)
     assert proc.stdout.split() == ["True", "True"], proc.stderr[-2000:]
 
@@ -41,7 +43,8 @@ def test_a_newer_hook_replaces_the_one_of_an_earlier_install(tmp_path):
             "sys.meta_path.insert(0, Old())\n"
             "from onmt_entmax.autoload import install_hook\n"
             "install_hook(); install_hook()\n"
-            "print([getattr(f, '_onmt_entmax_hook', 0) for f in sys.meta_path if getattr(f, '_onmt_entmax_hook', 0)])\n")
+            "print([getattr(f, '_onmt_entmax_hook', 0) for f in sys.meta_path "
+            "if getattr(f, '_onmt_entmax_hook', 0)])\n")
     proc = run_console([sys.executable, "-c", code], cwd=tmp_path)
     assert proc.stdout.strip() == f"[{HOOK_VERSION}]", proc.stderr[-2000:]
 
@@ -88,7 +91,8 @@ def test_spawned_children_are_patched(tmp_path):
 
 @pytest.mark.parametrize("editable", [False, True], ids=["pip install .", "pip install -e ."])
 def test_wheels_ship_the_pth_line(tmp_path, editable):
-    if not editable and not (importlib.util.find_spec("wheel") or importlib.util.find_spec("setuptools.command.bdist_wheel")):
+    if not editable and not (importlib.util.find_spec("wheel")
+                             or importlib.util.find_spec("setuptools.command.bdist_wheel")):
         pytest.skip("building a wheel needs setuptools >= 70.1 or the `wheel` package")
     hook = "build_editable" if editable else "build_wheel"
     code = (f"import setuptools.build_meta as b; print(b.{hook}({str(tmp_path)!r}))")

@@ -110,8 +110,8 @@ def test_every_option_is_documented_in_one_place():
 def _model_opt(**kw):
     import argparse
 
-    base = dict(encoder_type="rnn", decoder_type="rnn", generator_function="softmax", global_attention_function="softmax",
-                attention_function="softmax", learn_alpha=False)
+    base = dict(encoder_type="rnn", decoder_type="rnn", generator_function="softmax",
+                global_attention_function="softmax", attention_function="softmax", learn_alpha=False)
     return argparse.Namespace(**{n: None for n in model_option_names()} | base | kw)
 
 
@@ -123,7 +123,8 @@ IGNORED = [  # (model options, errors, warnings) as substrings
      ["context_attention_function sparsemax does not apply"], []),
     (dict(TRANSFORMER, global_attention_function="entmax15"), ["global_attention_function entmax15 does not apply"],
      []),
-    (dict(generator_function="entmax15", generator_alpha=1.3), [], ["generator_alpha=1.3 is ignored: entmax15 has alpha 1.5"]),
+    (dict(generator_function="entmax15", generator_alpha=1.3), [],
+     ["generator_alpha=1.3 is ignored: entmax15 has alpha 1.5"]),
     (dict(generator_function="entmax15", generator_alpha=1.5), [], []),  # its own alpha: nothing ignored
     (dict(generator_function="entmax_bisect", generator_alpha=1.3), [], []),
     (dict(generator_function="sparsemax", generator_tau=0.5), [], ["generator_tau is ignored"]),

@@ -112,7 +112,8 @@ def test_onmt_train_output_has_no_upstream_noise_but_our_warnings_show(toy):
     script = toy / "train_then_warn.py"
     script.write_text("import sys, warnings\nfrom onmt.bin.train import main\nsys.argv = ['onmt_train', '-config', "
                       f"{str(config)!r}]\nmain()\nwarnings.warn('the user warns', FutureWarning)\n")
-    proc = run_console([sys.executable, str(script)], cwd=toy, timeout=240, env={"PYTHONWARNINGS": ""})  # Python's defaults
+    # Python's defaults
+    proc = run_console([sys.executable, str(script)], cwd=toy, timeout=240, env={"PYTHONWARNINGS": ""})
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout + proc.stderr
     assert [line for line in out.splitlines() if "Warning" in line] == [

@@ -47,7 +47,8 @@ def _case(Tq, Tk, D, Dv, seed, keep_shape):
 
 @on_kernel
 @pytest.mark.parametrize("kind", list(ALPHA))
-@pytest.mark.parametrize("Tq,Tk,D,Dv", [(1, 1, 8, 8), (1, 23, 64, 64), (5, 130, 40, 24), (2, 300 if INTERP else 700, 16, 16)])
+@pytest.mark.parametrize("Tq,Tk,D,Dv", [(1, 1, 8, 8), (1, 23, 64, 64), (5, 130, 40, 24),
+                                        (2, 300 if INTERP else 700, 16, 16)])
 def test_fused_attention_matches_float64_reference(kind, Tq, Tk, D, Dv):
     keep_shape = (lambda B, H, Tq, Tk: (B, 1, 1, Tk)) if Tq == 1 else (lambda B, H, Tq, Tk: (B, 1, Tq, Tk))
     q, k, v, keep = _case(Tq, Tk, D, Dv, seed=Tk + D, keep_shape=keep_shape)
@@ -213,8 +214,8 @@ def test_learned_alpha_logits_inside_the_kernels_match_the_bounded_alpha_referen
     q, k, v, keep = _case(Tq, Tk, D, D, seed=Tk, keep_shape=lambda B, H, Tq, Tk: (B, 1, 1, Tk))
     logits = torch.tensor([-6.0, -1.0, 0.3, 2.5])  # alphas 1.01 (clamped), 1.27, 1.57, 1.92
     q64, k64, v64, a64 = (x.double().requires_grad_() for x in (q, k, v, logits))
-    ref = ref_attention._reference(q64, k64, v64, keep, "entmax_bisect", bounded(a64, 1.01, 2.0).double().view(-1, 1, 1),
-                                   D ** -0.5, 200)
+    ref = ref_attention._reference(q64, k64, v64, keep, "entmax_bisect",
+                                   bounded(a64, 1.01, 2.0).double().view(-1, 1, 1), D ** -0.5, 200)
     grad = torch.randn(ref.shape, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     ref_grads = _grads(ref, (q64, k64, v64, a64), grad)
     qd, kd, vd, ad = (x.to(DEV).requires_grad_() for x in (q, k, v, logits))

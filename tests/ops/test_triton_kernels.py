@@ -370,7 +370,8 @@ def test_beam_topk_kernel_picks_what_torch_topk_picks_with_the_statistics(n_cols
     ref_values, ref_kept = torch.topk(s.float(), k, dim=-1)
     assert torch.equal(values.float().isnan(), ref_values.isnan())
     fin = torch.isfinite(ref_values)
-    assert torch.equal(values.float()[fin], ref_values[fin]) and (values.float()[~ref_values.isnan() & ~fin] == float("-inf")).all()
+    assert (torch.equal(values.float()[fin], ref_values[fin])
+            and (values.float()[~ref_values.isnan() & ~fin] == float("-inf")).all())
     picked = s.float().gather(-1, kept)  # each position holds the value reported for it
     assert torch.equal(picked.isnan(), values.float().isnan()) and torch.equal(picked[fin], values.float()[fin])
     if dtype == torch.float32:  # (distinct scores: float16 rounds some of them together)

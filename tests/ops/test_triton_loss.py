@@ -77,7 +77,8 @@ def test_fused_loss_reduces_in_its_kernels_as_the_reference(kind, alpha, reducti
     zr = z.double().requires_grad_()
     ar = a.clone().requires_grad_() if tensor_alpha else a
     ref = ref_losses.fy_loss(zr, y, kind, ar, reduction=reduction, tau=0.2 if kind == "alpha_relu" else 0.0)
-    g = torch.rand(n, generator=gen, dtype=torch.float64) if reduction == "none" else torch.tensor(0.7, dtype=torch.float64)
+    g = (torch.rand(n, generator=gen, dtype=torch.float64) if reduction == "none"
+         else torch.tensor(0.7, dtype=torch.float64))
     g = g.to(torch.float32 if reduction == "none" else dtype).double()  # (the gradient arrives in the loss's dtype)
     (ref * g).sum().backward()
     zk = z.to(DEV).requires_grad_()

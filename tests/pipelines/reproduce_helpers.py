@@ -27,7 +27,8 @@ def scored_runs(tmp_path, table, rows_scores):
 def train_log(run_dir, dev):
     """A training log with one validation (``dev``) and the checkpoint it saved."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "train.log").write_text(f"[..] Validation accuracy: {dev}\n[..] Saving checkpoint {run_dir}/model_step_5.pt\n")
+    (run_dir / "train.log").write_text(f"[..] Validation accuracy: {dev}\n"
+                                       f"[..] Saving checkpoint {run_dir}/model_step_5.pt\n")
     (run_dir / "model_step_5.pt").write_bytes(b"")  # the checkpoint the log names (decoding is faked)
 
 
@@ -39,7 +40,8 @@ def evaluated_run(root, e, seed, acc, step):
     d.mkdir(parents=True, exist_ok=True)
     lines = []
     for i, s in enumerate(range(1490, step + 1, 1490)):
-        lines += [f"[..] Step {s - 10}/149000; acc: 80.0; entmax15 FY loss: 0.1; lr: {'0.00100' if i < 2 else '0.00050'};",
+        lines += [f"[..] Step {s - 10}/149000; acc: 80.0; entmax15 FY loss: 0.1; "
+                  f"lr: {'0.00100' if i < 2 else '0.00050'};",
                   f"[..] Validation entmax15 FY loss: {0.2 - i / 100:g}", f"[..] Validation accuracy: {acc - 1 + i:g}"]
         lines += ["[..] valid_lr_halving: validation loss 0.2 > 0.1, learning rate halved to 0.0005"] if i == 1 else []
         lines += [f"[..] Saving checkpoint {d}/model_step_{s}.pt"]

@@ -186,7 +186,8 @@ def test_runs_larger_than_a_batch_fill_the_batches_and_a_small_run_beside_them_s
     sent = sum(f.stat().st_size for d in folders for f in d.iterdir() if f.name != carry.MANIFEST)
     assert len(folders) == -(-sent // (batch - carry.MANIFEST_ROOM))  # no batch left half empty
     for folder in folders:
-        assert sum(f.stat().st_size for f in folder.iterdir() if f.name != carry.MANIFEST) <= batch - carry.MANIFEST_ROOM
+        assert (sum(f.stat().st_size for f in folder.iterdir() if f.name != carry.MANIFEST)
+                <= batch - carry.MANIFEST_ROOM)
     written = carry.unpack([folders[0]], tmp_path / "lease2")  # only the first batch came back
     assert {w.parent.parent.name for w in written} == {"a"} and len(written) == 3
     assert "left out, its batch did not come: runs/t/b0/seed1" in capsys.readouterr().err
@@ -222,7 +223,8 @@ def test_pack_and_unpack_commands(tmp_path, monkeypatch, capsys):
     rep.main(["pack", "peters2019-table1", "--only", "medium/out1-attn1", "--seeds", "1", "--to",
               str(tmp_path / "out"), "--part-mib", "0.02", "--batch-mib", "0.12", "--batch-files", "3"])
     assert "pack: 1 run(s) in" in capsys.readouterr().out
-    with pytest.raises(SystemExit, match=r"^pack: a batch must hold the manifest .*--part-mib 1 \(at most --batch-mib 0.5 "):
+    with pytest.raises(SystemExit,
+                       match=r"^pack: a batch must hold the manifest .*--part-mib 1 \(at most --batch-mib 0.5 "):
         rep.main(["pack", "peters2019-table1", "--only", "medium/out1-attn1", "--seeds", "1", "--to",
                   str(tmp_path / "out2"), "--part-mib", "1", "--batch-mib", "0.5"])
     monkeypatch.setattr(common, "WORK", tmp_path / "lease2")
@@ -313,7 +315,8 @@ def test_a_run_cut_by_one_machine_continues_on_the_next(tmp_path, monkeypatch):
 
     config = ROOT / "configs/smoke/peters2019-sigmorphon.yaml"
     cfg = yaml.safe_load(config.read_text())
-    e = E.Experiment("smoke", "carried", cfg, "sigsample", "src", "tgt", "peters2019-table1", "x", "medium", "sigmorphon")
+    e = E.Experiment("smoke", "carried", cfg, "sigsample", "src", "tgt", "peters2019-table1", "x", "medium",
+                     "sigmorphon")
     monkeypatch.setattr(E.Experiment, "path", property(lambda self: str(config)))
     often = ["-save_checkpoint_steps", "5", "-valid_steps", "5", "-keep_checkpoint", "-1", "-early_stopping", "50",
              "-early_stopping_criteria", "accuracy"]

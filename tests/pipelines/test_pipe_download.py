@@ -234,7 +234,8 @@ def test_git_corpus_is_checked_out_at_its_pinned_commit(tmp_path):
         (repo / "f.txt").write_text(text)
         subprocess.run([*git, "add", "f.txt"], check=True)
         subprocess.run([*git, "commit", "-qm", text], check=True)
-        commits.append(subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip())
+        commits.append(subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True,
+                                      text=True).stdout.strip())
     dest = dl.clone(dl.GitSource(str(repo), commits[0]), tmp_path / "clone")
     assert (dest / "f.txt").read_text() == "first"  # the pin, not the newest commit
     with pytest.raises(dl.DownloadError, match=f"not the pinned {commits[1]}"):

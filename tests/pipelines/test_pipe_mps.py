@@ -23,7 +23,8 @@ def _fake_tools(tmp_path, monkeypatch, start_status: int = 0) -> "os.PathLike":
     (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 0\n")
     (bin_dir / mps.CONTROL).write_text(
         "#!/bin/sh\n"
-        f'echo "args=$* pipe=$CUDA_MPS_PIPE_DIRECTORY log=$CUDA_MPS_LOG_DIRECTORY${{CUDA_VISIBLE_DEVICES+ visible=$CUDA_VISIBLE_DEVICES}}" >> {calls}\n'
+        'echo "args=$* pipe=$CUDA_MPS_PIPE_DIRECTORY log=$CUDA_MPS_LOG_DIRECTORY'
+        f'${{CUDA_VISIBLE_DEVICES+ visible=$CUDA_VISIBLE_DEVICES}}" >> {calls}\n'
         f'if [ "$1" != "-d" ]; then cat >> {calls}; fi\n'
         f'[ "$1" = "-d" ] && [ {start_status} != 0 ] && echo "cannot start MPS: no permission" >&2\n'
         f"exit {start_status if start_status else 0}\n")

@@ -40,8 +40,10 @@ def test_iwslt14_test_is_the_6750_line_concatenation(tmp_path):
 @needs_shared("mt-testsets", "kftt")
 def test_kftt_keeps_released_tokenization_and_originals(tmp_path):
     extract.extract_kftt(T / "kftt", tmp_path, T / "kftt")
-    assert (tmp_path / "test.ja").read_text(encoding="utf-8") == (T / "kftt/kyoto-test.tok.ja").read_text(encoding="utf-8")
-    assert (tmp_path / "test.orig.ja").read_text(encoding="utf-8") == (T / "kftt/kyoto-test.ja").read_text(encoding="utf-8")
+    assert ((tmp_path / "test.ja").read_text(encoding="utf-8")
+            == (T / "kftt/kyoto-test.tok.ja").read_text(encoding="utf-8"))
+    assert ((tmp_path / "test.orig.ja").read_text(encoding="utf-8")
+            == (T / "kftt/kyoto-test.ja").read_text(encoding="utf-8"))
 
 
 def _write(d, split, pairs):
@@ -71,14 +73,16 @@ def test_multi30k_recipe_bpe_undoes_to_moses_tokens(tmp_path):
 
 
 def test_joint_recipe_learns_one_code_file_separate_recipe_two(tmp_path):
-    pairs = {"ro": ["Ştiu că ţara e aici .", "Începe în România ."] * 20, "en": ["I know the country is here .", "It starts in Romania ."] * 20}
+    pairs = {"ro": ["Ştiu că ţara e aici .", "Începe în România ."] * 20,
+             "en": ["I know the country is here .", "It starts in Romania ."] * 20}
     for split in ("train", "dev", "test"):
         _write(tmp_path / "raw", split, pairs)
     prep.prepare("wmt16-ro-en", tmp_path / "raw", tmp_path / "ro", merges=20)
     assert (tmp_path / "ro/bpe.codes.ro").exists() and (tmp_path / "ro/bpe.codes.en").exists()
     assert not (tmp_path / "ro/bpe.codes").exists()
     # Sennrich et al. 2016b: cedilla forms normalised, then diacritics removed
-    assert (tmp_path / "ro/test.tok.ro").read_text(encoding="utf-8").splitlines()[:2] == ["Stiu ca tara e aici .", "Incepe in Romania ."]
+    assert (tmp_path / "ro/test.tok.ro").read_text(encoding="utf-8").splitlines()[:2] == ["Stiu ca tara e aici .",
+                                                                                           "Incepe in Romania ."]
     pairs = {"de": pairs["en"], "en": pairs["en"]}
     for split in ("train", "dev", "test"):
         _write(tmp_path / "raw2", split, pairs)
@@ -158,7 +162,8 @@ def test_wmt_training_archives_are_paired_by_name(tmp_path):
     dl = tmp_path / "dl"
     dl.mkdir()
     _tgz(dl / "training-parallel-nc-v8.tgz", {
-        "training/news-commentary-v8.ru-en.ru": "привет\nмир\n", "training/news-commentary-v8.ru-en.en": "hello\nworld\n",
+        "training/news-commentary-v8.ru-en.ru": "привет\nмир\n",
+        "training/news-commentary-v8.ru-en.en": "hello\nworld\n",
         "training/news-commentary-v8.de-en.de": "hallo\n", "training/news-commentary-v8.de-en.en": "hello\n",
     })
     _tgz(dl / "wiki-headlines.tgz", {"wiki/ru-en/guessed-names.ru-en": "Москва ||| Moscow\nbad line\n"})
@@ -293,7 +298,8 @@ def test_iwslt14_recipe_reproduces_fairseqs_tokens_on_the_real_test_set():
     rate = {}
     for escape in (True, False):
         r = dataclasses.replace(recipe, escape=escape)
-        rate[escape] = sum(a == b for a, b in zip(prep.tokenize_lines(detok, "en", r, 1, r.eval_steps), lines)) / len(lines)
+        rate[escape] = sum(a == b for a, b in zip(prep.tokenize_lines(detok, "en", r, 1, r.eval_steps),
+                                                  lines)) / len(lines)
     assert rate[True] > 0.9 > 0.5 > rate[False]  # measured: 93.1 % and 49.3 % of 1,565 lines
 
 
@@ -330,7 +336,8 @@ def test_wmt13_dev_set_comes_from_the_wmt_dev_archive(tmp_path):
     for l in ("en", "ru"):
         shutil.copy(shared / f"newstest2013.{l}", tests / f"newstest2013.{l}")
     extract.EXTRACTORS["wmt13-en-ru"](dl_dir, tmp_path / "out", tests)
-    assert (tmp_path / "out/dev.ru").read_text(encoding="utf-8") == (shared / "newstest2012.ru").read_text(encoding="utf-8")
+    assert ((tmp_path / "out/dev.ru").read_text(encoding="utf-8")
+            == (shared / "newstest2012.ru").read_text(encoding="utf-8"))
     assert len((tmp_path / "out/dev.en").read_text(encoding="utf-8").splitlines()) == 3003
     assert (tmp_path / "out/train.en").read_text(encoding="utf-8") == "world\n"  # nothing read from dev.tgz
     (dl_dir / "dev.tgz").unlink()
@@ -341,7 +348,8 @@ def test_wmt13_dev_set_comes_from_the_wmt_dev_archive(tmp_path):
 def test_iwslt17_bilingual_fallback_release_is_read_like_the_multilingual_one(tmp_path):
     (tmp_path / "dl").mkdir()
     _tgz(tmp_path / "dl/2017-01-trnted-de-en.tgz", {
-        "de-en/train.tags.de-en.de": "<url>u</url>\nHallo Welt.\n", "de-en/train.tags.de-en.en": "<url>u</url>\nHello world.\n",
+        "de-en/train.tags.de-en.de": "<url>u</url>\nHallo Welt.\n",
+        "de-en/train.tags.de-en.en": "<url>u</url>\nHello world.\n",
         "de-en/IWSLT17.TED.dev2010.de-en.de.xml": '<seg id="1"> Ja . </seg>',
         "de-en/IWSLT17.TED.dev2010.de-en.en.xml": '<seg id="1"> Yes . </seg>',
     })
@@ -349,4 +357,5 @@ def test_iwslt17_bilingual_fallback_release_is_read_like_the_multilingual_one(tm
     if not tests.exists():
         pytest.skip("needs the IWSLT'17 test archives in ../shared/data")
     extract.extract_iwslt17(tmp_path / "dl", tmp_path / "out", tests)
-    assert (tmp_path / "out/train.en").read_text() == "Hello world.\n" and (tmp_path / "out/dev.de").read_text() == "Ja .\n"
+    assert ((tmp_path / "out/train.en").read_text() == "Hello world.\n"
+            and (tmp_path / "out/dev.de").read_text() == "Ja .\n")

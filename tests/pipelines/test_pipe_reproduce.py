@@ -35,6 +35,7 @@ def test_reproduce_runs_from_a_source_checkout_without_pip_install(tmp_path):
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["ONMT_ENTMAX_DISABLE"] = "1"
-    out = subprocess.run([sys.executable, "-c", hide], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", hide], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "82.55" in out.stdout  # the paper's softmax/softmax number, beside ours

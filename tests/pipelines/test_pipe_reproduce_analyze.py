@@ -44,7 +44,8 @@ def test_tau_table_reads_the_value_generator_tau_auto_logged(tmp_path, monkeypat
     for e in analysis_runs("tezekbayev-table3"):
         d = tmp_path / e.run_dir / "seed1"
         d.mkdir(parents=True)
-        (d / "train.log").write_text("[..] generator_tau auto: tau = 0.3312 (mean 1.5-entmax threshold over 9 target positions)\n")
+        (d / "train.log").write_text("[..] generator_tau auto: tau = 0.3312 "
+                                     "(mean 1.5-entmax threshold over 9 target positions)\n")
     analyze("tezekbayev-table3", [1], None)
     text = print_analysis("tezekbayev-table3")
     assert "| tau (untrained model) | 0.33 (n=1) | 0.33 | 0.33 (n=1) | 0.17 | 0.33 (n=1) | 0.14 |" in text

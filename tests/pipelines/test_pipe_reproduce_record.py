@@ -23,11 +23,13 @@ def test_record_keeps_one_csv_row_per_run_and_the_table_is_printed_from_it(tmp_p
     assert [(r["seed"], r["epochs"], r["steps"], r["test_acc"]) for r in rows] == [
         ("1", "2.0", "2980", "84.00"), ("2", "2.0", "2980", "85.00")]
     header = csv_path.read_text().splitlines()[0]
-    assert header == "setting,output_alpha,attention_alpha,seed,epochs,steps,valid_acc,test_acc,test_lev,gpu,commit,date"
+    assert header == ("setting,output_alpha,attention_alpha,seed,epochs,steps,"
+                      "valid_acc,test_acc,test_lev,gpu,commit,date")
     evaluated_run(tmp_path, e, 1, 86.0, 4470)  # the same run trained on and evaluated again: its row is replaced
     record("peters2019-table1", [1], "medium/out1.5-*", commit="abc1234", runs=tmp_path, out=csv_path)
     lines = csv_path.read_text().splitlines()[1:]
-    assert len(lines) == 2 and lines[0].startswith("medium,1.5,1.5,1,3.0,4470,91.00,86.00,0.250,NVIDIA H100 80GB HBM3,abc1234,")
+    assert len(lines) == 2 and lines[0].startswith("medium,1.5,1.5,1,3.0,4470,91.00,86.00,0.250,"
+                                                   "NVIDIA H100 80GB HBM3,abc1234,")
     curve = (tmp_path / "table1-validation.csv").read_text().splitlines()
     assert curve[0] == "setting,output_alpha,attention_alpha,seed,epoch,step,valid_acc,valid_loss,lr,commit"
     assert curve[1:4] == ["medium,1.5,1.5,1,1.0,1490,85,0.2,0.001,abc1234",  # seed 1 trained on: 3 epochs
@@ -56,7 +58,8 @@ def test_record_keeps_one_csv_row_per_run_and_the_table_is_printed_from_it(tmp_p
     curve = (tmp_path / "table1-validation.csv").read_text().splitlines()[1:]
     assert [line.split(",")[3] + "," + line.split(",")[-1] for line in curve] == ["1,def5678"] * 4 + ["2,abc1234"]
     languages = (tmp_path / "table1-languages.csv").read_text().splitlines()[1:]
-    assert [line.split(",")[3] + "," + line.split(",")[-1] for line in languages] == ["1,def5678"] * 2 + ["2,abc1234"] * 2
+    assert ([line.split(",")[3] + "," + line.split(",")[-1] for line in languages]
+            == ["1,def5678"] * 2 + ["2,abc1234"] * 2)
     monkeypatch.setattr(common, "results_csv_path", lambda table: csv_path)
     row = next(line for line in print_table("peters2019-table1").splitlines() if line.startswith("| out1.5-attn1.5 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
@@ -139,7 +142,8 @@ def test_record_keeps_the_ensemble_of_every_finished_seed_and_the_table_prints_i
     assert lines[1:] == [f"medium,2,1.5,1 2,86.80,0.200,NVIDIA H200,abc1234,{lines[1].split(',')[-1]}"]
     evaluated_run(tmp_path, e, 3, 85.5, 2980)  # a third seed: the ensemble of two is no longer the column's
     record("peters2019-table1", [3], "medium/out2-attn1.5", commit="abc1234", runs=tmp_path, out=csv_path)
-    assert "no ensemble row for medium/out2-attn1.5: it averages seed1, seed2, the scored seeds are seed1, seed2, seed3" \
+    assert "no ensemble row for medium/out2-attn1.5: it averages seed1, seed2, " \
+        "the scored seeds are seed1, seed2, seed3" \
         in capsys.readouterr().err
     _ensemble_of_best(tmp_path, e, [1, 2, 3], 87.1)
     (tmp_path / e.run_dir / "seed3/train.done").unlink()
@@ -154,7 +158,8 @@ def test_record_keeps_the_ensemble_of_every_finished_seed_and_the_table_prints_i
     monkeypatch.setattr(common, "ensembles_csv_path", lambda table: ens_csv)
     row = next(line for line in print_table("peters2019-table1").splitlines() if line.startswith("| out2-attn1.5 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[5:9] == ["85.80 ± 0.26 (n=3)", "85.03", "87.10 (3 seeds)", "86.61"]  # medium avg and ens beside the paper
+    # medium avg and ens beside the paper
+    assert cells[5:9] == ["85.80 ± 0.26 (n=3)", "85.03", "87.10 (3 seeds)", "86.61"]
 
 
 def test_an_ensemble_of_checkpoints_other_than_the_scored_ones_gets_no_row(tmp_path, capsys):

@@ -36,7 +36,8 @@ def test_time_limited_piece_is_resumed_by_the_same_command(tmp_path, monkeypatch
     cfg = yaml.safe_load(config.read_text())
     (tmp_path / "data").symlink_to(ROOT / "data")
     monkeypatch.setattr(common, "WORK", tmp_path)
-    e = E.Experiment("smoke", "resume", cfg, "sigsample", "src", "tgt", "peters2019-table1", "x", "medium", "sigmorphon")
+    e = E.Experiment("smoke", "resume", cfg, "sigsample", "src", "tgt", "peters2019-table1", "x", "medium",
+                     "sigmorphon")
     monkeypatch.setattr(E.Experiment, "path", property(lambda self: str(config)))
     build_vocab(cfg, config)
     often = ["-save_checkpoint_steps", "5", "-valid_steps", "5", "-keep_checkpoint", "-1", "-early_stopping", "0"]
@@ -175,7 +176,8 @@ def test_a_failed_piece_is_started_again_from_its_checkpoint_once(tmp_path):
     import zipfile
 
     # fails while its folder has no "survived" mark, leaving one: the second start succeeds
-    flaky = [sys.executable, "-c", "import os, sys; d = sys.argv[1]; print(sys.argv[2:]); m = os.path.join(d, 'survived')\n"
+    flaky = [sys.executable, "-c", "import os, sys; d = sys.argv[1]; print(sys.argv[2:]); "
+                                   "m = os.path.join(d, 'survived')\n"
              "if not os.path.exists(m): open(m, 'w').close(); sys.exit(3)"]
     broken = [sys.executable, "-c", "import sys; sys.exit(4)"]
     runs = []

@@ -83,10 +83,12 @@ def test_the_run_tables_match_the_csvs():
         run, curve = runs[key], sorted(curves[key], key=lambda v: int(v["step"]))
         best = max(curve, key=lambda v: float(v["valid_acc"]))  # the first of equals
         halved = [int(float(b["epoch"])) for a, b in zip(curve, curve[1:]) if float(b["lr"]) < float(a["lr"])]
-        assert (int(m.group(4)), int(m.group(5).replace(",", ""))) == (int(float(run["epochs"])), int(run["steps"])), line
+        assert ((int(m.group(4)), int(m.group(5).replace(",", "")))
+                == (int(float(run["epochs"])), int(run["steps"]))), line
         assert m.group(6) == ("step cap" if int(run["steps"]) >= 149000 else "stop rule"), line
         assert m.group(7) == run["valid_acc"], line
-        assert (int(m.group(8)), int(m.group(9).replace(",", ""))) == (int(float(best["epoch"])), int(best["step"])), line
+        assert ((int(m.group(8)), int(m.group(9).replace(",", "")))
+                == (int(float(best["epoch"])), int(best["step"]))), line
         assert [int(x) for x in m.group(10).split(", ")] == halved, line
         assert (m.group(11).strip("*"), m.group(12).strip("*")) == (run["test_acc"], run["test_lev"]), line
         seen.add(key)

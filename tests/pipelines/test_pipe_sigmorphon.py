@@ -11,12 +11,14 @@ prep = load_script("scripts/data/prepare_sigmorphon2018.py")
 
 @needs_shared("sigmorphon2018-task1.tar.gz")
 def test_bundled_sample_is_reproduced_by_the_command_in_its_readme(tmp_path):
-    cmd = re.search(r"```\n(python3 scripts/data/prepare_sigmorphon2018\.py.*?)```", (SAMPLE / "README.md").read_text(), re.S)
+    cmd = re.search(r"```\n(python3 scripts/data/prepare_sigmorphon2018\.py.*?)```", (SAMPLE / "README.md").read_text(),
+                    re.S)
     args = cmd.group(1).replace("\\\n", " ").split()[2:]
     args[args.index("--source") + 1] = str(ARCHIVE)
     args[args.index("--out") + 1] = str(tmp_path)
     prep.main(args)
-    for name in ("src-train.txt", "tgt-train.txt", "src-dev.txt", "tgt-dev.txt", "src-test.txt", "tgt-test.txt", "languages.txt"):
+    for name in ("src-train.txt", "tgt-train.txt", "src-dev.txt", "tgt-dev.txt", "src-test.txt", "tgt-test.txt",
+                 "languages.txt"):
         assert filecmp.cmp(tmp_path / name, SAMPLE / name, shallow=False), name
 
 

@@ -66,7 +66,8 @@ def test_sdpa_name_is_stock_outside_and_the_sparse_normalizer_inside_a_sparse_mo
         fused_attention._SPARSE_CALL.reset(token)
     torch.testing.assert_close(out, module.softmax.attend(q, k, v, keep))
     torch.testing.assert_close(train_out, out)
-    torch.testing.assert_close(call.weights, module.softmax(torch.where(keep, q @ k.transpose(-1, -2) / 8 ** 0.5, -1e18)))
+    torch.testing.assert_close(call.weights,
+                               module.softmax(torch.where(keep, q @ k.transpose(-1, -2) / 8 ** 0.5, -1e18)))
     assert out[1, ..., :].shape == (4, 3, 8)
     future = torch.ones(3, 5, dtype=torch.bool).tril(2)  # query t sees keys <= t + (Tk - Tq)
     torch.testing.assert_close(causal, module.softmax.attend(q, k, v, future))
