@@ -129,18 +129,17 @@ def report(outdirs: list[Path]) -> str:
 
 
 def long_attention(csv_path: Path) -> str:
-    """The long-attention tables from bench_long_attention.py's CSV rows: one table per machine and
-    commit (its command, GPU, torch, Triton, date), a row per case with time and peak memory against
-    SDPA (and AdaSplash v1 where it ran)."""
+    """The long-attention tables from bench_long_attention.py's CSV rows: one table per machine and date
+    (its command, GPU, torch, Triton, date; each row's commit stays in the CSV), a row per case with time
+    and peak memory against SDPA (and AdaSplash v1 where it ran)."""
     with open(csv_path, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     runs: dict = {}
     for r in rows:
-        runs.setdefault((r["gpu"], r["torch"], r["triton"], r["commit"], r["date"]), []).append(r)
+        runs.setdefault((r["gpu"], r["torch"], r["triton"], r["date"]), []).append(r)
     parts = []
-    for (gpu, torch_v, triton_v, commit, date), group in runs.items():
-        dirty = " with uncommitted changes" if commit.endswith("-dirty") else ""
-        lines = [f"`{LONG_CMD}`; {gpu}, torch {torch_v}, Triton {triton_v}, commit {commit[:12]}{dirty}, {date}:", "",
+    for (gpu, torch_v, triton_v, date), group in runs.items():
+        lines = [f"`{LONG_CMD}`; {gpu}, torch {torch_v}, Triton {triton_v}, {date}:", "",
                  "| dtype | kind | attention | causal | B | Tq | Tk | ours ms | SDPA ms | ours / SDPA "
                  "| AdaSplash v1 ms | AdaSplash / SDPA | ours peak MiB | SDPA peak MiB | peak ours / SDPA |",
                  "|" + "---|" * 15]
