@@ -7,11 +7,10 @@ vocabularies that are none of the files read; before the first step, a ``model_p
 ``step_N/`` (they would be replaced)."""
 from __future__ import annotations
 
-import glob
 import os
 
 from onmt_entmax.options.files import (CORPUS_FILES, blocking_file, check_corpus_files, check_decoding_files,
-                                       check_new_run, check_training_outputs, writes_into)
+                                       check_new_run, check_training_outputs, numbered, writes_into)
 from onmt_entmax.options.model import EntmaxOptionError
 
 from .errors import ConfigError
@@ -45,9 +44,7 @@ def check_model_folders(model_path) -> None:
 
 def step_folders(model_path: str) -> list[str]:
     """The checkpoints ``<model_path>/step_<N>/`` Eole saved there, by step."""
-    found = glob.glob(os.path.join(glob.escape(model_path), "step_*"))
-    steps = {path: os.path.basename(path)[len("step_"):] for path in found if os.path.isdir(path)}
-    return sorted((path for path, step in steps.items() if step.isdigit()), key=lambda path: int(steps[path]))
+    return numbered(os.path.join(model_path, "step_"), folders=True)
 
 
 def check_model_path_is_new(config) -> None:

@@ -248,11 +248,16 @@ def check_training_outputs(outputs: Mapping[str, object], data: Mapping[str, Map
             _check_apart(option, path, everything)
 
 
+def numbered(prefix: str, suffix: str = "", folders: bool = False) -> list[str]:
+    """The paths ``<prefix><N><suffix>`` there (N a step number; only folders when ``folders``), by N."""
+    found = glob.glob(glob.escape(prefix) + "*" + glob.escape(suffix))
+    steps = {path: path[len(prefix):len(path) - len(suffix)] for path in found if not folders or os.path.isdir(path)}
+    return sorted((path for path, step in steps.items() if step.isdigit()), key=lambda path: int(steps[path]))
+
+
 def run_checkpoints(save_model: str) -> list[str]:
     """The checkpoints ``<save_model>_step_<N>.pt`` OpenNMT-py saved under the prefix ``save_model``, by step."""
-    found = glob.glob(glob.escape(save_model) + "_step_*.pt")
-    steps = {path: path[len(save_model) + len("_step_"):-len(".pt")] for path in found}
-    return sorted((path for path, step in steps.items() if step.isdigit()), key=lambda path: int(steps[path]))
+    return numbered(save_model + "_step_", ".pt")
 
 
 def check_new_run(option: str, save: str, checkpoints: Sequence[str], train_from: Optional[str],
@@ -304,5 +309,5 @@ def check_out_dir(option: str, path: str, names: Iterable[str], inputs: Mapping[
 
 __all__ = ["CORPUS_FILES", "TRANSLATE_OUTPUTS", "PNG_OUTPUTS", "blocking_file", "check_corpus_files",
            "check_creatable_folder", "check_decoding_files", "check_new_run", "check_outputs", "check_out_dir",
-           "check_positions", "check_training_outputs", "corpus_paths", "run_checkpoints",
+           "check_positions", "check_training_outputs", "corpus_paths", "numbered", "run_checkpoints",
            "check_translate_inputs", "check_writable", "same_file", "writes_into"]
