@@ -3,9 +3,8 @@ touches OpenNMT-py and only `onmt_entmax.eole` touches Eole (so the math can be 
 without either), neither adapter imports the other, and no import cycle among the package's modules.
 
 Order (docs/architecture.md says why it differs from the first plan): ops -> registry -> modules
--> decoding / analysis / evaluation / options / patching / data_order / cuda_graphs / lr_halving /
-early_stopping / resume_state / adam_fused / training -> onmt, eole (the adapters that wire all of them into a
-toolkit)."""
+-> decoding / analysis / evaluation / options / patching / training -> onmt, eole (the adapters that wire all of
+them into a toolkit)."""
 import ast
 import pathlib
 
@@ -14,8 +13,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "onmt_entmax"
 # package -> rank; a module may import packages of equal or lower rank only
 LAYERS = {"ops": 1, "registry": 2, "modules": 3, "decoding": 4, "analysis": 4, "evaluation": 4, "options": 4,
-          "patching": 4, "data_order": 4, "cuda_graphs": 4, "lr_halving": 4, "early_stopping": 4,
-          "resume_state": 4, "adam_fused": 4, "training": 4, "onmt": 5, "eole": 5}
+          "patching": 4, "training": 4, "onmt": 5, "eole": 5}
 ADAPTERS = {"onmt": "onmt", "eole": "eole"}  # adapter package -> the toolkit only it may import
 
 

@@ -1,4 +1,4 @@
-"""``training.adam_fused`` in Eole: ``optim: adam`` through torch's fused Adam (``onmt_entmax.adam_fused``
+"""``training.adam_fused`` in Eole: ``optim: adam`` through torch's fused Adam (``onmt_entmax.training.adam_fused``
 says what changes and what does not), as ``adam_fused`` in the OpenNMT-py adapter.
 
 Eole builds its optimizer in ``Optimizer.from_config``, and loads a resumed run's optimizer state there
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from onmt_entmax import adam_fused as rule
+from onmt_entmax.training import adam_fused as rule
 
 from .errors import ConfigError
 

@@ -23,7 +23,7 @@ from typing import Annotated, Callable, Literal, Optional, Union
 
 from pydantic import BeforeValidator, Field, ValidationError, create_model
 
-from onmt_entmax import data_order
+from onmt_entmax.training import data_order
 from onmt_entmax.options.decoding import DECODING_OPTIONS, DecodingConfig
 from onmt_entmax.options.model import (ATTENTION_KINDS, EntmaxOptionError, check_applicable, check_label_smoothing,
                                        check_search_sizes, generator_transformation, model_option_help,

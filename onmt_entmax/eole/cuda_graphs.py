@@ -1,7 +1,7 @@
 """``training.rnn_cuda_graphs`` in Eole: the input-feed RNN decoder's training steps as CUDA graphs.
 
 As in the OpenNMT-py adapter, over Eole's loop ``InputFeedRNNDecoder._run_forward_pass(emb, enc_out,
-src_pad_mask)`` (``onmt_entmax.cuda_graphs.DecoderGraphs`` says why the loss sees the same numbers):
+src_pad_mask)`` (``onmt_entmax.training.cuda_graphs.DecoderGraphs`` says why the loss sees the same numbers):
 the target embeddings (computed by the model, dropout included) are padded with zeros to a multiple
 of 4 steps, the source to a multiple of 8 positions, the pad mask with True there (-inf scores: weight
 exactly 0). Eole stacks attention as (B, T, S).
@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from onmt_entmax.cuda_graphs import S_STEP, DecoderGraphs, attach, eager_loop, pad_to, unreplayable
+from onmt_entmax.training.cuda_graphs import S_STEP, DecoderGraphs, attach, eager_loop, pad_to, unreplayable
 
 from .errors import ConfigError
 

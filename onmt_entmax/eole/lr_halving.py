@@ -1,16 +1,16 @@
 """``training.valid_lr_halving`` in Eole: the options, their checks and hooks over the shared rule
-(``onmt_entmax.lr_halving``, whose docstring says what the schedule is), as in the OpenNMT-py adapter.
+(``onmt_entmax.training.lr_halving``, whose docstring says what the schedule is), as in the OpenNMT-py adapter.
 
 The flag and the step decay's removal go on ``Optimizer.from_config`` (with ``train_from`` Eole
 rebuilds the schedule from the checkpoint's training config), the check on ``Trainer.validate``; the
-halving state rides in the optimizer's state dict (``onmt_entmax.resume_state``), which Eole saves as
+halving state rides in the optimizer's state dict (``onmt_entmax.training.resume_state``), which Eole saves as
 each step's ``optimizer.pt``.
 """
 from __future__ import annotations
 
 from pydantic import Field, StrictInt
 
-from onmt_entmax import lr_halving as rule
+from onmt_entmax.training import lr_halving as rule
 
 from .errors import ConfigError
 from .training import eole_logger

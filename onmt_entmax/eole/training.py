@@ -10,7 +10,7 @@ source tokens; ``_stats`` names the loss and counts nonzero output probabilities
 print ``ppl`` and ``xent`` for every loss: for a FY loss the lines say e.g. ``entmax15 FY loss: 0.41``
 instead, with ``out nnz`` / ``attn nnz`` and one line of learned alphas per attention layer.
 ``training.shuffle_each_pass`` reads every pass over a training corpus in a new random order
-(``onmt_entmax.data_order``; Eole, like OpenNMT-py 3.5.1, reads the files in the same order every pass).
+(``onmt_entmax.training.data_order``; Eole, like OpenNMT-py 3.5.1, reads the files in the same order every pass).
 The validation iterator replays the batches of its first pass instead of reading, transforming and
 batching the validation corpus again at every validation (``ReplayedPasses``, as in OpenNMT-py).
 """
@@ -23,7 +23,7 @@ import torch
 
 from onmt_entmax.analysis.training_report import (add_count, attention_counts, is_sparse_loss, merge_after, metrics,
                                                   output_nonzeros, report_output, settle)
-from onmt_entmax.data_order import mark_for_reshuffling, replay_validation
+from onmt_entmax.training.data_order import mark_for_reshuffling, replay_validation
 from onmt_entmax.modules import EntmaxGenerator
 from onmt_entmax.modules.loss import criterion_for, label_smoothing_warning
 from onmt_entmax.modules.models import learned_alphas

@@ -6,7 +6,7 @@ consecutive examples of the endlessly cycled corpus, each sorted (stably) by (so
 tokens + 2 for BOS/EOS), cut into batches of ``batch_size`` sentences that skip a source already in
 the batch; only the order of the batches is shuffled, so their composition is what is compared.
 ``--shuffle-each-pass`` replays the plugin's option of that name: pass k of the corpus is read in the
-order ``onmt_entmax.data_order.permuted`` draws for it.
+order ``onmt_entmax.training.data_order.permuted`` draws for it.
 
     python3 scripts/reproduce/batch_overlap.py work/data/sigmorphon2018-medium/src-train.txt \\
         work/data/sigmorphon2018-medium/tgt-train.txt [--shuffle-each-pass] [--bucket-size 6400]
@@ -18,7 +18,7 @@ import itertools
 import statistics
 from collections import Counter
 
-from onmt_entmax.data_order import permuted
+from onmt_entmax.training.data_order import permuted
 
 
 def read_order(n: int, seed: str | None = None):

@@ -1,5 +1,5 @@
 """A run resumed with Eole's train_from continues its early-stopping patience and best score
-(``onmt_entmax.early_stopping``; Eole's checkpoints hold neither)."""
+(``onmt_entmax.training.early_stopping``; Eole's checkpoints hold neither)."""
 import torch
 import yaml
 
@@ -8,7 +8,7 @@ from eole_testkit import run_eole, sample_vocabs, small_config
 
 def test_eole_train_from_continues_the_early_stoppers_patience_and_best_score(tmp_path):
     """Stock train_from starts the patience and the best score afresh."""
-    from onmt_entmax.early_stopping import STATE_KEY
+    from onmt_entmax.training.early_stopping import STATE_KEY
 
     sample_vocabs(tmp_path)
     config = small_config("rnn-entmax15", tmp_path, steps=4, num_workers=0)

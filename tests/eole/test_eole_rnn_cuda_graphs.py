@@ -10,7 +10,7 @@ import yaml
 
 from eole_testkit import RNN, build, sample_vocabs, small_config
 from eole.config.run import TrainConfig
-from onmt_entmax import cuda_graphs as graphs_core
+from onmt_entmax.training import cuda_graphs as graphs_core
 from onmt_entmax.eole import cuda_graphs
 from onmt_entmax.eole.errors import ConfigError
 

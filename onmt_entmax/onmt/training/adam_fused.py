@@ -2,7 +2,7 @@
 
 OpenNMT-py 3.5.1 builds ``torch.optim.Adam`` with torch's default implementation, on a GPU the "foreach"
 one: about a dozen kernels over the parameter lists a step. The fused one does the same update in one
-pass (``onmt_entmax/adam_fused.py``). For the SIGMORPHON RNN (batch 64) Adam was 0.88 ms of the 6.0 ms
+pass (``onmt_entmax/training/adam_fused.py``). For the SIGMORPHON RNN (batch 64) Adam was 0.88 ms of the 6.0 ms
 of GPU kernels in a training step and 0.76 ms of its host time (one NVIDIA H200, docs/benchmarks.md);
 with several runs on a GPU under MPS the step is bound by the GPU.
 
@@ -11,7 +11,7 @@ optimizer state is loaded (with the flags it was saved with), the command's valu
 """
 from __future__ import annotations
 
-from onmt_entmax import adam_fused as rule
+from onmt_entmax.training import adam_fused as rule
 
 from ..validation import EntmaxOptionError
 

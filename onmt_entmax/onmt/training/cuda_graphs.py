@@ -2,7 +2,7 @@
 
 OpenNMT-py's ``InputFeedRNNDecoder._run_forward_pass`` loops over the target steps; in training on a
 GPU that loop, forward and backward, replays graphs, one per batch shape, its targets padded to a
-multiple of 4 steps and its sources to 8 positions (``onmt_entmax.cuda_graphs.DecoderGraphs`` says
+multiple of 4 steps and its sources to 8 positions (``onmt_entmax.training.cuda_graphs.DecoderGraphs`` says
 why the loss sees the same numbers). The decoder state left after a graphed forward is the state
 after the padded steps; OpenNMT-py reads it again only under truncated BPTT (``truncated_decoder``),
 which the option refuses. Here: the option and its checks, and the two hooks: ``build_trainer``
@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from onmt_entmax.cuda_graphs import DecoderGraphs, attach, eager_loop, unreplayable
+from onmt_entmax.training.cuda_graphs import DecoderGraphs, attach, eager_loop, unreplayable
 
 from ..validation import EntmaxOptionError
 

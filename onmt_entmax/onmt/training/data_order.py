@@ -1,7 +1,7 @@
 """``shuffle_each_pass``: read the training corpora in a new random order on every pass.
 
 OpenNMT-py 3.5.1's ``DynamicDatasetIter`` reads each training corpus in file order on every pass
-(``onmt_entmax.data_order`` says what that does to the batches). With the option, the weighted mixer
+(``onmt_entmax.training.data_order`` says what that does to the batches). With the option, the weighted mixer
 that feeds the buckets reads each corpus through ``ReshuffledPasses``: pass k of a corpus is permuted
 with the seed ``"<seed>/<train_from checkpoint>/<offset>/<worker>/<corpus>/k"``. The same command
 therefore reads the same orders, a run resumed with ``-train_from`` reads new ones (not the first
@@ -10,7 +10,7 @@ inference data keep their order.
 """
 from __future__ import annotations
 
-from onmt_entmax.data_order import HELP, mark_for_reshuffling
+from onmt_entmax.training.data_order import HELP, mark_for_reshuffling
 
 
 def add_options(group) -> None:

@@ -1,16 +1,16 @@
 """``valid_lr_halving`` in OpenNMT-py 3.5.1: its options, checks and hooks over the shared rule
-(``onmt_entmax.lr_halving``, whose docstring says what the schedule is).
+(``onmt_entmax.training.lr_halving``, whose docstring says what the schedule is).
 
 The flag and the step decay's removal go on ``Optimizer.from_opt`` (upstream rebuilds the step decay
 from the checkpoint's options on ``-train_from``, so the options alone cannot switch it off there), the
 check on ``Trainer.validate``; the state rides in the optimizer's state dict
-(``onmt_entmax.resume_state``).
+(``onmt_entmax.training.resume_state``).
 """
 from __future__ import annotations
 
 import logging
 
-from onmt_entmax import lr_halving as rule
+from onmt_entmax.training import lr_halving as rule
 
 from ..file_checks import corpora
 from ..validation import EntmaxOptionError

@@ -1,10 +1,10 @@
 """Validation batches read once: OpenNMT-py 3.5.1 reads, transforms and batches its validation corpus
 again at every validation (through data-loader workers it starts each time); the plugin keeps the
-batches of the first validation and replays them (``onmt_entmax.data_order.ReplayedPasses``: the same
+batches of the first validation and replays them (``onmt_entmax.training.data_order.ReplayedPasses``: the same
 batches, up to 1 GiB of tensors)."""
 from __future__ import annotations
 
-from onmt_entmax.data_order import replay_validation
+from onmt_entmax.training.data_order import replay_validation
 
 
 def wrap_build_dynamic_dataset_iter(upstream):

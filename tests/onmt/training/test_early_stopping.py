@@ -8,7 +8,7 @@ import torch
 from onmt_testkit import build_vocab, train, yaml_config
 
 from onmt_entmax.analysis.checkpoint import load_checkpoint
-from onmt_entmax import early_stopping
+from onmt_entmax.training import early_stopping
 
 
 def _stopper(tolerance, criteria=("accuracy",)):

@@ -6,7 +6,7 @@ import torch
 
 from onmt_testkit import build_vocab, train, yaml_config
 
-from onmt_entmax.lr_halving import STEP_DECAY_DEFAULTS
+from onmt_entmax.training.lr_halving import STEP_DECAY_DEFAULTS
 from onmt_entmax.onmt.training import lr_halving
 
 

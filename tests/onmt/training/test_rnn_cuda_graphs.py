@@ -1,4 +1,4 @@
-"""rnn_cuda_graphs: the input-feed decoder's training steps as CUDA graphs (onmt_entmax/cuda_graphs.py,
+"""rnn_cuda_graphs: the input-feed decoder's training steps as CUDA graphs (onmt_entmax/training/cuda_graphs.py,
 onmt_entmax/onmt/training/cuda_graphs.py).
 
 What a user relies on: a batch padded to its graph's shape gives the loss the same outputs, attention
@@ -13,8 +13,8 @@ import torch
 
 from onmt_testkit import build_vocab, train, yaml_config
 
-from onmt_entmax import cuda_graphs as graphs_core
-from onmt_entmax.cuda_graphs import round_up
+from onmt_entmax.training import cuda_graphs as graphs_core
+from onmt_entmax.training.cuda_graphs import round_up
 from onmt_entmax.onmt.model.surgery import install_rnn_attention
 from onmt_entmax.onmt.training import cuda_graphs
 

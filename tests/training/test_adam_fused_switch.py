@@ -1,11 +1,11 @@
-"""onmt_entmax.adam_fused: switching a torch Adam between its default and fused implementations keeps
+"""onmt_entmax.training.adam_fused: switching a torch Adam between its default and fused implementations keeps
 its update and its state, the step counts moved where each implementation reads them."""
 import copy
 
 import pytest
 import torch
 
-from onmt_entmax.adam_fused import apply, refusal, set_fused
+from onmt_entmax.training.adam_fused import apply, refusal, set_fused
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 

@@ -1,10 +1,10 @@
-"""onmt_entmax.data_order: every pass over a corpus in a new, reproducible random order."""
+"""onmt_entmax.training.data_order: every pass over a corpus in a new, reproducible random order."""
 import itertools
 
 import torch
 
-from onmt_entmax.data_order import ReplayedPasses, ReshuffledPasses, mark_for_reshuffling, permuted, reshuffle_mixer, \
-    run_seed, tensor_bytes, wrap_init_datasets
+from onmt_entmax.training.data_order import ReplayedPasses, ReshuffledPasses, mark_for_reshuffling, permuted, \
+    reshuffle_mixer, run_seed, tensor_bytes, wrap_init_datasets
 
 
 class Corpus:

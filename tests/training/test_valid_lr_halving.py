@@ -4,7 +4,7 @@ import types
 
 import pytest
 
-from onmt_entmax import lr_halving as rule
+from onmt_entmax.training import lr_halving as rule
 
 
 def _optim(every=1):

@@ -29,7 +29,7 @@ ATTR = "entmax_graphs"  # the decoder attribute holding its DecoderGraphs
 T_STEP = 4  # a decoder's target steps are padded to a multiple of this
 S_STEP = 8  # its source positions to a multiple of this
 
-_log = logging.getLogger("onmt_entmax.cuda_graphs")
+_log = logging.getLogger("onmt_entmax.training.cuda_graphs")
 
 
 class _ThreadLocalGraph(torch.cuda.graph):

@@ -1,4 +1,4 @@
-"""onmt_entmax.cuda_graphs: what both adapters' decoder graphs rely on, without a toolkit or a GPU.
+"""onmt_entmax.training.cuda_graphs: what both adapters' decoder graphs rely on, without a toolkit or a GPU.
 The graphs themselves are checked against the eager loops on a GPU (tests/onmt/training/test_rnn_cuda_graphs.py)."""
 import re
 from types import SimpleNamespace
@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from onmt_entmax.cuda_graphs import CaptureError, ShapeGraphs, lstm_loop_trains_on_cuda, pad_to, round_up
+from onmt_entmax.training.cuda_graphs import CaptureError, ShapeGraphs, lstm_loop_trains_on_cuda, pad_to, round_up
 
 
 def test_padding_reaches_the_next_multiple_at_the_end_of_the_axis_only():
@@ -62,7 +62,7 @@ def test_a_failed_capture_ends_training_with_one_line_naming_the_option_and_its_
 
 def test_shapes_beyond_the_cap_are_not_captured_and_every_shape_captures_into_one_memory_pool(
         monkeypatch, caplog):
-    caplog.set_level("INFO", logger="onmt_entmax.cuda_graphs")
+    caplog.set_level("INFO", logger="onmt_entmax.training.cuda_graphs")
     captured, pools = [], []
     monkeypatch.setattr(torch.cuda, "graph_pool_handle", object)  # (a fresh handle at each call)
     monkeypatch.setattr(torch.cuda, "make_graphed_callables", lambda module, sample, **kw: captured.append(
@@ -80,7 +80,7 @@ def test_shapes_beyond_the_cap_are_not_captured_and_every_shape_captures_into_on
 def test_every_capture_of_the_process_runs_on_one_capture_stream():
     # (torch.cuda.graph makes its capture stream once per class: one class, one stream, so the blocks a
     # capture frees in the shared pool are free for the next one, which the allocator allows per stream)
-    from onmt_entmax.cuda_graphs import thread_local_capture
+    from onmt_entmax.training.cuda_graphs import thread_local_capture
 
     with thread_local_capture():
         first = torch.cuda.graph

@@ -13,7 +13,7 @@ resumes from a checkpoint, where the toolkits rebuild the schedule from the chec
 
 Both toolkits' ``Optimizer`` keep the base rate in ``_learning_rate`` and the step schedule in
 ``_learning_rate_decay_fn``; the halving state lives beside them (``_entmax_*``) and rides in the
-optimizer's state dict (``state_of`` / ``load_into``, through ``onmt_entmax.resume_state``), so a
+optimizer's state dict (``state_of`` / ``load_into``, through ``onmt_entmax.training.resume_state``), so a
 resumed run goes on at the halved rate and on the same cadence. Each adapter keeps its options and
 checks and wires ``configure``, ``wrap_validate`` and ``refusal``. This module imports neither toolkit.
 """

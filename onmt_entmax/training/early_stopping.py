@@ -5,7 +5,7 @@ counts validations without a gain against the best score so far, but their check
 a run resumed with ``train_from`` starts the count at N again and takes its first validation as the
 best, so a run trained in pieces (``reproduce.py --max-minutes``, one lent machine after another)
 would stop later than the same run trained at once. The state rides in the optimizer's state dict
-(``onmt_entmax.resume_state``; both toolkits save a checkpoint after the step's validation and patience
+(``onmt_entmax.training.resume_state``; both toolkits save a checkpoint after the step's validation and patience
 update) and goes back into the early stopper when the trainer is built (``wrap_build_trainer``, over
 either toolkit's ``build_trainer``). This module imports neither toolkit.
 """
@@ -15,7 +15,7 @@ import logging
 from typing import Callable
 
 STATE_KEY = "entmax_early_stopping"
-_log = logging.getLogger("onmt_entmax.early_stopping")
+_log = logging.getLogger("onmt_entmax.training.early_stopping")
 
 
 def snapshot(stopper) -> dict:
