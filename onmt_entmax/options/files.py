@@ -51,8 +51,11 @@ def writes_into(output: str, given: str) -> bool:
     """True when writing the file ``output`` would change the input ``given``: the same file (through a
     symbolic or hard link, existing or not), or a file anywhere inside ``given`` when it is a folder (an Eole
     model folder holds links into its ``step_N/`` folders: ``M/model.00.safetensors`` is a weights file)."""
-    if same_file(output, given):
-        return True
+    return same_file(output, given) or inside_folder(output, given)
+
+
+def inside_folder(output: str, given: str) -> bool:
+    """True when ``given`` is a folder (through links) and ``output`` lies anywhere inside it."""
     folder = os.path.realpath(given)
     return os.path.isdir(folder) and os.path.commonpath([os.path.realpath(output), folder]) == folder
 
@@ -80,7 +83,7 @@ def _check_apart(option: str, path: str, inputs: Mapping[str, object]) -> None:
             if same_file(path, given):
                 raise EntmaxOptionError(f"-{option} {path} is the {name} file: it would be written over; "
                                         f"choose another -{option}")
-            if writes_into(path, given):
+            if inside_folder(path, given):
                 raise EntmaxOptionError(f"-{option} {path} is inside the {name} folder {given}: it would write "
                                         f"into the model's files; choose a -{option} outside it")
 
