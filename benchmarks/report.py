@@ -11,10 +11,13 @@ its own machine.
     python3 benchmarks/report.py OUTDIR [OUTDIR ...]                           # print the sections
     python3 benchmarks/report.py OUTDIR [OUTDIR ...] --into docs/benchmarks.md  # replace them there
     python3 benchmarks/report.py --long-attention benchmarks/results/long-attention.csv [--into docs/benchmarks.md]
+    python3 benchmarks/report.py --results benchmarks/results [--into docs/benchmarks.md]  # every family's CSV
 
 --into replaces the text between the lines BEGIN and END (below) of the file, nothing else; with
 --long-attention (the rows `benchmarks/bench_long_attention.py` appends to its CSV), the text between
-LONG_BEGIN and LONG_END.
+LONG_BEGIN and LONG_END; with --results, each family's (FAMILIES below: benchmarks/results/FAMILY.csv, a row a
+case and run: GPU, driver, torch, Triton, commit, date, command, case, ours, baseline, ratio, then the family's
+own columns) between its family_markers, the newest row of each case shown (a re-run replaces it there).
 """
 from __future__ import annotations
 
@@ -157,6 +160,92 @@ def long_attention(csv_path: Path) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def _cell(field: str):
+    return lambda r: r[field]
+
+
+def _times(field: str):
+    """A ratio cell: 0.95 -> 0.95x (empty cells and words as they are)."""
+    return lambda r: f"{r[field]}x" if re.fullmatch(r"[\d.]+", r[field]) else r[field]
+
+
+def _median(r: dict) -> str:
+    """The median of paired-round ratios with its 95% interval where there is one."""
+    m = _times("median_ratio")(r)
+    return f"{m} ({r['median_low']}-{r['median_high']})" if r["median_low"] else m
+
+
+RESULTS = Path(__file__).resolve().parent / "results"
+# Every family's CSV (benchmarks/results/FAMILY.csv) has these columns, then its own.
+RESULT_FIELDS = ["gpu", "driver", "torch", "triton", "commit", "date", "command", "case", "ours", "baseline", "ratio"]
+_OP = [("case", _cell("case")), ("op", _cell("op")), ("ours", _cell("ours")), ("baseline", _cell("baseline")),
+       ("unit", _cell("units")), ("ours / baseline", _times("ratio")), ("PyPI entmax / baseline", _times("pypi_ratio"))]
+_RUNS = [("case", _cell("case")), ("ours", _cell("ours")), ("baseline", _cell("baseline")), ("unit", _cell("units")),
+         ("ours / baseline", _times("ratio")), ("notes", _cell("detail"))]
+# family: (the columns naming one case: its newest row is the one shown; the table's columns)
+FAMILIES = {
+    "losses": (("case", "op"), _OP),
+    "attention": (("case", "op"), _OP),
+    "training": (("data", "mode", "case"), [
+        ("data", _cell("data")), ("variant", _cell("case")), ("tokens/s", _cell("ours")),
+        ("softmax tokens/s", _cell("baseline")), ("vs softmax", _times("ratio")),
+        ("median of round ratios (95% interval)", _median), ("rounds", _cell("rounds")),
+        ("report windows", _cell("windows")), ("kernel check", _cell("check"))]),
+    "decoding": (("data", "mode", "case"), [
+        ("data", _cell("data")), ("variant", _cell("case")), ("sentences/s", _cell("ours")),
+        ("softmax sentences/s", _cell("baseline")), ("vs softmax", _times("ratio")),
+        ("median of round ratios (95% interval)", _median), ("output words", _cell("output_words")),
+        ("lines at the length limit", _cell("long_lines")), ("lines identical to the torch reference's",
+                                                              _cell("identical_lines"))]),
+    "decoding-steps": (("data", "case"), [
+        ("data", _cell("data")), ("variant", _cell("case")), ("beam steps", _cell("beam_steps")),
+        ("aten operators a step", _cell("aten_ops")), ("kernel launches a step", _cell("launches")),
+        ("GPU kernel ms a step", _cell("ours"))]),
+    "cpu-ops": (("case", "op"), _OP),
+    # SIGMORPHON RNN training (host-bound): decoder steps as CUDA graphs, host settings, several runs a GPU
+    # under MPS, fused Adam, several trainers on the CPU
+    **{f: (("command", "case"), _RUNS) for f in ("rnn-graphs", "rnn-host", "rnn-mps", "rnn-adam", "cpu-trainers")},
+}
+
+
+def family_markers(family: str) -> tuple[str, str]:
+    return (f"<!-- {family}: written by benchmarks/report.py --results from benchmarks/results/{family}.csv -->",
+            f"<!-- end of {family} -->")
+
+
+def current_rows(rows: list[dict], key: tuple) -> list[dict]:
+    """The newest row of each case (of one date, the later in the file), in file order: a re-run's rows replace
+    the older ones in the document, which stay in the CSV with their dates."""
+    newest: dict = {}
+    for r in rows:
+        k = tuple(r[c] for c in key)
+        if k not in newest or r["date"] >= newest[k]["date"]:
+            newest[k] = r
+    return [r for r in rows if newest[tuple(r[c] for c in key)] is r]
+
+
+def family_table(family: str, csv_path: Path) -> str:
+    """One family's current rows as tables, one per command, machine and setup (the command, GPU, driver,
+    torch, Triton, date and setup above it; each row's commit stays in the CSV)."""
+    key, columns = FAMILIES[family]
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        rows = current_rows(list(csv.DictReader(f)), key)
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault((r["command"], r.get("setup", ""), r["gpu"], r["driver"], r["torch"], r["triton"],
+                           r["date"]), []).append(r)
+    parts = []
+    for (cmd, setup, gpu, driver, torch_v, triton_v, date), group in groups.items():
+        used = [c for c in columns if any(c[1](r) for r in group)]  # no column empty in every row
+        machine = ", ".join([gpu] + [f"{name} {v}" for name, v in (("driver", driver), ("torch", torch_v),
+                                                                    ("Triton", triton_v)) if v] + [date])
+        lines = [f"`{cmd}`; {machine}" + (f"; {setup}" if setup else "") + ":", "",
+                 "| " + " | ".join(head for head, _ in used) + " |", "|" + "---|" * len(used)]
+        lines += ["| " + " | ".join(cell(r) for _, cell in used) + " |" for r in group]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) + "\n"
+
+
 def replace_between_markers(document: str, text: str, begin: str = BEGIN, end: str = END) -> str:
     if document.count(begin) != 1 or document.count(end) != 1 or document.index(begin) > document.index(end):
         raise SystemExit(f"report.py: the document needs one line {begin!r} and, after it, one line {end!r}")
@@ -168,9 +257,24 @@ def replace_between_markers(document: str, text: str, begin: str = BEGIN, end: s
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("outdirs", nargs="*", type=Path, help="OUTDIR of run_gpu.sh runs, oldest first")
-    ap.add_argument("--into", type=Path, help="replace the GPU tables of this document (docs/benchmarks.md)")
+    ap.add_argument("--into", type=Path, help="replace the marked tables of this document (docs/benchmarks.md)")
     ap.add_argument("--long-attention", type=Path, help="bench_long_attention.py's CSV: its tables instead")
+    ap.add_argument("--results", type=Path, help="a folder of family CSVs (benchmarks/results): each family's "
+                    "current rows instead, each between its own markers")
     args = ap.parse_args(argv)
+    if args.results:
+        found = [f for f in FAMILIES if (args.results / f"{f}.csv").exists()]
+        if not found:
+            ap.error(f"no family CSV ({', '.join(FAMILIES)}) in {args.results}")
+        tables = {f: family_table(f, args.results / f"{f}.csv") for f in found}
+        if args.into:
+            document = args.into.read_text()
+            for f, text in tables.items():
+                document = replace_between_markers(document, text, *family_markers(f))
+            args.into.write_text(document)
+        else:
+            print("\n".join(f"{family_markers(f)[0]}\n\n{text}" for f, text in tables.items()), end="")
+        return
     if args.long_attention:
         text, markers = long_attention(args.long_attention), (LONG_BEGIN, LONG_END)
     elif args.outdirs:

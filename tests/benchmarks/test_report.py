@@ -1,5 +1,6 @@
 """benchmarks/report.py: run_gpu.sh's outputs become docs/benchmarks.md's GPU sections (tested on the
 CPU with outputs in the benchmarks' own formats; the GPU run itself is the next GPU session's)."""
+import csv
 import importlib.util
 import json
 import re
@@ -102,12 +103,6 @@ def test_report_knows_every_file_run_gpu_sh_writes_and_the_rows_bench_kernels_pr
         assert f'f"| {prefix} ' in kernels, prefix
 
 
-def test_the_document_has_the_markers_report_writes_between(outdir, tmp_path):
-    doc = tmp_path / "benchmarks.md"
-    doc.write_text((ROOT / "docs" / "benchmarks.md").read_text())
-    report.main([str(outdir), "--into", str(doc)])
-    text = doc.read_text()
-    assert "| loss 4096x32768 float32/randn*3.0 | entmax15 | 0.593 |" in text and "## CPU (the reference path)" in text
 
 
 LONG_CSV = """gpu,dtype,kind,alpha,attention,causal,batch,heads,head_dim,tq,tk,ours_ms,sdpa_ms,adasplash_ms,\
@@ -138,3 +133,74 @@ def test_long_attention_csv_becomes_one_table_with_its_machine_and_replaces_only
     new = doc.read_text()
     assert "old long" not in new and "old gpu" in new and new.endswith(f"{report.LONG_END}\nend\n")
     assert new.count("| bf16") == 2
+
+
+def _family_csv(path: Path, family: str, rows: list[dict]) -> None:
+    """rows in the columns of the repository's CSV of that family."""
+    with open(report.RESULTS / f"{family}.csv", newline="", encoding="utf-8") as f:
+        fields = next(csv.reader(f))
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows({k: r.get(k, "") for k in fields} for r in rows)
+
+
+def _row(family: str, fields: list[str], **values) -> dict:
+    """A row whose every cell names its column (ratios numbers), with the given cells."""
+    row = {f: f"{f}-{family}" for f in fields}
+    row.update({f: "0.5" for f in fields if "ratio" in f or f.startswith("median_")}, date="2026-12-01", **values)
+    return row
+
+
+@pytest.mark.parametrize("family", sorted(report.FAMILIES))
+def test_a_csv_row_appears_in_its_familys_table(family, tmp_path):
+    """Every cell the family's table shows comes from the row, under the row's command and machine."""
+    with open(report.RESULTS / f"{family}.csv", newline="", encoding="utf-8") as f:
+        fields = next(csv.reader(f))
+    assert fields[:len(report.RESULT_FIELDS)] == report.RESULT_FIELDS
+    row = _row(family, fields)
+    path = tmp_path / f"{family}.csv"
+    _family_csv(path, family, [row])
+    text = report.family_table(family, path)
+    lines = text.splitlines()
+    assert lines[0].startswith(f"`{row['command']}`; {row['gpu']}, driver {row['driver']}, torch {row['torch']}")
+    assert row["date"] in lines[0] and row["commit"] not in text
+    table = [line for line in lines if line.startswith("| ") and "---" not in line]
+    assert len(table) == 2  # the header and the row
+    cells = table[1].strip("| ").split(" | ")
+    assert row["case"] in cells
+    for cell in cells:
+        assert cell.split(" (")[0].rstrip("x") in row.values(), cell
+
+
+@pytest.mark.parametrize("family", sorted(report.FAMILIES))
+def test_a_rerun_replaces_a_case_in_the_document_and_never_duplicates_it(family, tmp_path):
+    """A newer row of a case is the one shown; the older stays in the CSV; rendering again changes nothing."""
+    with open(report.RESULTS / f"{family}.csv", newline="", encoding="utf-8") as f:
+        fields = next(csv.reader(f))
+    old, other = _row(family, fields, ours="111.1"), _row(family, fields, case="another case", ours="222.2")
+    new = {**old, "ours": "333.3", "date": "2026-12-02", "commit": "later"}
+    path = tmp_path / f"{family}.csv"
+    _family_csv(path, family, [old, other, new])
+    begin, end = report.family_markers(family)
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"top\n{begin}\nold\n{end}\n{report.LONG_BEGIN}\nlong\n{report.LONG_END}\n")
+    report.main(["--results", str(tmp_path), "--into", str(doc)])
+    once = doc.read_text()
+    assert "333.3" in once and "222.2" in once and "111.1" not in once and "| old" not in once
+    assert sum(f" {old['case']} |" in line for line in once.splitlines()) == 1
+    assert once.startswith("top\n") and once.endswith(f"{report.LONG_BEGIN}\nlong\n{report.LONG_END}\n")
+    report.main(["--results", str(tmp_path), "--into", str(doc)])
+    assert doc.read_text() == once
+
+
+def test_the_document_shows_the_current_rows_of_every_family_csv(tmp_path):
+    """docs/benchmarks.md has each family's markers and, between them, what report.py renders from
+    benchmarks/results/ now (a CSV changed without re-rendering fails here)."""
+    doc = tmp_path / "benchmarks.md"
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    doc.write_text(text)
+    report.main(["--results", str(report.RESULTS), "--into", str(doc)])
+    assert doc.read_text() == text
+    for family in report.FAMILIES:
+        assert (report.RESULTS / f"{family}.csv").exists() and all(m in text for m in report.family_markers(family))
