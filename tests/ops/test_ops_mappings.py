@@ -448,11 +448,12 @@ def test_kernels_leave_a_float_alpha_near_one_to_the_reference(monkeypatch):
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")  # `available` takes CPU tensors then (nothing is launched here)
     z = torch.randn(4, 50)
-    assert K.supports("entmax_bisect", z, -1, alpha=1.01) and not K.supports("entmax_bisect", z, -1, alpha=1.001)
+    bisect, loss = K.KERNELS["entmax_bisect"], K.KERNELS["fy_loss"]
+    assert bisect.supports(z, -1, alpha=1.01) and not bisect.supports(z, -1, alpha=1.001)
     assert K.log_probs(z, "entmax_bisect", 1.001) is None
-    assert K.supports("fy_loss", z, -1, kind="entmax_bisect", alpha=1.01)
-    assert not K.supports("fy_loss", z, -1, kind="entmax_bisect", alpha=1.0001)
-    assert K.supports("fy_loss", z, -1, kind="alpha_relu", alpha=1.001)  # elementwise: no threshold to solve
+    assert loss.supports(z, -1, kind="entmax_bisect", alpha=1.01)
+    assert not loss.supports(z, -1, kind="entmax_bisect", alpha=1.0001)
+    assert loss.supports(z, -1, kind="alpha_relu", alpha=1.001)  # elementwise: no threshold to solve
     q = torch.randn(1, 2, 3, 8)
     assert attention._geometry(q, q, q, None, "entmax_bisect", 1.01) is not None
     assert attention._geometry(q, q, q, None, "entmax_bisect", 1.001) is None

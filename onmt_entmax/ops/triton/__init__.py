@@ -1,19 +1,9 @@
-"""Triton CUDA kernels for the sparse mappings and their Fenchel-Young losses.
-
-Contract with `onmt_entmax.ops._dispatch`: `supports(op, z, dim, **kw)` says whether the call can
-take the kernel path; then `sparsemax(z, dim)`, `entmax15(z, dim)`, `entmax_bisect(z, alpha,
-dim, n_iter)` and `fy_loss(rows, target, kind, alpha, tau, ignore_index, label_smoothing,
-return_support)` run it. The no-grad ops, called at every beam step, check their own arguments
-and return None for a call they do not take (run by `_dispatch.try_kernel`, not asked of
-`supports`): `log_probs(z, kind, alpha, dim)` and `alpha_relu_log(z, alpha, tau)` (the scores),
-`beam_stats(scores, kept)` and `beam_topk(scores, k)` (the pick and the certificate's reductions)
-and `sparse_attention_decode(q, k, v, keep, kind, alpha, scale)` (fused attention forward). Through
-`supports` again:
-`sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights, alpha_bounds,
-is_causal)` (differentiable: short rows on `attention_tiles`, the rest on `attention_long`, O(T)
-memory, unless the weights are asked for) and `bounded_alpha(a, lo, hi)`.
+"""Triton CUDA kernels for the sparse mappings, their Fenchel-Young losses, sparse attention and
+the beam step, as the table `KERNELS` that `onmt_entmax.ops._dispatch` reads: one `KernelEntry`
+(whose docstring states the contract) an op, naming its public op, its kernel and the predicate
+saying which calls the kernel takes (none for the decoding ops, whose kernels decide themselves).
 The kernels live in submodules imported lazily (`_submodule`), so this package imports where Triton
-is absent (`supports` is then False).
+is absent (every call then takes the reference).
 """
 from __future__ import annotations
 
@@ -26,6 +16,7 @@ from types import ModuleType
 import torch
 
 from .._common import KERNEL_ALPHA_MIN, KINDS  # KINDS: the normalized mappings, by name
+from .._dispatch import KernelEntry
 from ._config import DEFAULTS
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
@@ -34,36 +25,49 @@ HAVE_TRITON = importlib.util.find_spec("triton") is not None
 
 def available(x: torch.Tensor) -> bool:
     """True when x is a tensor the kernels take: CUDA (or TRITON_INTERPRET=1), float dtype."""
-    if not HAVE_TRITON or os.environ.get("ONMT_ENTMAX_NO_TRITON", "").strip() == "1":
-        return False
-    return x.dtype in _FLOATS and (x.is_cuda or os.environ.get("TRITON_INTERPRET", "0") == "1") \
+    return HAVE_TRITON and x.dtype in _FLOATS and (x.is_cuda or os.environ.get("TRITON_INTERPRET", "0") == "1") \
         and x.dim() >= 1 and x.numel() > 0
 
 
-def supports(op: str, z: torch.Tensor, dim: int = -1, alpha=None, kind: str | None = None,
-             **kw) -> bool:
-    """Whether `op` on z has a kernel. Tensor alpha: mappings only, rows held in registers
-    (alpha == 1 rows are computed as softmax there); float alpha must be > 1 (1 is softmax)."""
-    if not available(z):
+def _mapping_supports(z: torch.Tensor, dim: int = -1) -> bool:
+    """sparsemax and 1.5-entmax: any float tensor the kernels take."""
+    return available(z)
+
+
+def _bisect_supports(z: torch.Tensor, dim: int = -1, alpha=None) -> bool:
+    """alpha-entmax: a float alpha the kernels resolve, or a tensor of per-row alphas for rows held
+    in registers (alpha == 1 rows are computed as softmax there): `_bisect_alpha_ok`."""
+    return available(z) and _bisect_alpha_ok(alpha, z.shape[dim] if z.dim() else 1)
+
+
+def _loss_supports(z: torch.Tensor, dim: int = -1, kind: str | None = None, alpha=None) -> bool:
+    """The fused loss: (N, V) logits of a kind the kernel computes; alpha-entmax and alpha-ReLU with
+    a float alpha > 1 (1 is softmax), alpha-entmax's >= KERNEL_ALPHA_MIN."""
+    if not available(z) or z.dim() != 2 or kind not in ("sparsemax", "entmax15", "entmax_bisect", "alpha_relu"):
         return False
-    if op in KINDS:
-        return op != "entmax_bisect" or _bisect_alpha_ok(alpha, z.shape[dim] if z.dim() else 1)
-    if op == "fy_loss":
-        if z.dim() != 2 or kind not in ("sparsemax", "entmax15", "entmax_bisect", "alpha_relu"):
-            return False
-        if kind in ("entmax_bisect", "alpha_relu"):
-            least = KERNEL_ALPHA_MIN if kind == "entmax_bisect" else 1.0
-            return not torch.is_tensor(alpha) and alpha is not None and float(alpha) > 1.0 \
-                and float(alpha) >= least
+    if kind in ("entmax_bisect", "alpha_relu"):
+        least = KERNEL_ALPHA_MIN if kind == "entmax_bisect" else 1.0
+        return not torch.is_tensor(alpha) and alpha is not None and float(alpha) > 1.0 \
+            and float(alpha) >= least
+    return True
+
+
+def _bounded_alpha_supports(a: torch.Tensor, dim: int = -1) -> bool:
+    """The learned alphas' clamp(1 + sigmoid(a), lo, hi): the tensors `alpha.supports` takes."""
+    return available(a) and _submodule("alpha").supports(a)
+
+
+def _attention_train_supports(q: torch.Tensor, dim: int = -1, *, k: torch.Tensor, v: torch.Tensor, keep=None,
+                              kind: str | None = None, alpha=None, dropout_p: float = 0.0,
+                              return_weights: bool = False, is_causal: bool = False) -> bool:
+    """Differentiable attention: a call the tiles of any length take (`_long_attention`), else one of
+    `attention_train` (short-row tiles, or the weights materialized) without a causal mask."""
+    if not available(q):
+        return False
+    args = (q, k, v, keep, kind, alpha, dropout_p)
+    if _long_attention(*args, return_weights):
         return True
-    if op == "bounded_alpha":
-        return _submodule("alpha").supports(z)
-    if op == "sparse_attention_train":
-        args = (z, kw["k"], kw["v"], kw.get("keep"), kind, alpha, kw["dropout_p"])
-        if _long_attention(*args, kw.get("return_weights", False)):
-            return True
-        return not kw.get("is_causal", False) and _submodule("attention_train").supports(*args)
-    return False
+    return not is_causal and _submodule("attention_train").supports(*args)
 
 
 def _long_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha, dropout_p: float,
@@ -248,3 +252,19 @@ def _submodule(name: str) -> ModuleType:
     an import statement in a function costs ~0.5 us at every call, and the decoding ops run at every
     layer and beam step)."""
     return importlib.import_module(f"{__name__}.{name}")
+
+
+KERNELS: dict[str, KernelEntry] = {entry.op: entry for entry in (
+    KernelEntry("sparsemax", "sparsemax", sparsemax, _mapping_supports),
+    KernelEntry("entmax15", "entmax15", entmax15, _mapping_supports),
+    KernelEntry("entmax_bisect", "entmax_bisect", entmax_bisect, _bisect_supports),
+    KernelEntry("bounded_alpha", "bounded_alpha", bounded_alpha, _bounded_alpha_supports),
+    KernelEntry("fy_loss", "fy_loss", fy_loss, _loss_supports),
+    KernelEntry("sparse_attention_train", "sparse_attention", sparse_attention_train, _attention_train_supports),
+    # the decoding ops, at every layer and beam step: their kernels look at a call once and decide
+    KernelEntry("log_probs", "log_probs", log_probs),
+    KernelEntry("alpha_relu_log", "alpha_relu_log", alpha_relu_log),
+    KernelEntry("beam_stats", "beam_stats", beam_stats),
+    KernelEntry("beam_topk", "beam_topk", beam_topk),
+    KernelEntry("sparse_attention_decode", "sparse_attention", sparse_attention_decode),
+)}
