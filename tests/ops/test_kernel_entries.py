@@ -51,7 +51,7 @@ def _calls() -> dict:
 def test_every_entry_names_its_public_op_its_kernel_and_how_a_call_is_decided():
     assert set(K.KERNELS) == set(_calls())  # a new entry needs its call above
     for op, entry in K.KERNELS.items():
-        assert isinstance(entry, _dispatch.KernelEntry) and entry.op == op
+        assert isinstance(entry, K.KernelEntry) and entry.op == op
         assert callable(entry.run) and (entry.supports is None or callable(entry.supports))
         assert callable(getattr(ops, entry.reference)), f"{op}: no public op {entry.reference!r}"
 

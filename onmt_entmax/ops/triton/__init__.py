@@ -7,17 +7,66 @@ is absent (every call then takes the reference).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import importlib.util
 import os
 from types import ModuleType
+from typing import Any, Callable, Optional
 
 import torch
 
 from .._common import KERNEL_ALPHA_MIN, KINDS  # KINDS: the normalized mappings, by name
-from .._dispatch import KernelEntry
 from ._config import DEFAULTS
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelEntry:
+    """One op's kernel, as the dispatcher (`ops._dispatch`) reads it from `KERNELS` (one entry an op):
+    the contract between a public op, whose torch code is the reference, and its kernel.
+
+    op: the name the public op dispatches by (`kernel` / `try_kernel`) and ONMT_ENTMAX_NO_TRITON lists.
+    reference: the public op of `onmt_entmax.ops` holding the torch reference, which runs wherever
+        this kernel does not.
+    run: the kernel, with the reference's semantics and dtype policy, `dim` any int, autograd-aware
+        where the reference is.
+    supports: `(z, dim, **kw) -> bool`, whether this call takes `run` (asked by `kernel`); None for
+        the decoding ops, run at every beam step (host-bound), whose `run` looks at its arguments
+        once and returns None for a call it does not take (`try_kernel`).
+
+    The runs, by op (their docstrings below say more):
+        sparsemax(z, dim) -> Tensor
+        entmax15(z, dim) -> Tensor
+        entmax_bisect(z, alpha, dim, n_iter) -> Tensor       # alpha float or tensor (size 1 along dim)
+        bounded_alpha(a, lo, hi) -> clamp(1 + sigmoid(a), lo, hi)   # supports() gets a as z
+        fy_loss(logits (N, V), target (N,) int64, kind: str, alpha, tau, ignore_index: int,
+                label_smoothing: float, return_support: bool, reduction: str)
+            -> loss: per row (N,) float32 for reduction "none", else ("sum" / "mean") 0-d in the logits'
+            dtype; kind in {"sparsemax", "entmax15", "entmax_bisect", "alpha_relu"}; rows whose target
+            is ignore_index give 0; it checks the targets itself (a device assertion naming the target,
+            asynchronous: no host sync). return_support: (loss, the number of nonzero probabilities of
+            each row (N,) float32, 0 on ignore_index rows). supports() gets kind= and alpha=.
+        sparse_attention_train(q, k, v, keep, kind, alpha, scale, dropout_p, return_weights, alpha_bounds,
+                               is_causal)
+            -> (B, H, Tq, Dv) or (that, weights)  # differentiable; supports() gets q as z and k=, v=,
+            keep=, kind=, alpha=, dropout_p=, return_weights=, is_causal= (keys after the query masked,
+            top-left aligned, as scaled_dot_product_attention's); with alpha_bounds (lo, hi), alpha
+            holds logits a of alpha = clamp(1 + sigmoid(a), lo, hi)
+      The decoding ops (supports None, no grad; None for a call the kernel does not take):
+        log_probs(z, kind, alpha, dim) -> log pi(z), -inf where pi(z) = 0
+        alpha_relu_log(z, alpha: float, tau: float) -> log alpha_relu(z)
+        beam_stats(scores (R, N), kept (R, K)) -> (finite count (R,) int64, best score not kept (R,) float32)
+        beam_topk(scores (R, N), k) -> (k best (R, k), their positions (R, k) int64, stats (R, 2) float64:
+            finite count, best score not kept)
+        sparse_attention_decode(q, k, v, keep, kind, alpha, scale) -> (B, H, Tq, Dv)
+    """
+
+    op: str
+    reference: str
+    run: Callable[..., Any]
+    supports: Optional[Callable[..., bool]] = None
+
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 HAVE_TRITON = importlib.util.find_spec("triton") is not None
