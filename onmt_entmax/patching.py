@@ -8,19 +8,15 @@ patch's name, and ``PatchSet.apply`` is idempotent per patch (a patch already in
 wrappers is skipped). Each wrapper keeps what it wrapped as ``__wrapped__``; ``PatchSet.original(name)``
 returns the stock object at the bottom of the chain. Each adapter
 (``onmt_entmax.onmt``, ``onmt_entmax.eole``) keeps its own list in its ``patches.py``; this module
-imports neither toolkit. Wrappers that both lists install unchanged live here too
-(``backward_on_calling_thread``; ``stop_on_signal`` and ``stop_between_steps``).
+imports neither toolkit. The wrappers both lists install live with their features
+(``onmt_entmax.training.host``, ``onmt_entmax.training.signals``, ...).
 """
 from __future__ import annotations
 
 import functools
 import importlib
 import importlib.util
-import logging
-import os
-import signal
 import sys
-import threading
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
 
@@ -159,174 +155,3 @@ def adapter_activation(patches_module: str, check: Callable[[], None] = lambda: 
         return bool(importlib.import_module(patches_module).applied())
 
     return activate, is_active
-
-
-# --------------------------------------------------------------- shared by both adapters' training loops
-
-TRAIN_HOST_SETTINGS = ("calling-thread", "as-is")
-
-
-def train_host_setting() -> str:
-    """``ONMT_ENTMAX_TRAIN_HOST``: ``calling-thread`` (default) or ``as-is``; anything else is refused."""
-    value = os.environ.get("ONMT_ENTMAX_TRAIN_HOST", "").strip() or TRAIN_HOST_SETTINGS[0]
-    if value not in TRAIN_HOST_SETTINGS:
-        from onmt_entmax.options.model import EntmaxOptionError
-
-        raise EntmaxOptionError(f"ONMT_ENTMAX_TRAIN_HOST={value!r}: expected one of {', '.join(TRAIN_HOST_SETTINGS)}")
-    return value
-
-
-def backward_on_calling_thread(upstream: Callable) -> Callable:
-    """Wrapper of a toolkit's training loop (``Trainer.train``): backward runs on the calling thread.
-
-    On CUDA, autograd hands every backward from the thread that called it to its own device thread;
-    with ``torch.autograd.set_multithreading_enabled(False)`` the calling thread runs it itself. On a
-    host-bound step that is 1.21x softmax and 1.34x 1.5-entmax steps/s in one process, 1.16x and 1.24x
-    in stock ``onmt_train`` (SIGMORPHON RNN, H100, docs/benchmarks.md). Nothing is lost: OpenNMT-py and
-    Eole run one process per GPU, so no backward could overlap another. ``ONMT_ENTMAX_TRAIN_HOST=as-is``
-    keeps the toolkit's behaviour (what benchmarks compare against).
-    """
-
-    def train(self, *args, **kwargs):
-        if train_host_setting() == "calling-thread":
-            import torch
-
-            torch.autograd.set_multithreading_enabled(False)
-        return upstream(self, *args, **kwargs)
-
-    return train
-
-
-# A training process asked to stop (SIGTERM from a runner's time limit or a cluster's pre-emption,
-# SIGINT = Ctrl-C) finishes the step under way; the toolkit's loop then ends and saves its end-of-
-# training checkpoint at that step (both toolkits save one after the loop), and the process exits
-# with 128 + the signal's number, so a runner tells it from a finished run. A second signal stops at
-# once. Only where one process trains (world_size 1): ranks stopping at different steps would wait
-# for each other forever.
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-_stop_request: list[int] = []  # the signal number received, once one was
-_previous_handlers: dict = {}  # signal number -> the handler ours replaced
-
-
-def stop_requested() -> Optional[int]:
-    """The signal that asked this training process to stop, or None."""
-    return _stop_request[0] if _stop_request else None
-
-
-def _on_stop_signal(signum, frame) -> None:
-    if _stop_request:  # the second one: stop at once, as the handler before ours would
-        signal.signal(signum, _previous_handlers.get(signum, signal.SIG_DFL))
-        os.kill(os.getpid(), signum)
-        return
-    _stop_request.append(signum)
-
-
-def stop_on_signal(upstream: Callable, single_process: Callable[..., bool]) -> Callable:
-    """Wrapper of a toolkit's per-process training entry (``train_single.main``): while it runs,
-    SIGTERM and SIGINT ask the loop to stop after its step (``stop_between_steps``); when it has, exit
-    with 128 + the signal's number. ``single_process(*args)`` says whether this process trains alone."""
-
-    @functools.wraps(upstream)
-    def main(*args, **kwargs):
-        if not single_process(*args, **kwargs) or threading.current_thread() is not threading.main_thread():
-            return upstream(*args, **kwargs)
-        _stop_request.clear()
-        for signum in STOP_SIGNALS:
-            _previous_handlers[signum] = signal.signal(signum, _on_stop_signal)
-        try:
-            result = upstream(*args, **kwargs)
-        finally:
-            for signum, handler in _previous_handlers.items():
-                signal.signal(signum, handler)
-            _previous_handlers.clear()
-        if _stop_request:
-            raise SystemExit(128 + _stop_request[0])
-        return result
-
-    return main
-
-
-def stop_between_steps(upstream: Callable, logger: str) -> Callable:
-    """Wrapper of a trainer's batch generator (``Trainer._accum_batches``): once a stop is requested,
-    it hands the loop no further batch, so the loop ends after the step under way and saves its
-    checkpoint there. Asked before this process trained a step, it exits at once (the newest
-    checkpoint on disk is still the newest state). ``logger``: the toolkit's logger's name."""
-
-    @functools.wraps(upstream)
-    def _accum_batches(self, iterator):
-        batches = upstream(self, iterator)
-        trained = False
-        while not _stop_request:
-            try:
-                item = next(batches)
-            except StopIteration:
-                return
-            if _stop_request:
-                break
-            trained = True
-            yield item
-        name = signal.Signals(_stop_request[0]).name
-        step = self.optim.training_step - 1  # the optimizer counts the step it will take next
-        if not trained:
-            logging.getLogger(logger).warning("%s: stopping before the first step of this process; nothing to save",
-                                              name)
-            raise SystemExit(128 + _stop_request[0])
-        logging.getLogger(logger).warning("%s: stopping after step %d; its checkpoint is saved next "
-                                          "(train_from it resumes the run)", name, step)
-
-    return _accum_batches
-
-
-# --- upstream noise: what both toolkits print that tells our users nothing, filtered at its source -------
-# (message prefix, category, the modules Python attributes it to: a regex matched against the whole name)
-WarningRow = tuple[str, type, str]
-
-# torch's nn.LSTM(num_layers=1, dropout>0) warns that its dropout acts between layers only; both toolkits'
-# 1-layer RNNs pass their dropout there and apply it around the LSTM themselves, so the warning (at every
-# model build: each translate) says nothing about the model. torch raises it in its own module.
-ONE_LAYER_LSTM_DROPOUT: WarningRow = ("dropout option adds dropout after all but last recurrent layer",
-                                      UserWarning, r"torch\.nn\.modules\.rnn")
-
-
-def ignore_warnings(rows: Iterable[WarningRow]) -> None:
-    """Ignore exactly the warnings of ``rows``: message (a prefix), category and attributed module all
-    match, so the same message from anywhere else and every other warning still show (idempotent:
-    ``warnings`` drops an equal filter before inserting it again)."""
-    import re
-    import warnings
-
-    for message, category, modules in rows:
-        warnings.filterwarnings("ignore", message=re.escape(message), category=category,
-                                module=f"(?:{modules})\\Z")
-
-
-CORPORA_LOADED = "Weighted corpora loaded so far:"  # both toolkits' WeightedMixer._logging
-
-
-class CorporaLoadedOnce(logging.Filter):
-    """Passes the first "Weighted corpora loaded so far" record of the process, on one line; drops the
-    later ones (one for every further pass over a corpus: on a small corpus a line pair every few steps).
-    Other records pass untouched."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen = False
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not (isinstance(record.msg, str) and record.msg.startswith(CORPORA_LOADED)):
-            return True
-        if self.seen:
-            return False
-        self.seen = True
-        counts = [line.strip(" \t*") for line in record.getMessage()[len(CORPORA_LOADED):].splitlines()]
-        record.msg = f"{CORPORA_LOADED} {', '.join(c for c in counts if c)} (logged once a process)"
-        record.args = ()
-        return True
-
-
-def log_corpora_once(logger: str) -> None:
-    """Put the filter on the toolkit's logger ``logger`` once (their ``init_logger`` replaces its
-    handlers, never its filters)."""
-    log = logging.getLogger(logger)
-    if not any(isinstance(f, CorporaLoadedOnce) for f in log.filters):
-        log.addFilter(CorporaLoadedOnce())

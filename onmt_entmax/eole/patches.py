@@ -7,12 +7,14 @@ returns it. docs/eole.md explains each entry.
 """
 from __future__ import annotations
 
+from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
+from onmt_entmax.patching import Patch, PatchSet
 from onmt_entmax.training import early_stopping
 from onmt_entmax.training.cuda_graphs import graphed_loop
 from onmt_entmax.training.data_order import wrap_init_datasets
-from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
-from onmt_entmax.patching import Patch, PatchSet, backward_on_calling_thread, stop_between_steps, stop_on_signal
+from onmt_entmax.training.host import backward_on_calling_thread
 from onmt_entmax.training.resume_state import wrap_load_state_dict, wrap_state_dict
+from onmt_entmax.training.signals import stop_between_steps, stop_on_signal
 
 from . import (adam_fused, attention, building, config, cuda_graphs, decoding, ensemble, files, loading, lr_halving,
                saving, training, upstream_noise)

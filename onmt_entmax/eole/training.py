@@ -23,10 +23,10 @@ import torch
 
 from onmt_entmax.analysis.training_report import (add_count, attention_counts, is_sparse_loss, merge_after, metrics,
                                                   output_nonzeros, report_output, settle)
-from onmt_entmax.training.data_order import mark_for_reshuffling, replay_validation
 from onmt_entmax.modules import EntmaxGenerator
 from onmt_entmax.modules.loss import criterion_for, label_smoothing_warning
 from onmt_entmax.modules.models import learned_alphas
+from onmt_entmax.training.data_order import mark_for_reshuffling, replay_validation
 
 
 def eole_logger():

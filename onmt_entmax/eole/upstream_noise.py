@@ -7,7 +7,8 @@
   ``BuildVocabConfig._validate_build_vocab_config`` returns None (pydantic keeps the model; attributed to
   ``eole.bin.run``, where every command builds its config).
 - torch's warning that an ``nn.LSTM`` of one layer ignores its dropout, at every build of a 1-layer RNN
-  (each ``eole predict``): Eole applies that dropout around the LSTM itself (``patching.ONE_LAYER_LSTM_DROPOUT``).
+  (each ``eole predict``): Eole applies that dropout around the LSTM itself
+  (``onmt_entmax.upstream_noise.ONE_LAYER_LSTM_DROPOUT``).
 - "Weighted corpora loaded so far", logged by Eole's ``WeightedMixer`` at every pass over a training
   corpus (on a small corpus, a line pair every few steps): logged once a process.
 
@@ -17,7 +18,7 @@ after ``import eole``, still filters what the commands raise later.
 """
 from __future__ import annotations
 
-from onmt_entmax.patching import ONE_LAYER_LSTM_DROPOUT, WarningRow, ignore_warnings, log_corpora_once
+from onmt_entmax.upstream_noise import ONE_LAYER_LSTM_DROPOUT, WarningRow, ignore_warnings, log_corpora_once
 
 _EOLE = r"eole(?:\..+)?"  # any Eole module: the one that first imports eole.ops is attributed the warning
 UPSTREAM_WARNINGS: tuple[WarningRow, ...] = (

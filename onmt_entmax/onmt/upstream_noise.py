@@ -9,7 +9,7 @@
   attributes to ``contextlib`` whoever calls it.
 - torch's warning that an ``nn.LSTM`` of one layer ignores its dropout, at every build of a 1-layer RNN
   (each ``onmt_translate``): upstream applies that dropout around the LSTM itself
-  (``patching.ONE_LAYER_LSTM_DROPOUT``).
+  (``onmt_entmax.upstream_noise.ONE_LAYER_LSTM_DROPOUT``).
 - "Weighted corpora loaded so far", logged by upstream's ``WeightedMixer`` at every pass over a
   training corpus (on a small corpus, a line pair every few steps): logged once a process.
 
@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 import warnings
 
-from onmt_entmax.patching import CORPORA_LOADED, ONE_LAYER_LSTM_DROPOUT, CorporaLoadedOnce, ignore_warnings
-from onmt_entmax.patching import log_corpora_once as _log_corpora_once
+from onmt_entmax.upstream_noise import CORPORA_LOADED, ONE_LAYER_LSTM_DROPOUT, CorporaLoadedOnce, ignore_warnings
+from onmt_entmax.upstream_noise import log_corpora_once as _log_corpora_once
 
 _AMP = ("onmt.modules.sparse_activations", "onmt.modules.sparse_losses", "onmt.modules.sru")
 # (the torch API as its FutureWarning names it, the OpenNMT-py 3.5.1 modules that call it, the module

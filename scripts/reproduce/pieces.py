@@ -22,7 +22,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from onmt_entmax.patching import STOP_SIGNALS
+from onmt_entmax.training.signals import STOP_SIGNALS
 from results_csv import last_piece, scores_of
 
 

@@ -13,7 +13,7 @@ from eole_testkit import DATA, eole_command, small_config
 
 from console import run_console
 from onmt_entmax.eole import upstream_noise
-from onmt_entmax.patching import CorporaLoadedOnce
+from onmt_entmax.upstream_noise import CorporaLoadedOnce
 
 ROWS = pytest.mark.parametrize("message,category,modules", upstream_noise.UPSTREAM_WARNINGS,
                                ids=[r[0][:30] for r in upstream_noise.UPSTREAM_WARNINGS])

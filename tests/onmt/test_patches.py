@@ -10,6 +10,7 @@ pytest.importorskip("onmt")
 
 import onmt_entmax.onmt as plugin  # noqa: E402
 from onmt_entmax import patching  # noqa: E402
+from onmt_entmax.training.host import backward_on_calling_thread  # noqa: E402
 from onmt_entmax.onmt import patches  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -35,7 +36,7 @@ def test_a_wrapper_installed_outside_the_table_is_reported(active, monkeypatch):
 
     def rogue(owner, name):  # a wrapper of the package's own code, installed by hand
         up = getattr(owner, name)
-        monkeypatch.setattr(owner, name, functools.wraps(up)(patching.backward_on_calling_thread(up)))
+        monkeypatch.setattr(owner, name, functools.wraps(up)(backward_on_calling_thread(up)))
 
     rogue(beam_search.BeamSearchBase, "advance")  # over a row's wrapper (whose mark functools.wraps copies)
     rogue(greedy_search.GreedySearch, "advance")  # where no row is

@@ -4,7 +4,7 @@ import torch
 
 import onmt_entmax.onmt as plugin
 from onmt_entmax.options.model import EntmaxOptionError
-from onmt_entmax.patching import backward_on_calling_thread
+from onmt_entmax.training.host import backward_on_calling_thread
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import torch
 
 from onmt_testkit import build_vocab, train, yaml_config
 
-from onmt_entmax.training.lr_halving import STEP_DECAY_DEFAULTS
 from onmt_entmax.onmt.training import lr_halving
+from onmt_entmax.training.lr_halving import STEP_DECAY_DEFAULTS
 
 
 def _stats(loss, n_words):

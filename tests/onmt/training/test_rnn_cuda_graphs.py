@@ -13,10 +13,10 @@ import torch
 
 from onmt_testkit import build_vocab, train, yaml_config
 
-from onmt_entmax.training import cuda_graphs as graphs_core
-from onmt_entmax.training.cuda_graphs import round_up
 from onmt_entmax.onmt.model.surgery import install_rnn_attention
 from onmt_entmax.onmt.training import cuda_graphs
+from onmt_entmax.training import cuda_graphs as graphs_core
+from onmt_entmax.training.cuda_graphs import round_up
 
 H, V, PAD = 16, 11, 1
 
