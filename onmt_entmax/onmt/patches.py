@@ -66,6 +66,8 @@ PATCHES: list[Patch] = [
           "onmt.model_builder:build_base_model", building.wrap_build_base_model),
     Patch("build_model", "start learnable alphas at the configured alpha, not param_init noise",
           "onmt.model_builder:build_model", building.wrap_build_model, aliases=("onmt.train_single:build_model",)),
+    Patch("copy_generator_keys", "a copy_attn checkpoint loads (upstream looks its generator's weights up by names "
+          "its checkpoints do not use)", "onmt.models.model:BaseModel.load_state_dict", loading.wrap_load_state_dict),
     Patch("loss_criterion", "Fenchel-Young criterion of the model's generator (upstream sparsemax crashes)",
           "onmt.utils.loss:LossCompute.from_opts", loss.wrap_from_opts),
     Patch("loss_forward", "resolve generator_tau auto on the first batch; attention sparsity and alphas",
