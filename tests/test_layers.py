@@ -2,7 +2,7 @@
 touches OpenNMT-py and only `onmt_entmax.eole` touches Eole (so the math can be used, and tested,
 without either), neither adapter imports the other, and no import cycle among the package's modules.
 
-Order (docs/architecture.md says why it differs from the first plan): ops -> registry -> modules
+Order (docs/architecture.md says why it differs from the first plan): errors -> ops -> registry -> modules
 -> decoding / analysis / evaluation / options / patching / upstream_noise / training -> onmt, eole (the adapters
 that wire all of them into a toolkit)."""
 import ast
@@ -12,8 +12,8 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "onmt_entmax"
 # package -> rank; a module may import packages of equal or lower rank only
-LAYERS = {"ops": 1, "registry": 2, "modules": 3, "decoding": 4, "analysis": 4, "evaluation": 4, "options": 4,
-          "patching": 4, "upstream_noise": 4, "training": 4, "onmt": 5, "eole": 5}
+LAYERS = {"errors": 0, "ops": 1, "registry": 2, "modules": 3, "decoding": 4, "analysis": 4, "evaluation": 4,
+          "options": 4, "patching": 4, "upstream_noise": 4, "training": 4, "onmt": 5, "eole": 5}
 ADAPTERS = {"onmt": "onmt", "eole": "eole"}  # adapter package -> the toolkit only it may import
 
 

@@ -25,15 +25,13 @@ from collections.abc import Callable, Iterable, Mapping
 import torch
 from torch import Tensor
 
+from onmt_entmax.errors import CheckpointError
+
 SAFE_GLOBALS = [argparse.Namespace]
 MIN_TORCH = (2, 4)
 WEIGHTS = ("model", "generator")  # the state dicts of an OpenNMT-py checkpoint
 PENDING_NAN = ("generator.tau",)  # NaN by design until resolved (EntmaxGenerator's alpha-ReLU threshold)
 ZIP_MAGIC, PICKLE_MAGIC = b"PK\x03\x04", b"\x80"  # torch.save's zip archive; the legacy format's pickle
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that is refused (it would run code, or is not a checkpoint); names the file."""
 
 
 def torch_version() -> tuple[int, int]:

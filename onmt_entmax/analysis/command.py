@@ -14,9 +14,8 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Iterator, NoReturn, Optional
 
-from onmt_entmax.options.model import EntmaxOptionError
+from onmt_entmax.errors import CheckpointError, EntmaxOptionError
 
-from .checkpoint import CheckpointError
 
 FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # the device (or the user's quota, or the file size) is full
 

@@ -14,8 +14,9 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
-from onmt_entmax.decoding import SupportTooLarge, enumerate_support, exact_search
+from onmt_entmax.decoding import enumerate_support, exact_search
 from onmt_entmax.decoding.scoring import PrefixScorer, trim_eos
+from onmt_entmax.errors import SupportTooLarge
 from onmt_entmax.options.decoding import DecodingConfig
 
 from .empty import empty_beats_beam

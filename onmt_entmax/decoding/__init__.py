@@ -3,6 +3,8 @@
 Nothing here imports OpenNMT-py; ``onmt_entmax.onmt.decoding`` hooks them into
 ``onmt_translate``.
 """
+from onmt_entmax.errors import SupportTooLarge
+
 from .certificate import CertificateTracker, SentenceCertificate, certificate_rate, require_sparse
 from .ensemble import average_probs, check_same_vocab
 from .masking import NEG_INF, forbid_, is_sparse, penalty_mask, support_size
@@ -10,7 +12,6 @@ from .search import (
     BeamResult,
     NextLogProbs,
     Support,
-    SupportTooLarge,
     beam_search,
     enumerate_support,
     exact_search,

@@ -17,15 +17,13 @@ from typing import Callable, Sequence
 import torch
 from torch import Tensor
 
+from onmt_entmax.errors import SupportTooLarge
+
 from .certificate import CertificateTracker, SentenceCertificate
 
 NEG_INF = float("-inf")
 Prefix = tuple
 NextLogProbs = Callable[[Sequence[Prefix]], Tensor]
-
-
-class SupportTooLarge(ValueError):
-    """The nonzero support has more sequences than the cap allows (or is not finite)."""
 
 
 class PrefixSteps:

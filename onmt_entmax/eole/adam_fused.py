@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from onmt_entmax.errors import ConfigError
 from onmt_entmax.training import adam_fused as rule
-
-from .errors import ConfigError
 
 
 def fields() -> dict:

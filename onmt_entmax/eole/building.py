@@ -15,6 +15,7 @@ from typing import Callable
 from torch import nn
 
 from onmt_entmax import ops
+from onmt_entmax.errors import ConfigError
 from onmt_entmax.modules import AttentionNormalizer, EntmaxGenerator
 from onmt_entmax.modules.models import formula_tau, has_sparse_transformation, reset_learnable_alphas
 from onmt_entmax.options.model import attention_spec, generator_transformation
@@ -22,7 +23,6 @@ from onmt_entmax.registry import get_transformation
 
 from .attention import NORMALIZER, RNN_NORMALIZER
 from .config import check_model_config, flat_options
-from .errors import ConfigError
 
 
 def attention_kind(module) -> str:

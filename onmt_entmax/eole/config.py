@@ -23,15 +23,15 @@ from typing import Annotated, Callable, Literal, Optional, Union
 
 from pydantic import BeforeValidator, Field, ValidationError, create_model
 
+from onmt_entmax.errors import ConfigError, EntmaxOptionError
 from onmt_entmax.training import data_order
 from onmt_entmax.options.decoding import DECODING_OPTIONS, DecodingConfig
-from onmt_entmax.options.model import (ATTENTION_KINDS, EntmaxOptionError, check_applicable, check_label_smoothing,
+from onmt_entmax.options.model import (ATTENTION_KINDS, check_applicable, check_label_smoothing,
                                        check_search_sizes, generator_transformation, model_option_help,
                                        model_option_names, validate_entmax_opts)
 from onmt_entmax.registry import transformation_names
 
 from . import adam_fused, cuda_graphs, lr_halving
-from .errors import ConfigError
 from .files import check_predict_files, check_train_files
 from .training import eole_logger
 

@@ -13,9 +13,8 @@ from typing import Callable
 
 import torch
 
+from onmt_entmax.errors import ConfigError
 from onmt_entmax.training.cuda_graphs import S_STEP, DecoderGraphs, attach, eager_loop, pad_to, unreplayable
-
-from .errors import ConfigError
 
 
 HELP = ("Training on a GPU: run the input-feed RNN decoder's steps as CUDA graphs, one per shape of batch "

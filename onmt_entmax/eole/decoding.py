@@ -26,12 +26,11 @@ from onmt_entmax.analysis.records import DecodingRun, Sentence, decode_file, tar
 from onmt_entmax.decoding import beam_hooks
 from onmt_entmax.decoding.beam_hooks import attach_record, fewer_than_n_best
 from onmt_entmax.decoding.scoring import SteppedScorer
+from onmt_entmax.errors import ConfigError, EntmaxOptionError
 from onmt_entmax.modules.models import member_transformations, warm_up_kernels_of
 from onmt_entmax.options.decoding import DecodingConfig
 from onmt_entmax.options.files import check_positions
-from onmt_entmax.options.model import EntmaxOptionError
 
-from .errors import ConfigError
 
 NEG_INF = float("-inf")
 

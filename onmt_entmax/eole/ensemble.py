@@ -21,8 +21,8 @@ from typing import Callable
 
 from onmt_entmax.decoding import check_same_vocab
 from onmt_entmax.decoding.ensemble import average_raw_probs, averaging_forward
+from onmt_entmax.errors import ConfigError
 
-from .errors import ConfigError
 from .loading import check_model_folder
 
 

@@ -1,7 +1,7 @@
-"""Refusals a user reads as one line (no traceback) when left uncaught, and can catch as library callers.
+"""Refusals a user reads as one line (no traceback) when left uncaught: the Eole adapter's excepthook.
 
-``OneLine`` errors carry ``onmt_entmax_refusal`` (the import hook then adds nothing) and, raised out of
-a command, are printed by ``sys.excepthook`` as ``onmt-entmax: <message>``; other exceptions keep the
+The ``OneLine`` errors of ``onmt_entmax.errors`` (``ConfigError``, ``UnsupportedEole``), raised out of a
+command, are printed by ``sys.excepthook`` as ``onmt-entmax: <message>``; other exceptions keep the
 interpreter's hook, except an ``OSError`` raised while writing (a full device, a file it may not write): one
 line naming the file (``analysis.command.write_failure``).
 """
@@ -10,18 +10,7 @@ from __future__ import annotations
 import sys
 
 from onmt_entmax.analysis.command import write_failure
-
-
-class OneLine(Exception):
-    onmt_entmax_refusal = True
-
-
-class ConfigError(OneLine, ValueError):
-    """A bad option in an Eole config (YAML or command line); the message names it."""
-
-
-class UnsupportedEole(OneLine, ImportError):
-    """Eole outside the tested range: onmt-entmax refuses to patch it."""
+from onmt_entmax.errors import OneLine
 
 
 def install_one_line_hook() -> None:

@@ -16,9 +16,9 @@ import json
 import os
 from typing import Callable
 
-from onmt_entmax.analysis.checkpoint import CheckpointError, check_finite
+from onmt_entmax.analysis.checkpoint import check_finite
+from onmt_entmax.errors import CheckpointError, ConfigError
 
-from .errors import ConfigError
 
 WEIGHTS = "model.*.safetensors"  # Eole's shards: model.00.safetensors, ...
 

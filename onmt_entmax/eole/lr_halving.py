@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pydantic import Field, StrictInt
 
+from onmt_entmax.errors import ConfigError
 from onmt_entmax.training import lr_halving as rule
 
-from .errors import ConfigError
 from .training import eole_logger
 
 

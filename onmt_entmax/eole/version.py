@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 
-from .errors import UnsupportedEole, install_one_line_hook
+from onmt_entmax.errors import UnsupportedEole
+
+from .errors import install_one_line_hook
 
 TESTED = "0.6.4"
 SUPPORTED = ((0, 6, 4), (0, 7))  # first supported release, first unsupported one

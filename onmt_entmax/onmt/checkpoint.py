@@ -26,9 +26,10 @@ from typing import NamedTuple
 
 import torch
 
-from onmt_entmax.analysis.checkpoint import (SAFE_GLOBALS, CheckpointError, check_torch, load_checkpoint,
+from onmt_entmax.analysis.checkpoint import (SAFE_GLOBALS, check_torch, load_checkpoint,
                                              parameter_difference)
 from onmt_entmax.decoding import check_same_vocab
+from onmt_entmax.errors import CheckpointError
 from onmt_entmax.training.saving import torch_save
 
 LOADING_MODULES = ("onmt.models.model_saver", "onmt.bin.average_models", "onmt.bin.release_model")

@@ -14,10 +14,9 @@ import os
 import sys
 import traceback
 
-from onmt_entmax.analysis.checkpoint import CheckpointError
 from onmt_entmax.analysis.command import write_failure
+from onmt_entmax.errors import CheckpointError, EntmaxOptionError
 
-from .validation import EntmaxOptionError
 
 USER_ERRORS = (EntmaxOptionError, CheckpointError)
 

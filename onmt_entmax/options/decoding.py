@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from .model import EntmaxOptionError
+from onmt_entmax.errors import EntmaxOptionError
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ import glob
 import os
 from typing import Callable, Iterable, Mapping, Optional, Sequence
 
-from .model import EntmaxOptionError
+from onmt_entmax.errors import EntmaxOptionError
+
 
 STDIN = "-"
 TRANSLATE_OUTPUTS = ("output", "entmax_report", "attn_heatmap", "log_file", "dump_beam")

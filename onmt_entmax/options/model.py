@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Optional, Union
 
+from onmt_entmax.errors import EntmaxOptionError
 from onmt_entmax.modules.attention import ALPHA_MAX, ALPHA_MIN
 from onmt_entmax.ops._common import check_alpha, check_number
 from onmt_entmax.ops.entmax_bisect import check_n_iter
@@ -82,10 +83,6 @@ def model_option_help() -> dict[str, str]:
         out[f"{kind}_attention_function"] = f"{what} normalizer (default: attention_function)."
         out[f"{kind}_attention_alpha"] = f"{what} alpha (default: attention_alpha)."
     return out
-
-
-class EntmaxOptionError(ValueError):
-    """A bad Entmax option; the message names the option."""
 
 
 def _alpha(opt, name: str) -> Optional[float]:

@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from onmt_entmax.errors import CaptureError
+
 MAX_GRAPHS = 96  # shapes captured at most; a batch of another shape then runs eagerly
 ATTR = "entmax_graphs"  # the decoder attribute holding its DecoderGraphs
 T_STEP = 4  # a decoder's target steps are padded to a multiple of this
@@ -49,13 +51,6 @@ def thread_local_capture() -> Iterator[None]:
     capture; here captures run in "thread_local" mode: only the capturing thread's calls count."""
     with mock.patch.object(torch.cuda, "graph", _ThreadLocalGraph):
         yield
-
-
-class CaptureError(RuntimeError):
-    """A capture failed: CUDA's random-number state is left inside the aborted capture, so the process
-    cannot go on training (eager dropout would fail too). Printed in one line by the adapters."""
-
-    onmt_entmax_refusal = True
 
 
 def first_error(err: BaseException) -> str:

@@ -12,7 +12,7 @@ def train_host_setting() -> str:
     """``ONMT_ENTMAX_TRAIN_HOST``: ``calling-thread`` (default) or ``as-is``; anything else is refused."""
     value = os.environ.get("ONMT_ENTMAX_TRAIN_HOST", "").strip() or TRAIN_HOST_SETTINGS[0]
     if value not in TRAIN_HOST_SETTINGS:
-        from onmt_entmax.options.model import EntmaxOptionError
+        from onmt_entmax.errors import EntmaxOptionError
 
         raise EntmaxOptionError(f"ONMT_ENTMAX_TRAIN_HOST={value!r}: expected one of {', '.join(TRAIN_HOST_SETTINGS)}")
     return value

@@ -16,13 +16,9 @@ from typing import Any, BinaryIO, Callable
 
 import torch
 
+from onmt_entmax.errors import CheckpointSaveError
+
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
-
-
-class CheckpointSaveError(RuntimeError):
-    """A checkpoint that could not be written whole; a refusal (one line when it ends a command)."""
-
-    onmt_entmax_refusal = True
 
 
 def is_no_space(err: BaseException) -> bool:

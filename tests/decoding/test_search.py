@@ -4,8 +4,9 @@ import math
 import pytest
 import torch
 
-from onmt_entmax.decoding import SupportTooLarge, beam_search, enumerate_support, exact_search
+from onmt_entmax.decoding import beam_search, enumerate_support, exact_search
 from onmt_entmax.decoding.search import PrefixSteps
+from onmt_entmax.errors import SupportTooLarge
 from decoding_toys import DRAW_SUPPORT, EOS, RandomSparseModel, brute_force, draw_model, spell
 
 

@@ -12,7 +12,7 @@ from eole.config import recursive_model_fields_set
 from eole.config.models import build_model_config
 from eole.config.run import PredictConfig, TrainConfig
 from onmt_entmax.eole.config import check_model_config, describe
-from onmt_entmax.eole.errors import ConfigError
+from onmt_entmax.errors import ConfigError
 from onmt_entmax.options import DECODING_OPTIONS, model_option_names
 
 TINY = {"architecture": "transformer", "layers": 1, "heads": 2, "hidden_size": 16, "transformer_ff": 32}

@@ -5,7 +5,7 @@ import torch
 
 from eole.utils.optimizers import Optimizer
 from onmt_entmax.eole import adam_fused
-from onmt_entmax.eole.errors import ConfigError
+from onmt_entmax.errors import ConfigError
 
 
 @pytest.fixture

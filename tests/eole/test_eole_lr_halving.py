@@ -10,7 +10,7 @@ from eole_testkit import run_eole, sample_vocabs, small_config
 from eole.utils.optimizers import Optimizer
 from eole.utils.statistics import Statistics
 from onmt_entmax.eole import lr_halving
-from onmt_entmax.eole.errors import ConfigError
+from onmt_entmax.errors import ConfigError
 
 
 @pytest.fixture

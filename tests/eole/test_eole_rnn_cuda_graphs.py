@@ -11,7 +11,7 @@ import yaml
 from eole_testkit import RNN, build, sample_vocabs, small_config
 from eole.config.run import TrainConfig
 from onmt_entmax.eole import cuda_graphs
-from onmt_entmax.eole.errors import ConfigError
+from onmt_entmax.errors import ConfigError
 from onmt_entmax.training import cuda_graphs as graphs_core
 
 

@@ -145,7 +145,7 @@ def test_generator_tau_auto_is_resolved_on_the_first_batch_and_kept_in_the_state
 
 
 def test_rl_log_probs_of_a_sparse_output_layer_are_refused_not_taken_by_log_softmax():
-    from onmt_entmax.eole.errors import ConfigError
+    from onmt_entmax.errors import ConfigError
 
     tgt = torch.tensor([[2, 5, 6, 3]])
     with pytest.raises(ConfigError, match="compute_log_probs"):

@@ -8,7 +8,7 @@ import torch
 pytest.importorskip("onmt")
 
 import onmt_entmax.onmt  # noqa: E402,F401  (the patches applied)
-from onmt_entmax.training.saving import CheckpointSaveError  # noqa: E402
+from onmt_entmax.errors import CheckpointSaveError  # noqa: E402
 
 
 class FullDisk:

@@ -4,8 +4,8 @@ import pytest
 
 pytest.importorskip("onmt")
 
+from onmt_entmax.errors import EntmaxOptionError  # noqa: E402
 from onmt_entmax.onmt.file_checks import check_out_dir  # noqa: E402
-from onmt_entmax.onmt.validation import EntmaxOptionError  # noqa: E402
 
 
 @pytest.fixture

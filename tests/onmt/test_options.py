@@ -207,7 +207,7 @@ def _translate_opt(tmp_path, monkeypatch, *args):
                                          (["-n_best", "0"], "n_best")])
 def test_onmt_translate_refuses_a_search_of_no_hypothesis_before_the_model_loads(tmp_path, monkeypatch, args, option):
     """Upstream's beam search fails on these with a traceback (step must be nonzero; list index out of range)."""
-    from onmt_entmax.onmt.validation import EntmaxOptionError
+    from onmt_entmax.errors import EntmaxOptionError
 
     with pytest.raises(EntmaxOptionError, match=option):
         _translate_opt(tmp_path, monkeypatch, *args)
@@ -219,7 +219,7 @@ def test_onmt_translate_refuses_a_search_of_no_hypothesis_before_the_model_loads
 def test_onmt_translate_override_the_math_cannot_use_is_refused(tmp_path, monkeypatch, args, option):
     """-generator_alpha 1e39 used to decode empty lines with status 0 (the alpha is inf in float32)."""
     from onmt_entmax.onmt.model.loading import apply_overrides, overrides_from
-    from onmt_entmax.onmt.validation import EntmaxOptionError
+    from onmt_entmax.errors import EntmaxOptionError
 
     opt = _translate_opt(tmp_path, monkeypatch, *args)
     model_opt = _model_opt(generator_function="entmax_bisect", generator_alpha=1.5)
@@ -235,7 +235,8 @@ def test_onmt_translate_override_the_math_cannot_use_is_refused(tmp_path, monkey
     (dict(generator_function="alpha_relu", generator_tau=True), "generator_tau"),
 ])
 def test_option_values_the_math_cannot_use_are_refused_naming_the_option(model, option):
-    from onmt_entmax.onmt.validation import EntmaxOptionError, validate_entmax_opts
+    from onmt_entmax.errors import EntmaxOptionError
+    from onmt_entmax.onmt.validation import validate_entmax_opts
 
     with pytest.raises(EntmaxOptionError, match=option):
         validate_entmax_opts(_model_opt(**model))

@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from onmt_entmax.training.cuda_graphs import CaptureError, ShapeGraphs, lstm_loop_trains_on_cuda, pad_to, round_up
+from onmt_entmax.errors import CaptureError
+from onmt_entmax.training.cuda_graphs import ShapeGraphs, lstm_loop_trains_on_cuda, pad_to, round_up
 
 
 def test_padding_reaches_the_next_multiple_at_the_end_of_the_axis_only():

@@ -5,7 +5,8 @@ import errno
 import pytest
 import torch
 
-from onmt_entmax.training.saving import CheckpointSaveError, atomic_save
+from onmt_entmax.errors import CheckpointSaveError
+from onmt_entmax.training.saving import atomic_save
 
 
 def _full_disk_after(n_bytes: int):

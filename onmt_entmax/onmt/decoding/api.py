@@ -20,8 +20,8 @@ import torch
 
 from onmt_entmax.analysis import StepSupport, suggestions, support_sets
 from onmt_entmax.decoding import Support, enumerate_support, exact_search
+from onmt_entmax.errors import EntmaxOptionError
 
-from ..validation import EntmaxOptionError
 from .scorer import SentenceScorer, trim_eos
 
 

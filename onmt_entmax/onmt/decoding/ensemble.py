@@ -21,8 +21,7 @@ import functools
 
 from onmt_entmax.decoding import check_same_vocab
 from onmt_entmax.decoding.ensemble import average_raw_probs, averaging_forward, check_same_attention_layout
-
-from ..validation import EntmaxOptionError
+from onmt_entmax.errors import EntmaxOptionError
 
 
 def _ensemble_forward(upstream):

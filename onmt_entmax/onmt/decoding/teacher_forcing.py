@@ -29,12 +29,12 @@ from onmt_entmax.analysis.alpha_relu_stats import StepStats, format_summary, plo
 from onmt_entmax.analysis.alphas import attention_site, site_order
 from onmt_entmax.analysis.command import refusals
 from onmt_entmax.analysis.head_diversity import HeadDiversity, plot_head_diversity
+from onmt_entmax.errors import EntmaxOptionError, NoAttention
 from onmt_entmax.options.files import blank_lines
 
 from ..file_checks import check_out_dir
 from ..model.fused_attention import eager_branch
 from ..model.surgery import generator_log_probs
-from ..validation import EntmaxOptionError
 
 
 @dataclass
@@ -68,10 +68,6 @@ def load_model(checkpoint: str, gpu: int = -1):
     vocabs, model, _ = onmt.model_builder.load_test_model(opt)
     model.eval()
     return model, vocabs
-
-
-class NoAttention(EntmaxOptionError):
-    """A model without the Transformer attention an analysis reads (an RNN's)."""
 
 
 @contextmanager

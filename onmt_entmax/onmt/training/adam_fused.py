@@ -11,9 +11,8 @@ optimizer state is loaded (with the flags it was saved with), the command's valu
 """
 from __future__ import annotations
 
+from onmt_entmax.errors import EntmaxOptionError
 from onmt_entmax.training import adam_fused as rule
-
-from ..validation import EntmaxOptionError
 
 
 def add_options(group) -> None:

@@ -13,9 +13,8 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
+from onmt_entmax.errors import EntmaxOptionError
 from onmt_entmax.training.cuda_graphs import DecoderGraphs, attach, eager_loop, unreplayable
-
-from ..validation import EntmaxOptionError
 
 
 def add_options(group) -> None:

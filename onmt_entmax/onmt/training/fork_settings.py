@@ -15,7 +15,8 @@ the fork did (docs/results/peters2019-table1.md, "Where we differ from the paper
 """
 from __future__ import annotations
 
-from ..validation import EntmaxOptionError
+from onmt_entmax.errors import EntmaxOptionError
+
 
 ADAM_OPTIMS = ("adam", "sparseadam")  # the -optim values whose torch optimizers OpenNMT-py builds with eps
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 
+from onmt_entmax.errors import EntmaxOptionError
 from onmt_entmax.training import lr_halving as rule
 
 from ..file_checks import corpora
-from ..validation import EntmaxOptionError
 
 
 def _logger() -> logging.Logger:

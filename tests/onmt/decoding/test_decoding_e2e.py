@@ -229,9 +229,9 @@ def test_ensemble_of_two_different_models_averages_their_probabilities(workdir):
 
 
 def test_library_callers_get_a_value_error_never_system_exit(workdir):
-    from onmt_entmax.analysis.checkpoint import CheckpointError
+    from onmt_entmax.errors import CheckpointError
     from onmt_entmax.onmt.decoding.api import SparseDecoder
-    from onmt_entmax.onmt.validation import EntmaxOptionError
+    from onmt_entmax.errors import EntmaxOptionError
 
     with pytest.raises(EntmaxOptionError, match="invalid int value: .five."):
         SparseDecoder(str(workdir / SPARSE), options=["-beam_size", "five"])
@@ -406,7 +406,8 @@ def test_enumeration_steps_the_decoder_as_the_beam_does_and_finds_what_scoring_e
     the same refusal, for an RNN and an ensemble. (The Transformer here gives the padding token p > 0,
     and a prefix holding it is masked as padding when decoded from BOS: there only stepping computes
     what the beam search computes, checked against its scores.)"""
-    from onmt_entmax.decoding import SupportTooLarge, enumerate_support
+    from onmt_entmax.decoding import enumerate_support
+    from onmt_entmax.errors import SupportTooLarge
     from onmt_entmax.onmt.decoding.api import SparseDecoder
 
     def enumerated(scorer, eos):

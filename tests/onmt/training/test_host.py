@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import onmt_entmax.onmt as plugin
-from onmt_entmax.options.model import EntmaxOptionError
+from onmt_entmax.errors import EntmaxOptionError
 from onmt_entmax.training.host import backward_on_calling_thread
 
 

@@ -120,7 +120,7 @@ def test_the_halving_replaces_upstreams_step_decay_also_on_train_from():
 
 
 def test_a_second_schedule_beside_the_halving_is_refused_by_name():
-    from onmt_entmax.onmt.validation import EntmaxOptionError
+    from onmt_entmax.errors import EntmaxOptionError
 
     defaults = _train_opt()
     assert {k: getattr(defaults, k) for k in STEP_DECAY_DEFAULTS} == STEP_DECAY_DEFAULTS

@@ -132,7 +132,7 @@ def _train_opt(*args: str):
     (("-model_dtype", "fp16"), "model_dtype fp16"),
 ])
 def test_what_the_graphs_cannot_replay_is_refused_by_name(args, named):
-    from onmt_entmax.onmt.validation import EntmaxOptionError
+    from onmt_entmax.errors import EntmaxOptionError
 
     with pytest.raises(EntmaxOptionError, match=f"rnn_cuda_graphs .* but {named} is set"):
         cuda_graphs.check_train_opts(_train_opt(*args))
