@@ -151,16 +151,19 @@ TRANSFORMER = dict(encoder_type="transformer", decoder_type="transformer", posit
                    attention_function="entmax15", learn_alpha=True)
 RNN = dict(encoder_type="brnn", decoder_type="rnn", layers=1, hidden_size=16, word_vec_size=8,
            generator_function="entmax15")  # (input_feed: upstream's default)
+COPY = dict(encoder_type="transformer", decoder_type="transformer", position_encoding=True, layers=1, hidden_size=16,
+            word_vec_size=16, transformer_ff=16, heads=2, copy_attn=True)  # (a softmax output: copy_attn needs it)
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """A learned-alpha Transformer and an input-feed RNN, 2 steps each on one toy corpus: (dir, {name: path})."""
+    """A learned-alpha Transformer, an input-feed RNN and a copy-attention Transformer, 2 steps each on one toy
+    corpus: (dir, {name: path})."""
     from onmt_testkit import reversal_corpus
 
     d = reversal_corpus(tmp_path_factory.mktemp("loaders"), n_train=64, n_test=4)
     paths = {}
-    for name, model in (("learned", TRANSFORMER), ("rnn", RNN)):
+    for name, model in (("learned", TRANSFORMER), ("rnn", RNN), ("copy", COPY)):
         config = yaml_config(d, model, steps=2, name=name)
         build_vocab(config)
         train(config)
@@ -304,3 +307,22 @@ def test_an_ensemble_of_an_input_feed_rnn_and_a_transformer_is_refused_as_it_loa
         assert all(m in str(err.value) for m in members) and "attention" in str(err.value)
     opt = _get_parser().parse_args(["-model", paths["learned"], paths["learned"], "-src", "x"])
     ensemble.load_test_model(opt)  # (members of one layout load)
+
+
+def test_a_copy_attention_model_resumes_and_is_refused_for_decoding_in_one_line(trained, tmp_path):
+    """OpenNMT-py 3.5.1 saves a copy generator's weights as ``linear.weight`` ... and its loader looked them up
+    under other names: no copy_attn checkpoint loaded, for -train_from or onmt_translate. It resumes now; and
+    decoding one, which upstream's translation data path cannot feed (no source map), is refused naming the
+    model, before any sentence is read, instead of a KeyError at the first batch."""
+    from onmt_testkit import translate
+
+    from onmt_entmax.errors import EntmaxOptionError
+
+    d, paths = trained
+    train(yaml_config(d, COPY, steps=3, name="copy"), "-train_from", paths["copy"])
+    resumed = torch.load(str(d / "run" / "copy_step_3.pt"), weights_only=False)
+    assert {"linear.weight", "linear_copy.weight"} <= set(resumed["generator"])
+    out = tmp_path / "out.txt"
+    with pytest.raises(EntmaxOptionError) as err:
+        translate(paths["copy"], d / "src-test.txt", out)
+    assert paths["copy"] in str(err.value) and "copy_attn" in str(err.value) and "\n" not in str(err.value)

@@ -61,8 +61,9 @@ def current_overrides() -> dict:
 
 
 def wrap_load_test_model(upstream: Callable) -> Callable:
-    """``model_builder.load_test_model``: pass overrides to the model build; refuse an unresolved tau, and
-    -src lines or a -max_length longer than the model's position encoding covers (``check_positions``)."""
+    """``model_builder.load_test_model``: pass overrides to the model build; refuse a copy_attn model (upstream
+    cannot decode one), an unresolved tau, and -src lines or a -max_length longer than the model's position
+    encoding covers (``check_positions``)."""
 
     def load_test_model(opt, device_id=0, model_path=None):
         from onmt.utils.misc import use_gpu
@@ -73,6 +74,10 @@ def wrap_load_test_model(upstream: Callable) -> Callable:
         finally:
             _OVERRIDES.reset(token)
             _GPU_LOAD.reset(gpu)
+        if getattr(model_opt, "copy_attn", False):  # (its first batch would end in KeyError: 'src_map')
+            raise EntmaxOptionError(f"-model {model_path or opt.models[0]} was trained with copy_attn, which "
+                                    f"OpenNMT-py 3.5.1 cannot decode: its translation data path builds no source "
+                                    f"map for the copy generator (-train_from resumes such a model)")
         check_positions(getattr(opt, "src", None), getattr(opt, "max_length", None), position_limit(model))
         gen = getattr(model, "generator", None)
         tau = overrides_from(opt).get("generator_tau")
@@ -107,3 +112,28 @@ def opts_for_build(model_opt):
 
 
 __all__ = ["wrap_load_test_model", "opts_for_build", "loading_onto_gpu"]
+
+
+def generator_keys_as_model_keys(checkpoint: dict) -> dict:
+    """``checkpoint`` with the dotted keys of its ``generator`` state (a copy generator's ``linear.weight``,
+    ``linear_copy.bias``, ...) moved to its ``model`` state as ``generator.<key>``; the checkpoint itself when
+    there are none.
+
+    ``BaseModel.load_state_dict`` looks a generator parameter up in ``checkpoint["generator"]`` by its last
+    name alone (``weight``) or, under a module whose name holds "linear", as ``generator.linear.weight``:
+    neither is how OpenNMT-py saves a ``CopyGenerator`` (``linear.weight``), so every ``copy_attn``
+    checkpoint fails to load ("Missing key in checkpoint: generator.linear.weight"), for ``onmt_translate``
+    and ``-train_from`` alike. Under ``model`` the full name is what upstream's first lookup uses."""
+    generator = checkpoint.get("generator")
+    dotted = [k for k in generator if "." in k] if isinstance(generator, dict) else []
+    if not dotted or not isinstance(checkpoint.get("model"), dict):
+        return checkpoint
+    model = {**checkpoint["model"], **{f"generator.{k}": generator[k] for k in dotted}}
+    return {**checkpoint, "model": model, "generator": {k: v for k, v in generator.items() if k not in dotted}}
+
+
+def wrap_load_state_dict(upstream: Callable) -> Callable:
+    def load_state_dict(self, checkpoint, *args, **kwargs):
+        return upstream(self, generator_keys_as_model_keys(checkpoint), *args, **kwargs)
+
+    return load_state_dict
