@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
 from onmt_entmax.patching import Patch, PatchSet
-from onmt_entmax.training import early_stopping
+from onmt_entmax.training import early_stopping, optimizer_state
 from onmt_entmax.training.cuda_graphs import graphed_loop
 from onmt_entmax.training.data_order import wrap_init_datasets
 from onmt_entmax.training.host import backward_on_calling_thread
@@ -18,7 +18,7 @@ from onmt_entmax.training.signals import stop_between_steps, stop_on_signal
 
 from . import (adam_fused, attention, building, config, cuda_graphs, decoding, ensemble, files, loading, lr_halving,
                saving, training, upstream_noise)
-from .errors import install_one_line_hook
+from .errors import ConfigError, install_one_line_hook
 
 MHA = "eole.modules.multi_headed_attn"
 
@@ -108,6 +108,10 @@ PATCHES: list[Patch] = [
           "a KeyError", "eole.utils.optimizers:Optimizer.load_state_dict", training.wrap_load_counters),
     Patch("resume_state_load", "train_from resumes at the halved learning rate and keeps that state",
           "eole.utils.optimizers:Optimizer.load_state_dict", wrap_load_state_dict),
+    Patch("optimizer_state_finite", "train_from: a saved optimizer state with a NaN or inf is refused before "
+          "it loads (the first resumed step would make the weights NaN)",
+          "eole.utils.optimizers:Optimizer.load_state_dict",
+          lambda up: optimizer_state.wrap_load_state_dict(up, ConfigError)),
     Patch("loss_forward", "resolve generator_tau auto on the first batch; attended source tokens",
           "eole.utils.loss:LossCompute.forward", training.wrap_forward),
     Patch("loss_stats", "name the loss; nonzero output probabilities per token",

@@ -12,8 +12,9 @@ import importlib
 import logging
 
 from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
+from onmt_entmax.analysis.checkpoint import CheckpointError
 from onmt_entmax.patching import Patch, PatchSet
-from onmt_entmax.training import early_stopping
+from onmt_entmax.training import early_stopping, optimizer_state
 from onmt_entmax.training.cuda_graphs import graphed_loop
 from onmt_entmax.training.data_order import wrap_init_datasets
 from onmt_entmax.training.host import backward_on_calling_thread
@@ -126,6 +127,10 @@ PATCHES: list[Patch] = [
           "onmt.utils.optimizers:Optimizer.state_dict", wrap_state_dict),
     Patch("resume_state_load", "-train_from resumes at the halved learning rate and keeps that state",
           "onmt.utils.optimizers:Optimizer.load_state_dict", wrap_load_state_dict),
+    Patch("optimizer_state_finite", "train_from: a saved optimizer state with a NaN or inf is refused before "
+          "it loads (the first resumed step would make the weights NaN)",
+          "onmt.utils.optimizers:Optimizer.load_state_dict",
+          lambda up: optimizer_state.wrap_load_state_dict(up, CheckpointError)),
     Patch("early_stopping_resume", "a resumed run's early stopper continues the checkpoint's best scores and "
           "patience (upstream starts both afresh)", "onmt.trainer:build_trainer",
           lambda up: early_stopping.wrap_build_trainer(up, lambda: logging.getLogger("onmt")),

@@ -349,7 +349,7 @@ def test_predict_and_train_from_refuse_a_model_whose_weights_are_not_finite(work
     from eole.config.run import PredictConfig, TrainConfig
     from eole.predict import build_predictor
     from eole.train_single import main as train_main
-    from onmt_entmax.errors import ConfigError
+    from onmt_entmax.eole.errors import ConfigError
 
     model, _, config = trained("learned")
     nan, key = _model_copy(model, workdir / "nan-alpha", _poison(float("nan"), "softmax.alpha.a"))
@@ -370,13 +370,34 @@ def test_predict_and_train_from_refuse_a_model_whose_weights_are_not_finite(work
     assert not (workdir / "from-nan").exists()
 
 
+def test_train_from_refuses_an_optimizer_state_that_is_not_finite(workdir, trained):
+    """Finite weights with a NaN Adam moment in optimizer.pt trained to NaN from the first resumed step: refused
+    before a step runs, naming the state."""
+    import torch
+    from eole.config.run import TrainConfig
+    from eole.train_single import main as train_main
+    from onmt_entmax.eole.errors import ConfigError
+
+    model, _, config = trained("learned")
+    copy, _ = _model_copy(model, workdir / "nan-moment")
+    state = torch.load(copy / "optimizer.pt", weights_only=True)
+    moments = next(iter(state["optimizer"]["state"].values()))
+    moments["exp_avg"].view(-1)[0] = float("nan")
+    torch.save(state, copy / "optimizer.pt")
+    resumed = yaml.safe_load(config.read_text())
+    resumed["training"].update(train_from=str(copy), model_path=str(workdir / "from-nan-moment"))
+    with pytest.raises(ConfigError, match="exp_avg holds NaN"):
+        train_main(TrainConfig(**resumed), -1)
+    assert not (workdir / "from-nan-moment").exists()
+
+
 def test_a_model_folder_with_a_file_missing_truncated_or_malformed_is_refused_naming_it(workdir, trained):
     """What Eole reads from a model folder (config.json, vocab.json, model.00.safetensors) ended in a traceback
     or an error naming no file; every load path (predict, an ensemble member, train_from) names it."""
     import eole.train_single
     from eole.config.run import PredictConfig
     from eole.predict import build_predictor
-    from onmt_entmax.errors import ConfigError
+    from onmt_entmax.eole.errors import ConfigError
 
     model, _, _ = trained("rnn")
     src = workdir / "src1.txt"

@@ -49,7 +49,7 @@ def test_rows_of_one_target_stack_in_table_order_and_original_is_stock(active):
     from eole.utils import optimizers
 
     assert patching.wrapper_names(optimizers.Optimizer.load_state_dict) == \
-        ["resume_state_load", "resume_state_counters"]
+        ["optimizer_state_finite", "resume_state_load", "resume_state_counters"]
     stock = active.original("resume_state_load")
     assert active.original("resume_state_counters") is stock and not patching.wrapper_names(stock)
-    assert optimizers.Optimizer.load_state_dict.__wrapped__.__wrapped__ is stock
+    assert optimizers.Optimizer.load_state_dict.__wrapped__.__wrapped__.__wrapped__ is stock

@@ -9,8 +9,7 @@ import torch
 
 from onmt_testkit import build_vocab, run_console, train, yaml_config
 
-from onmt_entmax.analysis.checkpoint import check_torch
-from onmt_entmax.errors import CheckpointError
+from onmt_entmax.analysis.checkpoint import CheckpointError, check_torch
 
 
 class WritesAFile:
@@ -236,6 +235,26 @@ def test_onmt_train_and_translate_refuse_a_nan_alpha_in_one_line(trained, tmp_pa
     assert not (tmp_path / "out.txt").exists() or not (tmp_path / "out.txt").read_text().strip()
 
 
+def test_train_from_refuses_an_optimizer_state_that_is_not_finite_and_resets_it_on_request(trained, tmp_path):
+    """Finite weights with a NaN Adam moment train to NaN from the first resumed step: -train_from refuses the
+    state, naming it, before a step runs; -reset_optim states (the moments dropped) resumes."""
+    d, paths = trained
+
+    def nan_moment(ckpt):
+        state = next(iter(ckpt["optim"]["optimizer"]["state"].values()))
+        state["exp_avg_sq"] = state["exp_avg_sq"].clone()
+        state["exp_avg_sq"].view(-1)[0] = float("nan")
+
+    bad = _copy(paths["learned"], tmp_path / "nan_optim.pt", nan_moment)
+    config = yaml_config(d, TRANSFORMER, steps=3, name="resumed_optim")
+    with pytest.raises(CheckpointError, match="exp_avg_sq holds NaN"):
+        train(config, "-train_from", bad)
+    assert not list((d / "run").glob("resumed_optim*"))
+    train(config, "-train_from", bad, "-reset_optim", "states")
+    resumed = torch.load(str(d / "run" / "resumed_optim_step_3.pt"), weights_only=False)
+    assert all(torch.isfinite(t).all() for t in resumed["model"].values())
+
+
 def test_a_pending_alpha_relu_threshold_is_the_one_nan_a_checkpoint_may_hold(trained, tmp_path):
     """alpha-ReLU's tau is NaN until ``generator_tau: auto`` resolves it: loading such a checkpoint (to
     train on, say) is not refused for it; a NaN in the output layer's weights is."""
@@ -297,7 +316,7 @@ def test_an_ensemble_of_an_input_feed_rnn_and_a_transformer_is_refused_as_it_loa
     from onmt.bin.translate import _get_parser
     from onmt.decoders import ensemble
 
-    from onmt_entmax.errors import EntmaxOptionError
+    from onmt_entmax.onmt.validation import EntmaxOptionError
 
     _, paths = trained
     for members in ([paths["rnn"], paths["learned"]], [paths["learned"], paths["rnn"]]):
@@ -316,7 +335,7 @@ def test_a_copy_attention_model_resumes_and_is_refused_for_decoding_in_one_line(
     model, before any sentence is read, instead of a KeyError at the first batch."""
     from onmt_testkit import translate
 
-    from onmt_entmax.errors import EntmaxOptionError
+    from onmt_entmax.onmt.validation import EntmaxOptionError
 
     d, paths = trained
     train(yaml_config(d, COPY, steps=3, name="copy"), "-train_from", paths["copy"])
