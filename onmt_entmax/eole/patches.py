@@ -8,6 +8,7 @@ returns it. docs/eole.md explains each entry.
 from __future__ import annotations
 
 from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
+from onmt_entmax.errors import ConfigError
 from onmt_entmax.patching import Patch, PatchSet
 from onmt_entmax.training import early_stopping, optimizer_state
 from onmt_entmax.training.cuda_graphs import graphed_loop
@@ -18,7 +19,7 @@ from onmt_entmax.training.signals import stop_between_steps, stop_on_signal
 
 from . import (adam_fused, attention, building, config, cuda_graphs, decoding, ensemble, files, loading, lr_halving,
                saving, training, upstream_noise)
-from .errors import ConfigError, install_one_line_hook
+from .errors import install_one_line_hook
 
 MHA = "eole.modules.multi_headed_attn"
 

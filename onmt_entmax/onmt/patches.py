@@ -12,7 +12,7 @@ import importlib
 import logging
 
 from onmt_entmax.decoding.log_probs_hook import make_log_softmax, wrap_decode_and_generate
-from onmt_entmax.analysis.checkpoint import CheckpointError
+from onmt_entmax.errors import CheckpointError
 from onmt_entmax.patching import Patch, PatchSet
 from onmt_entmax.training import early_stopping, optimizer_state
 from onmt_entmax.training.cuda_graphs import graphed_loop

@@ -349,7 +349,7 @@ def test_predict_and_train_from_refuse_a_model_whose_weights_are_not_finite(work
     from eole.config.run import PredictConfig, TrainConfig
     from eole.predict import build_predictor
     from eole.train_single import main as train_main
-    from onmt_entmax.eole.errors import ConfigError
+    from onmt_entmax.errors import ConfigError
 
     model, _, config = trained("learned")
     nan, key = _model_copy(model, workdir / "nan-alpha", _poison(float("nan"), "softmax.alpha.a"))
@@ -376,7 +376,7 @@ def test_train_from_refuses_an_optimizer_state_that_is_not_finite(workdir, train
     import torch
     from eole.config.run import TrainConfig
     from eole.train_single import main as train_main
-    from onmt_entmax.eole.errors import ConfigError
+    from onmt_entmax.errors import ConfigError
 
     model, _, config = trained("learned")
     copy, _ = _model_copy(model, workdir / "nan-moment")
@@ -397,7 +397,7 @@ def test_a_model_folder_with_a_file_missing_truncated_or_malformed_is_refused_na
     import eole.train_single
     from eole.config.run import PredictConfig
     from eole.predict import build_predictor
-    from onmt_entmax.eole.errors import ConfigError
+    from onmt_entmax.errors import ConfigError
 
     model, _, _ = trained("rnn")
     src = workdir / "src1.txt"

@@ -9,7 +9,8 @@ import torch
 
 from onmt_testkit import build_vocab, run_console, train, yaml_config
 
-from onmt_entmax.analysis.checkpoint import CheckpointError, check_torch
+from onmt_entmax.analysis.checkpoint import check_torch
+from onmt_entmax.errors import CheckpointError
 
 
 class WritesAFile:
@@ -316,7 +317,7 @@ def test_an_ensemble_of_an_input_feed_rnn_and_a_transformer_is_refused_as_it_loa
     from onmt.bin.translate import _get_parser
     from onmt.decoders import ensemble
 
-    from onmt_entmax.onmt.validation import EntmaxOptionError
+    from onmt_entmax.errors import EntmaxOptionError
 
     _, paths = trained
     for members in ([paths["rnn"], paths["learned"]], [paths["learned"], paths["rnn"]]):
@@ -335,7 +336,7 @@ def test_a_copy_attention_model_resumes_and_is_refused_for_decoding_in_one_line(
     model, before any sentence is read, instead of a KeyError at the first batch."""
     from onmt_testkit import translate
 
-    from onmt_entmax.onmt.validation import EntmaxOptionError
+    from onmt_entmax.errors import EntmaxOptionError
 
     d, paths = trained
     train(yaml_config(d, COPY, steps=3, name="copy"), "-train_from", paths["copy"])
