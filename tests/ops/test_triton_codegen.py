@@ -64,7 +64,7 @@ def _mapping_fwd(n_cols, mode, fp_fusion=None, lanes=True):
     return _ptx(fn, runtime, const, cfg["num_warps"], fus, mult)
 
 
-_LOSS_FWD_ARGS = {"Z": F32, "Y": "*i64", "LOSS": F32, "STATS": F32, "ALPHA": F32, "n_rows": "i32",
+_LOSS_FWD_ARGS = {"Z": F32, "Y": "*i64", "LOSS": F32, "STATS": F32, "ALPHA": F32, "DZ": F32, "W": F32, "n_rows": "i32",
                   "n_cols": "i32", "stride": "i32", "ignore_index": "i32", "eps": "fp32",
                   "relu_tau": "fp32", "tol": "fp32"}
 
@@ -79,9 +79,10 @@ def _loss_fwd(n_cols, mode, dtype=F32, groups=None):
     if groups is None:
         groups = 0 if mode == "alpha_relu" else cfg["GROUPS"]
     const = {"MODE": MODES[mode], "SMOOTH": False, "MAX_ITER": 64, "BR": cfg["BR"],
-             "BC": cfg["BC"], "SINGLE": cfg["SINGLE"], "GROUPS": groups, "GROUP_ITER": cfg["GROUP_ITER"]}
+             "BC": cfg["BC"], "SINGLE": cfg["SINGLE"], "GROUPS": groups, "GROUP_ITER": cfg["GROUP_ITER"],
+             "GRAD": True}  # (the gradient written too, as where the logits require grad)
     mult = ("n_cols", "stride") if n_cols % 16 == 0 else ()
-    return _ptx(KL._fy_fwd_kernel, dict(_LOSS_FWD_ARGS, Z=dtype), const, cfg["num_warps"], cfg["FP_FUSION"],
+    return _ptx(KL._fy_fwd_kernel, dict(_LOSS_FWD_ARGS, Z=dtype, DZ=dtype), const, cfg["num_warps"], cfg["FP_FUSION"],
                 mult)
 
 
@@ -216,9 +217,11 @@ def _other_kernels():
          {"PART": i64, "INDICES": i64, "STATS": "*fp64"}, 4, False),
         ("learned alpha", KAL._alpha_kernel, dict(BLOCK=16, GRAD=True), {}, 1, True),
         ("alpha-ReLU log", KR._log_kernel, dict(BLOCK=KR._BLOCK), {}, 4, False),
-        ("loss backward", KL._fy_bwd_kernel, dict(MODE=1, SMOOTH=True, G_ONE=True, BR=1, BC=1024),
-         {"Y": i64}, 4, True),
-        ("loss reduce", KL._fy_reduce_kernel, dict(REDUCE=2, BLOCK=1024), {"Y": i64}, 4, False),
+        *[(f"loss backward{' after the forward gradient' if skip else ''}", KL._fy_bwd_kernel,
+           dict(MODE=1, SMOOTH=True, G_ONE=True, BR=1, BC=1024, SKIP_ONE=skip), {"Y": i64}, 4, True)
+          for skip in (False, True)],
+        *[(f"loss reduce, part {part}", KL._fy_reduce_kernel, dict(REDUCE=2, BLOCK=1024, PART=part), {"Y": i64}, 4,
+           False) for part in (0, 1, 2)],
         ("training attention tiles, forward", KTT._fwd_kernel, dict(tiles, MAX_ITER=64), {"KEEP": "*i1"}, 4, False),
         ("training attention tiles, backward", KTT._bwd_kernel, dict(tiles, HAS_DALPHA=True), {"KEEP": "*i1"}, 4,
          False),
