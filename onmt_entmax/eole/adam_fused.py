@@ -6,15 +6,8 @@ too (``train_from``); after both, the run's ``training.adam_fused`` decides the 
 """
 from __future__ import annotations
 
-from pydantic import Field
-
 from onmt_entmax.errors import ConfigError
 from onmt_entmax.training import adam_fused as rule
-
-
-def fields() -> dict:
-    """The option as a field of Eole's ``TrainingConfig`` (``training:`` section)."""
-    return {"adam_fused": (bool, Field(default=False, description=rule.HELP))}
 
 
 def check(config) -> None:

@@ -17,11 +17,6 @@ from onmt_entmax.errors import ConfigError
 from onmt_entmax.training.cuda_graphs import S_STEP, DecoderGraphs, attach, eager_loop, pad_to, unreplayable
 
 
-HELP = ("Training on a GPU: run the input-feed RNN decoder's steps as CUDA graphs, one per shape of batch "
-        "(targets padded to a multiple of 4 steps, sources to 8 positions; the loss sees the same numbers). "
-        "Needs accum_count 1, float32 and no coverage_attn or context_gate; on a CPU it changes nothing.")
-
-
 def check(config) -> None:
     """A run with training.rnn_cuda_graphs: what its graphs cannot replay, refused by name."""
     training = getattr(config, "training", None)

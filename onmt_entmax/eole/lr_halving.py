@@ -1,4 +1,4 @@
-"""``training.valid_lr_halving`` in Eole: the options, their checks and hooks over the shared rule
+"""``training.valid_lr_halving`` in Eole: the checks of its options and its hooks over the shared rule
 (``onmt_entmax.training.lr_halving``, whose docstring says what the schedule is), as in the OpenNMT-py adapter.
 
 The flag and the step decay's removal go on ``Optimizer.from_config`` (with ``train_from`` Eole
@@ -8,18 +8,10 @@ each step's ``optimizer.pt``.
 """
 from __future__ import annotations
 
-from pydantic import Field, StrictInt
-
 from onmt_entmax.errors import ConfigError
 from onmt_entmax.training import lr_halving as rule
 
 from .training import eole_logger
-
-
-def fields() -> dict:
-    """The two options as fields of Eole's ``TrainingConfig`` (``training:`` section)."""
-    return {"valid_lr_halving": (bool, Field(default=False, description=rule.HELP)),
-            "valid_lr_halving_every": (StrictInt, Field(default=1, ge=1, description=rule.HELP_EVERY))}
 
 
 def check(config) -> None:

@@ -17,8 +17,8 @@ from onmt_entmax.training.host import backward_on_calling_thread
 from onmt_entmax.training.resume_state import wrap_load_state_dict, wrap_state_dict
 from onmt_entmax.training.signals import stop_between_steps, stop_on_signal
 
-from . import (adam_fused, attention, building, config, cuda_graphs, decoding, ensemble, files, loading, lr_halving,
-               saving, training, upstream_noise)
+from . import (adam_fused, attention, building, cuda_graphs, decoding, ensemble, files, loading, lr_halving, options,
+               saving, training, upstream_noise, validation)
 from .errors import install_one_line_hook
 
 MHA = "eole.modules.multi_headed_attn"
@@ -28,9 +28,9 @@ PATCHES: list[Patch] = [
           "dropout warning and repeated corpus lines filtered", apply=upstream_noise.quiet),
     Patch("config_fields", "our model options in every model config, decoding options in PredictConfig, "
           "shuffle_each_pass, rnn_cuda_graphs, valid_lr_halving(_every) and adam_fused in TrainingConfig",
-          apply=config.extend_configs),
+          apply=options.extend_configs),
     Patch("config_checks", "cross-option checks on a run's config; config errors as one line naming the option",
-          "eole.bin.run:RunBin.build_config", config.wrap_build_config, deferred=True),
+          "eole.bin.run:RunBin.build_config", validation.wrap_build_config, deferred=True),
     Patch("one_line_errors", "our refusals print one line, not a traceback", apply=install_one_line_hook),
     Patch("build_model", "our generator and attention normalizers, before weights load; flash KV cache off "
           "for sparse decoder self-attention", "eole.models.model:BaseModel.build", building.wrap_build),

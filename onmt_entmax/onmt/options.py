@@ -1,9 +1,12 @@
-"""The "Entmax" option group of ``onmt_train`` / ``onmt_translate``, generated from the registry.
+"""The "Entmax" option group of ``onmt_train`` / ``onmt_translate``, rendered from the option table.
 
-Model options go into ``onmt.opts.model_opts`` (so they are saved in every checkpoint, and
-``ckpt_model_opts`` gives stock checkpoints their defaults). The two stock options
-``generator_function`` and ``global_attention_function`` are extended in place (more choices,
-new help) and moved into the group. ``onmt_translate`` gets the same names as optional overrides.
+Each row of ``onmt_entmax.options.OPTIONS`` that OpenNMT-py has becomes one argparse option, by its
+section: ``model`` rows join ``onmt.opts.model_opts`` (so they are saved in every checkpoint, and
+``ckpt_model_opts`` gives stock checkpoints their defaults), ``training`` rows the training options and
+``decoding`` rows ``onmt_translate``'s. A ``stock`` row (``generator_function``,
+``global_attention_function``) is the upstream option extended in place (more choices, new help) and
+moved into the group. ``onmt_translate`` gets the model rows with an ``override_help`` as optional
+overrides of the checkpoint's values.
 """
 from __future__ import annotations
 
@@ -11,11 +14,9 @@ import difflib
 import re
 from typing import Iterable, Optional
 
-from onmt_entmax.options.model import ATTENTION_KINDS, model_option_help, model_option_names, tau_value
-from onmt_entmax.registry import transformation_names
+from onmt_entmax.options import OPTIONS, Option, model_option_names, of_toolkit
 
 GROUP = "Entmax"
-STOCK_OPTIONS = ("generator_function", "global_attention_function")
 
 
 def _find_action(parser, dest: str):
@@ -40,61 +41,65 @@ def _entmax_group(parser):
                                             "attention. Stored in the checkpoint.")
 
 
+def argparse_spec(option: Option, override: bool = False) -> dict:
+    """The keyword arguments of ``parser.add`` for ``option`` (as an ``onmt_translate`` override of the
+    checkpoint's value when ``override``: default None, the override's help)."""
+    help_ = option.override_help if override else option.help_for("onmt")
+    if option.type is bool:
+        return dict(action="store_true", help=help_)
+    spec = dict(type=option.text_type(), default=None if override else option.default, help=help_)
+    if option.choices is not None:
+        spec["choices"] = option.choice_names()
+    return spec
+
+
+def _add(group, option: Option, override: bool = False) -> None:
+    group.add(f"--{option.name}", f"-{option.name}", **argparse_spec(option, override))
+
+
+def _add_section(parser, section: str) -> None:
+    """The rows of ``section`` into the Entmax group of ``parser``: the stock ones first (the upstream
+    option widened and moved into the group; declared where the parser lacks it), then the others."""
+    group = _entmax_group(parser)
+    rows = of_toolkit(OPTIONS, "onmt", section)
+    for option in (o for o in rows if o.stock):
+        action = _find_action(parser, option.name)
+        if action is None:  # a parser without the stock option: declare it
+            action = group.add(f"--{option.name}", f"-{option.name}", type=option.text_type(), default=option.default)
+        action.choices = argparse_spec(option)["choices"]
+        action.help = option.help_for("onmt")
+        _move_to_group(parser, action, group)
+    for option in (o for o in rows if not o.stock):
+        _add(group, option)
+
+
 def add_model_options(parser) -> None:
     """Add the Entmax group to a parser that already has the stock ``model_opts``."""
-    group = _entmax_group(parser)
-    names = transformation_names()
-    attn_names = transformation_names(for_attention=True)
-    text = model_option_help()
-    for dest, choices in (("generator_function", names), ("global_attention_function", attn_names)):
-        action = _find_action(parser, dest)
-        if action is None:  # a parser without the stock option: declare it
-            action = group.add(f"--{dest}", f"-{dest}", type=str, default="softmax")
-        action.choices = choices
-        action.help = text[dest]
-        _move_to_group(parser, action, group)
+    _add_section(parser, "model")
 
-    group.add("--generator_alpha", "-generator_alpha", type=float, default=None, help=text["generator_alpha"])
-    group.add("--generator_tau", "-generator_tau", type=tau_value, default=None, help=text["generator_tau"])
-    group.add("--bisect_iter", "-bisect_iter", type=int, default=None, help=text["bisect_iter"])
-    group.add("--global_attention_alpha", "-global_attention_alpha", type=float, default=None,
-              help=text["global_attention_alpha"])
-    group.add("--attention_function", "-attention_function", type=str, default="softmax", choices=attn_names,
-              help=text["attention_function"])
-    group.add("--attention_alpha", "-attention_alpha", type=float, default=None, help=text["attention_alpha"])
-    group.add("--learn_alpha", "-learn_alpha", action="store_true", help=text["learn_alpha"])
-    for kind in ATTENTION_KINDS:
-        group.add(f"--{kind}_attention_function", f"-{kind}_attention_function", type=str, default=None,
-                  choices=attn_names, help=text[f"{kind}_attention_function"])
-        group.add(f"--{kind}_attention_alpha", f"-{kind}_attention_alpha", type=float, default=None,
-                  help=text[f"{kind}_attention_alpha"])
+
+def add_training_options(parser) -> None:
+    """The training rows, into the Entmax group."""
+    _add_section(parser, "training")
+
+
+def add_decoding_options(parser) -> None:
+    """The sparse decoding / analysis options (idempotent)."""
+    if _find_action(parser, "enumerate_support") is None:
+        _add_section(parser, "decoding")
 
 
 def translate_option_names() -> list[str]:
     """Model options ``onmt_translate`` may override (learn_alpha changes parameters: not overridable)."""
-    return [n for n in model_option_names() if n != "learn_alpha"]
+    return [o.name for o in of_toolkit(OPTIONS, "onmt", "model") if o.override_help is not None]
 
 
 def add_translate_options(parser) -> None:
     """Optional overrides of the checkpoint's Entmax options at translation time (default: the model's)."""
     group = _entmax_group(parser)
-    attn_names = transformation_names(for_attention=True)
-    for name in translate_option_names():
-        if _find_action(parser, name) is not None:
-            continue
-        if name.endswith("_function"):
-            choices = transformation_names() if name == "generator_function" else attn_names
-            group.add(f"--{name}", f"-{name}", type=str, default=None, choices=choices,
-                      help=f"Override the model's {name} (default: the value stored in the checkpoint).")
-        elif name == "generator_tau":
-            group.add(f"--{name}", f"-{name}", type=tau_value, default=None,
-                      help="Override the model's alpha_relu threshold (default: the checkpoint's).")
-        elif name == "bisect_iter":
-            group.add(f"--{name}", f"-{name}", type=int, default=None,
-                      help="Override the model's bisection iterations (default: the checkpoint's).")
-        else:
-            group.add(f"--{name}", f"-{name}", type=float, default=None,
-                      help=f"Override the model's {name} (default: the checkpoint's).")
+    for option in of_toolkit(OPTIONS, "onmt", "model"):
+        if option.override_help is not None and _find_action(parser, option.name) is None:
+            _add(group, option, override=True)
 
 
 _HINTS = re.compile(r"entmax|sparsemax|alpha|tau|bisect|attention_f|generator_")
@@ -144,14 +149,12 @@ def wrap_model_opts(upstream):
     return model_opts
 
 
-def wrap_train_opts(upstream, *adders):
-    """``onmt.opts._add_train_general_opts``: the training options of the plugin's modules (``adders``:
-    functions that add options to a group) join the Entmax group."""
+def wrap_train_opts(upstream):
+    """``onmt.opts._add_train_general_opts``: the training rows of the table join the Entmax group."""
 
     def _add_train_general_opts(parser):
         upstream(parser)
-        for add in adders:
-            add(_entmax_group(parser))
+        add_training_options(parser)
 
     return _add_train_general_opts
 

@@ -105,11 +105,8 @@ PATCHES: list[Patch] = [
           "onmt.model_builder:load_test_model", loading.wrap_load_test_model),
     Patch("train_options", "the training options valid_lr_halving (Peters et al.'s learning-rate schedule), "
           "shuffle_each_pass (their data order), embeddings_dropout and adam_eps (their code's values), "
-          "rnn_cuda_graphs and adam_fused, in the Entmax group",
-          "onmt.opts:_add_train_general_opts",
-          lambda up: options.wrap_train_opts(up, lr_halving.add_options, data_order.add_options,
-                                             fork_settings.add_options, cuda_graphs.add_options,
-                                             adam_fused.add_options)),
+          "rnn_cuda_graphs and adam_fused (options.training's rows), in the Entmax group",
+          "onmt.opts:_add_train_general_opts", options.wrap_train_opts),
     Patch("embeddings_dropout", "with it, the word embeddings drop that share of their output instead of -dropout's",
           "onmt.model_builder:build_embeddings", fork_settings.wrap_build_embeddings),
     Patch("adam_eps", "with it, Adam is built with that epsilon instead of upstream's fixed 1e-8",

@@ -1,8 +1,8 @@
 """Decoding and analysis options of sparse models (``onmt_translate`` / ``eole predict``) and their checks.
 
-``DECODING_OPTIONS`` lists each option once (name, type, default, help); an adapter turns them into
-its toolkit's options. ``DecodingConfig.from_opts`` resolves them against the model's output layers and
-refuses requests that cannot be answered, naming the option.
+``DECODING_OPTIONS`` declares each option once (``options.table.Option``, section ``decoding``); each
+adapter renders them into its toolkit's options. ``DecodingConfig.from_opts`` resolves them against the
+model's output layers and refuses requests that cannot be answered, naming the option.
 """
 from __future__ import annotations
 
@@ -11,58 +11,51 @@ from typing import Optional, Sequence
 
 from onmt_entmax.errors import EntmaxOptionError
 
-
-@dataclass(frozen=True)
-class DecodingOption:
-    name: str
-    type: type  # bool (a flag), int or str
-    default: object
-    help: str
-
+from .table import Option
 
 DECODING_OPTIONS = (
-    DecodingOption("certificate", bool, False,
-                   "Require the exactness certificate of Peters et al. (2019) per sentence: the beam covered every "
-                   "hypothesis with nonzero probability. Computed anyway for sparse output layers; with this flag a "
-                   "dense (softmax) model is an error."),
-    DecodingOption("enumerate_support", bool, False,
-                   "List every output sequence with nonzero probability and its probability (and the mass covered), "
-                   "when that set is finite and has at most enumerate_cap sequences; written to entmax_report."),
-    DecodingOption("enumerate_cap", int, 100,
-                   "Largest support enumerate_support lists; a larger one is reported as exceeding the cap."),
-    DecodingOption("exact_search", bool, False,
-                   "Also find the most probable output exactly (breadth first over the nonzero support, pruning every "
-                   "prefix less probable than the beam's best or the greedy output) "
-                   "and report whether beam search agrees. For small problems."),
-    DecodingOption("exact_max_expansions", int, 20000,
-                   "Give up exact search for a sentence after this many expanded prefixes (decoder steps)."),
-    DecodingOption("empty_check", bool, False,
-                   "Report the share of sentences whose empty output (EOS first) is more probable than the beam "
-                   "hypothesis ('cat got your tongue')."),
-    DecodingOption("sparsity_stats", bool, False,
-                   "Average number of nonzero output probabilities and of attended source tokens per target token of "
-                   "the best hypothesis, and the per-step sum of output probabilities (alpha-ReLU "
-                   "self-normalisation)."),
-    DecodingOption("forced_support", bool, False,
-                   "Forced decoding of the tgt reference: per step, every token with nonzero probability "
-                   "(Figure 2 of Peters et al. 2019): logged per sentence (its most probable tokens a step, the "
-                   "reference's marked) and written to entmax_report (forced_max_support tokens a step)."),
-    DecodingOption("forced_max_support", int, 50,
-                   "At most this many tokens listed per forced step (dense models have the whole vocabulary)."),
-    DecodingOption("attn_heatmap", str, None,
-                   "Write a PNG heatmap of the best hypothesis' attention with nonzero cells outlined, for sentence "
-                   "heatmap_sentence."),
-    DecodingOption("heatmap_sentence", int, 1, "Which input line (1-based) attn_heatmap draws."),
-    DecodingOption("entmax_report", str, None,
-                   "Write per-sentence results (hypotheses, certificate, analyses) as JSON lines to this file; a "
-                   "summary is logged at the end of decoding either way."),
+    Option("certificate", bool, False,
+           "Require the exactness certificate of Peters et al. (2019) per sentence: the beam covered every "
+           "hypothesis with nonzero probability. Computed anyway for sparse output layers; with this flag a "
+           "dense (softmax) model is an error.", "decoding"),
+    Option("enumerate_support", bool, False,
+           "List every output sequence with nonzero probability and its probability (and the mass covered), "
+           "when that set is finite and has at most enumerate_cap sequences; written to entmax_report.", "decoding"),
+    Option("enumerate_cap", int, 100,
+           "Largest support enumerate_support lists; a larger one is reported as exceeding the cap.", "decoding"),
+    Option("exact_search", bool, False,
+           "Also find the most probable output exactly (breadth first over the nonzero support, pruning every "
+           "prefix less probable than the beam's best or the greedy output) "
+           "and report whether beam search agrees. For small problems.", "decoding"),
+    Option("exact_max_expansions", int, 20000,
+           "Give up exact search for a sentence after this many expanded prefixes (decoder steps).", "decoding"),
+    Option("empty_check", bool, False,
+           "Report the share of sentences whose empty output (EOS first) is more probable than the beam "
+           "hypothesis ('cat got your tongue').", "decoding"),
+    Option("sparsity_stats", bool, False,
+           "Average number of nonzero output probabilities and of attended source tokens per target token of "
+           "the best hypothesis, and the per-step sum of output probabilities (alpha-ReLU "
+           "self-normalisation).", "decoding"),
+    Option("forced_support", bool, False,
+           "Forced decoding of the tgt reference: per step, every token with nonzero probability "
+           "(Figure 2 of Peters et al. 2019): logged per sentence (its most probable tokens a step, the "
+           "reference's marked) and written to entmax_report (forced_max_support tokens a step).", "decoding"),
+    Option("forced_max_support", int, 50,
+           "At most this many tokens listed per forced step (dense models have the whole vocabulary).", "decoding"),
+    Option("attn_heatmap", str, None,
+           "Write a PNG heatmap of the best hypothesis' attention with nonzero cells outlined, for sentence "
+           "heatmap_sentence.", "decoding"),
+    Option("heatmap_sentence", int, 1, "Which input line (1-based) attn_heatmap draws.", "decoding"),
+    Option("entmax_report", str, None,
+           "Write per-sentence results (hypotheses, certificate, analyses) as JSON lines to this file; a "
+           "summary is logged at the end of decoding either way.", "decoding"),
 )
-_NAMES = tuple(o.name for o in DECODING_OPTIONS)
 
 
 @dataclass
 class DecodingConfig:
-    """What the translator hooks do, resolved from the translate opt and the checkpoint's opt."""
+    """What the translator hooks do, resolved from the translate opt and the checkpoint's opt (an option
+    the opt lacks takes its default from ``DECODING_OPTIONS``; ``DecodingConfig()`` is the inactive one)."""
 
     sparse_output: bool = False
     unnormalised: bool = False  # alpha-ReLU: scores are not probabilities
@@ -101,7 +94,7 @@ class DecodingConfig:
         cfg = cls(
             sparse_output=all(t is not None and t.sparse for t in transformations) and bool(transformations),
             unnormalised=any(t is not None and t.name == "alpha_relu" for t in transformations),
-            **{k: get(k, getattr(cls, k)) for k in _NAMES if k != "certificate"},
+            **{o.name: get(o.name, o.default) for o in DECODING_OPTIONS if o.name != "certificate"},
         )
         dense = f"generator_function {'/'.join(sorted(set(names)))}"
         cfg.certificate = bool(get("certificate", False)) or cfg.sparse_output

@@ -1,4 +1,7 @@
-"""Model options of sparse models (output layer, loss, attention), their help and their checks.
+"""Model options of sparse models (output layer, loss, attention): their table and their checks.
+
+``MODEL_OPTIONS`` declares each option once (``options.table.Option``, section ``model``); the adapters
+render it into OpenNMT-py's argparse group and Eole's ``model:`` fields.
 
 ``validate_entmax_opts(opt)`` reads the options as attributes of ``opt`` (an argparse namespace, or a
 flat view of an Eole model config) and raises ``EntmaxOptionError`` naming the first bad one; values are
@@ -9,15 +12,16 @@ these same functions.
 """
 from __future__ import annotations
 
-import math
-from typing import Callable, Optional, Union
+from typing import Callable, Optional
 
 from onmt_entmax.errors import EntmaxOptionError
 from onmt_entmax.modules.attention import ALPHA_MAX, ALPHA_MIN
 from onmt_entmax.ops._common import check_alpha, check_number
 from onmt_entmax.ops.entmax_bisect import check_n_iter
 from onmt_entmax.registry import (MODEL_DTYPE, Transformation, get_transformation, help_text,
-                                  transformation_class)
+                                  transformation_class, transformation_names)
+
+from .table import Option
 
 ATTENTION_KINDS = {  # per-kind override prefix -> what it covers
     "enc": "Transformer encoder self-attention",
@@ -28,61 +32,72 @@ ATTENTION_KINDS = {  # per-kind override prefix -> what it covers
 DEFERRED_TAU = ("auto", "formula")  # generator_tau words resolved later (first batch / model size)
 
 
-def tau_value(text: Union[str, float, None]) -> Union[str, float, None]:
-    """``generator_tau``: a finite number, ``auto`` or ``formula``."""
-    if text is None or isinstance(text, float):
-        return text
-    if str(text).strip().lower() in DEFERRED_TAU:
-        return str(text).strip().lower()
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"generator_tau must be a number, 'auto' or 'formula', got {text!r}") from None
-    if not math.isfinite(value):
-        raise ValueError(f"generator_tau must be finite, got {text!r}")
-    return value
+def _override(what: str, default: str = "the checkpoint's") -> str:
+    return f"Override the model's {what} (default: {default})."
 
 
-tau_value.__name__ = "number, 'auto' or 'formula'"  # argparse names the type in its error message
+def _normalizers() -> list[str]:
+    return transformation_names(for_attention=True)
+
+
+def _per_kind() -> tuple[Option, ...]:
+    rows = ()
+    for kind, what in ATTENTION_KINDS.items():
+        rows += (
+            Option(f"{kind}_attention_function", str, None, f"{what} normalizer (default: attention_function).",
+                   "model", choices=_normalizers,
+                   override_help=_override(f"{kind}_attention_function", "the value stored in the checkpoint")),
+            Option(f"{kind}_attention_alpha", float, None, f"{what} alpha (default: attention_alpha).", "model",
+                   minimum=1.0, override_help=_override(f"{kind}_attention_alpha")),
+        )
+    return rows
+
+
+# The model options, in the order -h lists them; choices and the functions' help come from the registry
+# (so they list classes registered later too).
+MODEL_OPTIONS = (
+    Option("generator_function", str, "softmax",
+           lambda: "Output layer mapping and its Fenchel-Young loss (training) and log-probabilities (decoding). "
+                   + help_text(),
+           "model", choices=transformation_names, stock=True,
+           override_help=_override("generator_function", "the value stored in the checkpoint")),
+    Option("generator_alpha", float, None,
+           "alpha of generator_function entmax_bisect / alpha_relu (>= 1; default 1.5).", "model", minimum=1.0,
+           override_help=_override("generator_alpha")),
+    Option("generator_tau", float, None,
+           "alpha_relu threshold tau: a number, or 'auto' = the mean 1.5-entmax threshold of the untrained model's "
+           "logits on the first training batch, or 'formula' = the closed form of Speeding Up Entmax eq. (3) from "
+           "d_model and the vocabulary size. Required with alpha_relu; the resolved value is saved in the "
+           "checkpoint.", "model", words=DEFERRED_TAU, override_help=_override("alpha_relu threshold")),
+    Option("bisect_iter", int, None,
+           "Bisection iterations for entmax_bisect (default: enough for the dtype's precision).", "model",
+           minimum=1, override_help=_override("bisection iterations")),
+    Option("global_attention_function", str, "softmax",
+           lambda: "RNN global attention normalizer. " + help_text(for_attention=True), "model",
+           choices=_normalizers, stock=True, on_decoder=True,
+           override_help=_override("global_attention_function", "the value stored in the checkpoint")),
+    Option("global_attention_alpha", float, None,
+           "alpha of global_attention_function entmax_bisect (>= 1; default 1.5).", "model", minimum=1.0,
+           override_help=_override("global_attention_alpha")),
+    Option("attention_function", str, "softmax",
+           lambda: "Transformer attention normalizer for all attention (encoder self, decoder self, context); the "
+                   "*_attention_function options override it per kind. A sparse one replaces softmax on every "
+                   "path, the GPU fast paths (SDPA, flash) included. " + help_text(for_attention=True),
+           "model", choices=_normalizers,
+           override_help=_override("attention_function", "the value stored in the checkpoint")),
+    Option("attention_alpha", float, None,
+           "alpha of attention_function entmax_bisect, or the starting alpha with learn_alpha (default 1.5).",
+           "model", minimum=1.0, override_help=_override("attention_alpha")),
+    Option("learn_alpha", bool, False,  # changes the parameters: no override at translation time
+           "Learn one alpha per head and layer, alpha = 1 + sigmoid(a) clamped to [1.01, 2] (Adaptively Sparse "
+           "Transformers); needs a sparse attention_function (entmax15 or entmax_bisect) for the attention it "
+           "applies to.", "model"),
+) + _per_kind()
 
 
 def model_option_names() -> list[str]:
     """Every model option of sparse models (option groups, misspelling checks and docs list them)."""
-    names = ["generator_function", "generator_alpha", "generator_tau", "bisect_iter",
-             "global_attention_function", "global_attention_alpha",
-             "attention_function", "attention_alpha", "learn_alpha"]
-    for kind in ATTENTION_KINDS:
-        names += [f"{kind}_attention_function", f"{kind}_attention_alpha"]
-    return names
-
-
-def model_option_help() -> dict[str, str]:
-    """One help text per model option (choices come from the registry, so they list new classes too)."""
-    attn = help_text(for_attention=True)
-    out = {
-        "generator_function": "Output layer mapping and its Fenchel-Young loss (training) and log-probabilities "
-                              "(decoding). " + help_text(),
-        "global_attention_function": "RNN global attention normalizer. " + attn,
-        "generator_alpha": "alpha of generator_function entmax_bisect / alpha_relu (>= 1; default 1.5).",
-        "generator_tau": "alpha_relu threshold tau: a number, or 'auto' = the mean 1.5-entmax threshold of the "
-                         "untrained model's logits on the first training batch, or 'formula' = the closed form of "
-                         "Speeding Up Entmax eq. (3) from d_model and the vocabulary size. Required with alpha_relu; "
-                         "the resolved value is saved in the checkpoint.",
-        "bisect_iter": "Bisection iterations for entmax_bisect (default: enough for the dtype's precision).",
-        "global_attention_alpha": "alpha of global_attention_function entmax_bisect (>= 1; default 1.5).",
-        "attention_function": "Transformer attention normalizer for all attention (encoder self, decoder self, "
-                              "context); the *_attention_function options override it per kind. A sparse one "
-                              "replaces softmax on every path, the GPU fast paths (SDPA, flash) included. " + attn,
-        "attention_alpha": "alpha of attention_function entmax_bisect, or the starting alpha with learn_alpha "
-                           "(default 1.5).",
-        "learn_alpha": "Learn one alpha per head and layer, alpha = 1 + sigmoid(a) clamped to [1.01, 2] (Adaptively "
-                       "Sparse Transformers); needs a sparse attention_function (entmax15 or entmax_bisect) for the "
-                       "attention it applies to.",
-    }
-    for kind, what in ATTENTION_KINDS.items():
-        out[f"{kind}_attention_function"] = f"{what} normalizer (default: attention_function)."
-        out[f"{kind}_attention_alpha"] = f"{what} alpha (default: attention_alpha)."
-    return out
+    return [o.name for o in MODEL_OPTIONS]
 
 
 def _alpha(opt, name: str) -> Optional[float]:

@@ -25,11 +25,6 @@ def set_fused(optimizer: torch.optim.Optimizer, fused: bool) -> None:
                 state["step"] = state["step"].to(p.device if fused else "cpu", torch.float32)
 
 
-HELP = ("Adam (optim adam): update the parameters with torch's fused Adam, one kernel a step for all of them, "
-        "instead of torch's default (on a GPU about a dozen kernels a step). The same update up to the order of "
-        "floating-point operations; on the CPU too. A training option: a resumed run takes it from the command.")
-
-
 def refusal(fused: bool, optim: str, name: Callable[[str], str] = lambda n: f"-{n}") -> Optional[str]:
     """Why ``adam_fused`` cannot be honoured with this ``optim``, or None (only ``adam`` builds one
     ``torch.optim.Adam``; ``sparseadam`` builds a SparseAdam beside it)."""

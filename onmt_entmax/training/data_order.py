@@ -24,13 +24,6 @@ from typing import Callable, Generic, Iterable, Iterator, TypeVar
 
 T = TypeVar("T")
 
-# the option's help, the same in both toolkits
-HELP = ("Read each training corpus in a new random order on every pass (epoch), as the torchtext iterator "
-        "of OpenNMT-py <= 0.9 did; the toolkit reads the files in the same order every pass, so a "
-        "length-sorted bucket yields much the same batches each time. Seeded by seed and the name of the "
-        "train_from checkpoint; a pass is held in memory while it is read.")
-
-
 def permuted(examples: list[T], seed: str) -> list[T]:
     """``examples`` in the order of the permutation that ``random.Random(seed)`` draws (Fisher-Yates);
     a string seed is hashed with SHA-512, so the order is the same in every process and Python run."""

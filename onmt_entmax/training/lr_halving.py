@@ -28,13 +28,6 @@ STATE_KEYS = ("entmax_lr_halvings", "entmax_last_valid_loss", "entmax_validation
 # means the user asked for both schedules
 STEP_DECAY_DEFAULTS = {"start_decay_steps": 50000, "decay_steps": 10000, "learning_rate_decay": 0.5}
 
-HELP = ("Halve the learning rate whenever the validation loss per target token rises above the previous "
-        "validation's (Peters et al. 2019); kept across train_from. One GPU only. It replaces the step decay "
-        "(start_decay_steps, decay_steps, learning_rate_decay).")
-HELP_EVERY = ("With valid_lr_halving: compare only every k-th validation's loss, with the loss k validations "
-              "before (the paper's medium SIGMORPHON runs validate every 10 epochs).")
-
-
 def refusal(options, has_valid: bool, name: Callable[[str], str] = str) -> Optional[str]:
     """Why ``options`` (the toolkit's training options, as attributes) cannot halve as asked
     (``has_valid``: the run has validation data), in one line naming the options (``name``: an option

@@ -10,7 +10,7 @@ from eole.modules.global_attention import GlobalAttention
 from eole.utils.loss import LossCompute
 from onmt_entmax import ops
 from onmt_entmax.eole import attention
-from onmt_entmax.eole.config import flat_options
+from onmt_entmax.eole.validation import flat_options
 from onmt_entmax.modules import EntmaxGenerator, TransformationLoss
 from onmt_entmax.modules.models import learned_alphas
 from onmt_entmax.options.model import inapplicable_options

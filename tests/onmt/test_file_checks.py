@@ -81,7 +81,7 @@ def test_a_reference_file_must_go_line_for_line_with_the_source(files, tgt, mess
 def test_forced_support_without_a_reference_is_refused():
     import argparse
 
-    from onmt_entmax.onmt.decoding.options import DecodingConfig
+    from onmt_entmax.options.decoding import DecodingConfig
     from onmt_entmax.registry import get_transformation
 
     opt = argparse.Namespace(forced_support=True, tgt=None)

@@ -5,6 +5,7 @@ import pytest
 from onmt_testkit import build_vocab, run_console, train, yaml_config
 
 from onmt_entmax.onmt.options import model_option_names
+from onmt_entmax.options import OPTIONS, of_toolkit
 
 
 def _help(parser_factory):
@@ -240,3 +241,62 @@ def test_option_values_the_math_cannot_use_are_refused_naming_the_option(model, 
 
     with pytest.raises(EntmaxOptionError, match=option):
         validate_entmax_opts(_model_opt(**model))
+
+
+# --- the option table, as onmt_train / onmt_translate render it ----------------------------------------
+@pytest.fixture(scope="module")
+def parsers():
+    from onmt.bin.train import _get_parser as train_parser
+    from onmt.bin.translate import _get_parser as translate_parser
+
+    return {"train": train_parser(), "translate": translate_parser()}
+
+
+def _entmax_action(parser, name):
+    group = next(g for g in parser._action_groups if g.title == "Entmax")
+    return next(a for a in group._group_actions if a.dest == name)
+
+
+def _renderings(option):
+    """(parser, as an onmt_translate override) pairs where ``option`` must appear."""
+    out = [({"model": "train", "training": "train", "decoding": "translate"}[option.section], False)]
+    return out + ([("translate", True)] if option.override_help is not None else [])
+
+
+def _value_of(option):
+    """A value of the row's type, as a command line writes it, and what it parses to."""
+    return {bool: None, int: ("3", 3), float: ("1.25", 1.25), str: ("out.txt", "out.txt")}[option.type]
+
+
+@pytest.mark.parametrize("option", of_toolkit(OPTIONS, "onmt"), ids=lambda o: o.name)
+def test_each_option_of_the_table_is_in_the_entmax_group_with_the_tables_type_default_choices_and_help(parsers,
+                                                                                                        option):
+    for command, override in _renderings(option):
+        action = _entmax_action(parsers[command], option.name)
+        assert set(action.option_strings) == {f"--{option.name}", f"-{option.name}"}
+        assert action.help == (option.override_help if override else option.help_for("onmt"))
+        if option.type is bool:
+            assert (action.nargs, action.const, action.default) == (0, True, False)  # a flag
+            continue
+        assert action.default == (None if override else option.default)
+        assert (list(action.choices) if action.choices is not None else None) == option.choice_names()
+        parse = action.type or str
+        for word in option.words:
+            assert parse(word) == word
+        if option.choices is None:
+            text, value = _value_of(option)
+            assert parse(text) == value and type(parse(text)) is option.type
+        if option.type in (int, float):
+            with pytest.raises(ValueError):
+                parse("many")
+
+
+@pytest.mark.parametrize("option", [o for o in of_toolkit(OPTIONS, "onmt") if o.choices or o.type in (int, float)],
+                         ids=lambda o: o.name)
+def test_a_value_outside_an_options_choices_or_type_is_refused_in_one_line_naming_it(parsers, capsys, option):
+    command = "translate" if option.section == "decoding" else "train"
+    with pytest.raises(SystemExit) as exit_:
+        parsers[command].parse_known_args([f"-{option.name}", "entmax16" if option.choices else "many"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --{option.name}/-{option.name}: invalid" in err and err.count("\n") == 1

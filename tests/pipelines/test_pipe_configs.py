@@ -11,7 +11,7 @@ mk = load_script("scripts/reproduce/make_configs.py")
 E = sys.modules["experiments"]
 prep = load_script("scripts/data/prepare_mt.py")
 CONFIGS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "configs").rglob("*.yaml")
-                 if "examples" not in p.parts and "eole" not in p.parts)  # (Eole's: tests/eole/test_config.py)
+                 if "examples" not in p.parts and "eole" not in p.parts)  # (Eole's: tests/eole/test_eole_options.py)
 
 
 def test_configs_on_disk_are_what_the_generator_writes():

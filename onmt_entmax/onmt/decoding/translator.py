@@ -22,8 +22,9 @@ from onmt_entmax.analysis.records import DecodingRun, Sentence, decode_file, tar
 from onmt_entmax.decoding.beam_hooks import attach_record, fewer_than_n_best
 from onmt_entmax.modules.models import member_transformations
 from onmt_entmax.modules.models import warm_up_kernels_of as shared_warm_up
+from onmt_entmax.options.decoding import DecodingConfig
 
-from .options import DecodingConfig, add_decoding_options
+from ..options import add_decoding_options
 from .scorer import SentenceScorer
 
 NEG_INF = float("-inf")

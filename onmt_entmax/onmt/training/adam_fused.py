@@ -15,10 +15,6 @@ from onmt_entmax.errors import EntmaxOptionError
 from onmt_entmax.training import adam_fused as rule
 
 
-def add_options(group) -> None:
-    group.add("--adam_fused", "-adam_fused", action="store_true", help=rule.HELP)
-
-
 def check_train_opts(opt) -> None:
     why = rule.refusal(getattr(opt, "adam_fused", False), getattr(opt, "optim", "sgd"))
     if why:

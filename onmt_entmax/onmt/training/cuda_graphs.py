@@ -5,8 +5,8 @@ GPU that loop, forward and backward, replays graphs, one per batch shape, its ta
 multiple of 4 steps and its sources to 8 positions (``onmt_entmax.training.cuda_graphs.DecoderGraphs`` says
 why the loss sees the same numbers). The decoder state left after a graphed forward is the state
 after the padded steps; OpenNMT-py reads it again only under truncated BPTT (``truncated_decoder``),
-which the option refuses. Here: the option and its checks, and the two hooks: ``build_trainer``
-gives the model's decoder its graphs, ``_run_forward_pass`` runs them.
+which the option refuses. Here: the option's checks (the option itself is a row of ``options.training``)
+and the two hooks: ``build_trainer`` gives the model's decoder its graphs, ``_run_forward_pass`` runs them.
 """
 from __future__ import annotations
 
@@ -15,15 +15,6 @@ from typing import Callable
 
 from onmt_entmax.errors import EntmaxOptionError
 from onmt_entmax.training.cuda_graphs import DecoderGraphs, attach, eager_loop, unreplayable
-
-
-def add_options(group) -> None:
-    group.add("--rnn_cuda_graphs", "-rnn_cuda_graphs", action="store_true",
-              help="Training on a GPU: run the input-feed RNN decoder's steps (decoder_type rnn, input_feed 1) "
-                   "as CUDA graphs, one per shape of batch (targets padded to a multiple of 4 steps, sources "
-                   "to 8 positions; the loss sees the same numbers). Takes the per-step kernel launches off "
-                   "the host. Needs accum_count 1 and no truncated_decoder, copy_attn, coverage_attn or "
-                   "fp16; on a CPU it changes nothing.")
 
 
 def check_train_opts(opt) -> None:

@@ -10,11 +10,7 @@ inference data keep their order.
 """
 from __future__ import annotations
 
-from onmt_entmax.training.data_order import HELP, mark_for_reshuffling
-
-
-def add_options(group) -> None:
-    group.add("--shuffle_each_pass", "-shuffle_each_pass", action="store_true", help=HELP)
+from onmt_entmax.training.data_order import mark_for_reshuffling
 
 
 def wrap_from_opt(upstream):

@@ -21,15 +21,6 @@ from onmt_entmax.errors import EntmaxOptionError
 ADAM_OPTIMS = ("adam", "sparseadam")  # the -optim values whose torch optimizers OpenNMT-py builds with eps
 
 
-def add_options(group) -> None:
-    group.add("--embeddings_dropout", "-embeddings_dropout", type=float, default=None,
-              help="Dropout probability of the word embeddings' output (source and target). Unset: -dropout, "
-                   "as upstream. Peters et al.'s fork of OpenNMT-py 0.6 had none in its RNNs' embeddings (0).")
-    group.add("--adam_eps", "-adam_eps", type=float, default=None,
-              help="Adam's epsilon (-optim adam or sparseadam). Unset: OpenNMT-py 3.5.1's fixed 1e-8. "
-                   "Peters et al.'s fork of OpenNMT-py 0.6 used 1e-9.")
-
-
 def check_train_opts(opt) -> None:
     """A probability in [0, 1), not beside a dropout schedule (whose later values upstream's
     ``update_dropout`` would give the embeddings); an ε above 0, for an Adam optimizer."""

@@ -1,4 +1,4 @@
-"""``valid_lr_halving`` in OpenNMT-py 3.5.1: its options, checks and hooks over the shared rule
+"""``valid_lr_halving`` in OpenNMT-py 3.5.1: the checks of its options and its hooks over the shared rule
 (``onmt_entmax.training.lr_halving``, whose docstring says what the schedule is).
 
 The flag and the step decay's removal go on ``Optimizer.from_opt`` (upstream rebuilds the step decay
@@ -18,12 +18,6 @@ from ..file_checks import corpora
 
 def _logger() -> logging.Logger:
     return logging.getLogger("onmt")
-
-
-def add_options(group) -> None:
-    """valid_lr_halving and valid_lr_halving_every, into the plugin's option group."""
-    group.add("--valid_lr_halving", "-valid_lr_halving", action="store_true", help=rule.HELP)
-    group.add("--valid_lr_halving_every", "-valid_lr_halving_every", type=int, default=1, help=rule.HELP_EVERY)
 
 
 def check_train_opts(opt) -> None:

@@ -5,7 +5,8 @@ import pytest
 
 pytest.importorskip("onmt")
 
-from onmt_entmax.onmt.decoding.options import DecodingConfig, add_decoding_options  # noqa: E402
+from onmt_entmax.onmt.options import add_decoding_options  # noqa: E402
+from onmt_entmax.options.decoding import DecodingConfig  # noqa: E402
 from onmt_entmax.registry import get_transformation  # noqa: E402
 
 

@@ -9,7 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from eole.config.run import PredictConfig, TrainConfig
-from onmt_entmax.eole.config import check_model_config, check_predict_config, check_train_config, describe
+from onmt_entmax.eole.validation import check_model_config, check_predict_config, check_train_config, describe
 from onmt_entmax.errors import ConfigError
 
 TINY = {"architecture": "transformer", "layers": 1, "heads": 2, "hidden_size": 16, "transformer_ff": 32}

@@ -1,5 +1,6 @@
-"""Our options in Eole's pydantic configs: accepted with the OpenNMT-py names and values, kept in
-``config.json``, and refused with one line that names the option when they are wrong."""
+"""Our options in Eole's pydantic configs: each row of the option table a field as the row says, accepted
+with the OpenNMT-py names and values, kept in ``config.json``, and refused with one line that names the
+option when they are wrong."""
 import json
 import re
 
@@ -11,9 +12,10 @@ from eole_testkit import CONFIGS
 from eole.config import recursive_model_fields_set
 from eole.config.models import build_model_config
 from eole.config.run import PredictConfig, TrainConfig
-from onmt_entmax.eole.config import check_model_config, describe
+from onmt_entmax.eole.validation import check_model_config, describe
+from onmt_entmax.eole.options import family
 from onmt_entmax.errors import ConfigError
-from onmt_entmax.options import DECODING_OPTIONS, model_option_names
+from onmt_entmax.options import DECODING_OPTIONS, OPTIONS, model_option_names, of_toolkit
 
 TINY = {"architecture": "transformer", "layers": 1, "heads": 2, "hidden_size": 16, "transformer_ff": 32}
 
@@ -116,7 +118,7 @@ def predict_files(tmp_path, monkeypatch):
     ({"model_path": "./runs/model"}, "-model_path ./runs/model: no such model folder"),
 ])
 def test_predict_files_that_would_be_written_over_or_lose_lines_are_refused(predict_files, args, says):
-    from onmt_entmax.eole.config import check_predict_files
+    from onmt_entmax.eole.files import check_predict_files
 
     config = PredictConfig(**{"model_path": "model", "src": "src.txt", "output": "pred.txt", **args})
     with pytest.raises(ConfigError) as err:
@@ -131,7 +133,7 @@ def test_predict_files_that_would_be_written_over_or_lose_lines_are_refused(pred
 def test_no_output_lands_inside_the_model_folder_through_its_links(tmp_path, monkeypatch, option, inside):
     """Eole's ``M/`` holds links to the files of ``M/step_N/``: an output naming one of them, a file of a
     step folder, or a new file there writes into the model, whichever spelling reaches it."""
-    from onmt_entmax.eole.config import check_predict_files
+    from onmt_entmax.eole.files import check_predict_files
 
     monkeypatch.chdir(tmp_path)
     step = tmp_path / "M" / "step_60"
@@ -210,7 +212,7 @@ def test_train_and_build_vocab_never_write_what_they_read_nor_over_another_run(t
 
 @pytest.mark.parametrize("option", ["src", "tgt"])
 def test_predict_refuses_a_line_that_is_not_utf8_naming_the_file_and_line(predict_files, option):
-    from onmt_entmax.eole.config import check_predict_files
+    from onmt_entmax.eole.files import check_predict_files
 
     (predict_files / f"{option}.txt").write_bytes(b"a b\nx\nc \xe9\n")
     with pytest.raises(ConfigError) as err:
@@ -232,3 +234,54 @@ def test_train_refuses_a_corpus_that_is_not_utf8_or_has_no_sentence(tmp_path, mo
     with pytest.raises(ConfigError) as err:
         check_train_files(config)
     assert str(err.value).startswith(says)
+
+
+# --- the option table, as Eole's configs render it ----------------------------------------------------
+def _classes(option):
+    """The config classes that must carry ``option`` as a field."""
+    from eole.config.models import BaseModelConfig, DecoderConfig
+    from eole.config.training import TrainingConfig
+
+    section = {"model": family(BaseModelConfig), "training": family(TrainingConfig), "decoding": [PredictConfig]}
+    return section[option.section] + (family(DecoderConfig) if option.on_decoder else [])
+
+
+def _accepts(option, value) -> bool:
+    """Whether Eole's config of ``option``'s section takes ``value`` for it."""
+    from eole.config.training import TrainingConfig
+
+    try:
+        if option.section == "model":
+            config = build_model_config({**TINY, option.name: value})
+        elif option.section == "training":
+            config = TrainingConfig(**{option.name: value})
+        else:
+            config = PredictConfig(model_path=["m"], src="s.txt", **{option.name: value})
+    except ValidationError:
+        return False
+    return getattr(config, option.name) == value or isinstance(value, str)  # ("2" read as 2)
+
+
+@pytest.mark.parametrize("option", of_toolkit(OPTIONS, "eole"), ids=lambda o: o.name)
+def test_each_option_of_the_table_is_a_field_with_the_tables_default_help_and_values(option):
+    for cls in _classes(option):
+        field = cls.model_fields[option.name]
+        assert field.default == option.default and field.description == option.help_for("eole"), cls
+    for name in option.choice_names() or ():
+        assert _accepts(option, name), name
+    assert not _accepts(option, "entmax16") or option.type is str and option.choices is None
+    for word in option.words:
+        assert _accepts(option, word)
+    if option.type in (int, float):
+        low = option.minimum if option.minimum is not None else 3
+        assert _accepts(option, option.type(low)) and not _accepts(option, True)  # a YAML boolean is no number
+        assert _accepts(option, str(option.type(low))) is (not option.strict)
+        if option.minimum is not None:
+            assert not _accepts(option, option.type(option.minimum) - 1)
+        if option.type is float:
+            assert not _accepts(option, float("inf")) and not _accepts(option, float("nan"))
+        else:
+            assert not _accepts(option, 2.5)
+    if option.type is bool:
+        assert _accepts(option, True) and _accepts(option, False)
+
