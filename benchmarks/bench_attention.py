@@ -12,12 +12,14 @@ normalizer, dropout, matmul), in rounds over the cases (each case's fastest roun
 against softmax in the same run.
 
     python benchmarks/bench_attention.py [--rows 320] [--keys 30] [--reps 1000] [--rounds 5]
-    python benchmarks/bench_attention.py --train --rows 128 --keys 32 --reps 200
+    python benchmarks/bench_attention.py --train --rows 128 --keys 32 --reps 200 [--csv benchmarks/results]
 """
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+import results_csv
 import torch
 from bench_kernels import host_us_per_call  # (benchmarks/ is on sys.path when run as a script)
 
@@ -54,6 +56,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--train", action="store_true", help="training mode, forward + backward")
+    ap.add_argument("--csv", type=Path, default=None, metavar="DIR",
+                    help="append the rows to DIR/attention.csv (benchmarks/results)")
     args = ap.parse_args()
     plugin.activate()
     torch.manual_seed(0)
@@ -98,6 +102,12 @@ def main() -> None:
     print("|---|---|---|")
     for name, us in results.items():
         print(f"| {name} | {us:.1f} | {us / base:.2f}x |")
+    if args.csv:
+        case = f"{'training' if args.train else 'decoding'}-step module call {args.rows} rows x {args.heads} heads " \
+               f"x {args.keys} keys, d={args.dim}"
+        results_csv.append(args.csv, "attention", [
+            {"case": case, "op": name, "ours": f"{us:.1f}", "baseline": f"{base:.1f}", "ratio": f"{us / base:.2f}",
+             "units": "us"} for name, us in results.items() if not name.startswith("softmax")], gpu=True)
 
 
 if __name__ == "__main__":

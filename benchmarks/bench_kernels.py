@@ -3,7 +3,7 @@
 All numbers are `triton.testing.do_bench` medians (ms) measured in the same process, so the
 ratios compare like with like. Usage (on a CUDA machine):
 
-    python benchmarks/bench_kernels.py [--quick] [--variants] [--json out.json]
+    python benchmarks/bench_kernels.py [--quick] [--variants] [--json out.json] [--csv benchmarks/results]
 
 Loss rows: 4096 x 32768 logits, "trained-like" randn*3 and "untrained" flat randn*0.2, fp32 and
 bf16, timed eagerly (the public API and the kernel path alone) and replayed from a CUDA graph (GPU
@@ -16,7 +16,9 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
+import results_csv  # (benchmarks/ is on sys.path when run as a script)
 import torch
 import torch.nn.functional as F
 import triton
@@ -270,11 +272,39 @@ def cpu_overhead(n_iter=200):
     return out
 
 
+def csv_rows(res: dict) -> dict[str, list[dict]]:
+    """The printed table's rows as benchmarks/results rows: losses.csv and attention.csv (results_csv.py)."""
+    out: dict[str, list[dict]] = {"losses": [], "attention": []}
+    for key, r in res["loss"].items():
+        for op in ("entmax15", "sparsemax", "bisect1.33"):
+            pyp = r.get("pypi_" + op)
+            out["losses"].append({"case": f"loss 4096x32768 {key}", "op": op, "ours": f"{r[op]:.3f}",
+                                  "baseline": f"{r['ce']:.3f}", "ratio": f"{r[op] / r['ce']:.2f}", "units": "ms",
+                                  "pypi_ratio": f"{pyp / r['ce']:.1f}" if pyp else ""})
+            g, gc = r.get("graph_" + op), r.get("graph_ce")
+            if isinstance(g, float) and isinstance(gc, float):
+                out["losses"].append({"case": f"loss 4096x32768 {key}, GPU time", "op": op, "ours": f"{g:.3f}",
+                                      "baseline": f"{gc:.3f}", "ratio": f"{g / gc:.2f}", "units": "ms"})
+    for key, r in res["attention"].items():
+        for op in ("entmax15", "sparsemax", "bisect_per_head"):
+            pyp = r.get("pypi_" + op)
+            out["attention"].append({"case": f"attention 512x8x50x50 {key}, eager", "op": op, "ours": f"{r[op]:.3f}",
+                                     "baseline": f"{r['softmax']:.3f}", "ratio": f"{r[op] / r['softmax']:.2f}",
+                                     "units": "ms", "pypi_ratio": f"{pyp / r['softmax']:.1f}" if pyp else ""})
+            g, gs = r["graph_" + op], r["graph_softmax"]
+            out["attention"].append({"case": f"attention 512x8x50x50 {key}, GPU time", "op": op, "ours": f"{g:.3f}",
+                                     "baseline": f"{gs:.3f}", "ratio": f"{g / gs:.2f}", "units": "ms"})
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats, no PyPI baseline")
     ap.add_argument("--variants", action="store_true", help="launch-configuration sweep")
     ap.add_argument("--json", help="write all numbers here")
+    ap.add_argument("--csv", type=Path, metavar="DIR",
+                    help="append the loss and attention rows to DIR/losses.csv and DIR/attention.csv "
+                         "(benchmarks/results)")
     ap.add_argument("--overhead", action="store_true", help="host launch cost only")
     ap.add_argument("--beam-step", action="store_true", help="a beam step's top-k + certificate only")
     args = ap.parse_args(argv)
@@ -314,6 +344,9 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)
+    if args.csv:
+        for family, rows in csv_rows(res).items():
+            results_csv.append(args.csv, family, rows, gpu=True)
     print("\n| case | op | ours ms | baseline ms | ours / baseline | PyPI / baseline |")
     print("|---|---|---|---|---|---|")
     for key, r in res["loss"].items():

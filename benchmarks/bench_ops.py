@@ -5,14 +5,17 @@ Mappings are compared with torch.softmax, losses with F.cross_entropy, both also
 
     python benchmarks/bench_ops.py                      # CPU, 256 rows, V in 1k/8k/32k/50k
     python benchmarks/bench_ops.py --device cuda --rows 4096
+    python benchmarks/bench_ops.py --csv benchmarks/results   # the rows also into benchmarks/results/cpu-ops.csv
 """
 from __future__ import annotations
 
 import argparse
 import statistics
 import time
+from pathlib import Path
 from typing import Callable, Optional
 
+import results_csv  # (benchmarks/ is on sys.path when run as a script)
 import torch
 import torch.nn.functional as F
 
@@ -72,6 +75,8 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=3.0, help="logits = randn * scale (3: trained-like, 0.2: flat)")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: leave as is)")
+    ap.add_argument("--csv", type=Path, default=None, metavar="DIR",
+                    help="append the rows to DIR/cpu-ops.csv (benchmarks/results; CPU runs)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -81,6 +86,7 @@ def main() -> None:
           + f", rows {args.rows}, logits randn*{args.scale}, median of {args.reps}")
     print("| op | V | dtype | ours ms | baseline ms | ours / baseline | PyPI entmax / baseline |")
     print("|---|---|---|---|---|---|---|")
+    rows = []
     for dtype_name in args.dtypes:
         dtype = getattr(torch, dtype_name)
         for v in args.vocab:
@@ -100,6 +106,11 @@ def main() -> None:
                         ref = f"fails ({type(err).__name__})"
                 print(f"| {name} | {v} | {dtype_name} | {t_ours:.2f} | {base[kind]:.2f} | "
                       f"{t_ours / base[kind]:.2f}x | {ref} |", flush=True)
+                rows.append({"case": f"{args.rows}x{v} {dtype_name}", "op": name, "ours": f"{t_ours:.2f}",
+                             "baseline": f"{base[kind]:.2f}", "ratio": f"{t_ours / base[kind]:.2f}", "units": "ms",
+                             "pypi_ratio": ref.removesuffix("x"), "setup": f"{torch.get_num_threads()} torch threads"})
+    if args.csv:
+        results_csv.append(args.csv, "cpu-ops", rows, gpu=args.device == "cuda")
 
 
 if __name__ == "__main__":

@@ -36,7 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from paired_rounds import describe  # (benchmarks/ is on sys.path when run as a script)
+import results_csv  # (benchmarks/ is on sys.path when run as a script)
+from paired_rounds import describe, median_interval
 
 VARIANTS = {
     "softmax": {},
@@ -192,6 +193,25 @@ def in_process_rounds(trainers: dict[str, tuple], rounds: int, steps: int) -> di
     return rates
 
 
+def training_row(args: argparse.Namespace, name: str, rate: float, base: float | None, windows: int,
+                 runs: list, paired: list, check: str = "") -> dict:
+    """One variant's row of benchmarks/results/training.csv (the printed table's cells; check: what the
+    kernel check found)."""
+    mid, (lo, hi) = median_interval(paired) if paired else (None, (None, None))
+    mode = "in one process" if args.in_process else "onmt_train, kernels checked" if check else "onmt_train"
+    model = f"{'tiny' if args.tiny else f'{args.layers}-layer'} Transformer, {args.dtype if args.gpu else 'fp32'}"
+    return {"case": name, "ours": f"{rate:.0f}", "baseline": f"{base:.0f}" if base else "",
+            "ratio": f"{rate / base:.2f}" if base else "",
+            "data": args.data if args.data == "multi30k" else f"synthetic {args.vocab // 1000}k", "mode": mode,
+            "setup": f"{args.steps} steps, batch {args.batch_tokens} tokens, {model}"
+                     + (f", median of {args.rounds} rounds" if args.rounds > 1 else ""),
+            "median_ratio": f"{mid:.2f}" if mid is not None else "",
+            "median_low": f"{lo:.2f}" if lo is not None else "", "median_high": f"{hi:.2f}" if hi is not None else "",
+            "rounds": str(args.rounds) if args.in_process else "", "windows": "" if args.in_process else str(windows),
+            "steps": str(args.steps), "check": check, "runs": " ".join(f"{x:.0f}" for x, _ in runs),
+            "round_ratios": " ".join(f"{r:.2f}" for r in paired)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", choices=["synthetic", "multi30k"], default="synthetic")
@@ -210,6 +230,8 @@ def main() -> None:
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS), metavar="VARIANT")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    ap.add_argument("--csv", type=Path, default=None, metavar="DIR",
+                    help="append the table's rows to DIR/training.csv (benchmarks/results)")
     ap.add_argument("--in-process", action="store_true",
                     help="time training steps in this process instead of onmt_train runs: every variant "
                          "built as onmt_train builds it, --rounds rounds of --steps steps each, the variants "
@@ -263,6 +285,7 @@ def main() -> None:
           f"{'steps' if args.in_process else 'windows'} "
           "| runs (tok/s, vs softmax of the round) |")
     print("|---|---|---|---|---|---|")
+    rows = []
     for name, (rate, windows) in results.items():
         ratio = f"{rate / base:.2f}x" if base else "n/a"
         # paired: each run against the softmax run of its round (the machine's load drifts between rounds)
@@ -271,6 +294,12 @@ def main() -> None:
             if paired else ", ".join(f"{x:.0f}" for x, _ in runs[name])
         rounds = describe(paired)
         print(f"| {name} | {rate:.0f} | {ratio} | {rounds} | {windows} | {each} |")
+        check = "" if not args.check_kernels else \
+            f"{checked.get(name, 0)} short-row kernel calls agreed with the float64 reference" if not wrong.get(name) \
+            else f"{wrong[name]} of {checked.get(name, 0)} short-row kernel calls gave wrong rows"
+        rows.append(training_row(args, name, rate, base, windows, runs[name], paired, check))
+    if args.csv:
+        results_csv.append(args.csv, "training", rows, gpu=args.gpu)
     if args.check_kernels:
         print(f"\nkernel check (tokens/s above include the reference computations): calls checked per variant "
               f"{checked}, calls with wrong rows {wrong}; wrong programs in {args.check_kernels}")

@@ -37,7 +37,8 @@ import sys
 import time
 from pathlib import Path
 
-from paired_rounds import describe, median  # (benchmarks/ is on sys.path when run as a script)
+import results_csv  # (benchmarks/ is on sys.path when run as a script)
+from paired_rounds import describe, median, median_interval
 
 
 def last_checkpoint(folder: Path) -> Path:
@@ -158,6 +159,10 @@ def decoding_options(ap: argparse.ArgumentParser, lines: int, fixed_length: int)
     ap.add_argument("--fixed-length", type=int, default=fixed_length,
                     help="decode exactly N steps per sentence (-min_length N -max_length N): the time per "
                          "step, whatever length each model's hypotheses would have")
+    ap.add_argument("--csv", type=Path, default=None, metavar="DIR",
+                    help="append the table's rows to the family CSV in DIR (benchmarks/results)")
+    ap.add_argument("--data-label", default=None,
+                    help="the data column of those rows (default: the workdir's name)")
 
 
 def source_sample(args: argparse.Namespace, name: str) -> tuple[Path, list[str], list[Path]]:
@@ -192,8 +197,7 @@ def main() -> None:
         # one-sentence warm-up left them to the first timed round: 3.3-3.9 ms a sentence against
         # 1.4-1.9 after, H100), into Triton's cache on disk for the onmt_translate processes
         progress("warm-up", folder, timer(last_checkpoint(folder), src, folder / "warmup.out", args))
-    if args.check_kernels:
-        check_kernels(folders, src, args, timer)
+    identical = check_kernels(folders, src, args, timer) if args.check_kernels else {}
     runs: dict = {folder: [] for folder in folders}
     for r in range(args.repeat):  # rounds over the models, so a slow spell of the host hits all of them;
         for folder in folders[r % len(folders):] + folders[:r % len(folders)]:  # each round starts elsewhere
@@ -223,11 +227,26 @@ def main() -> None:
           f"| lines of {max_len}+ words "
           f"| runs (ms a sentence) |")
     print("|---|---|---|---|---|---|---|")
+    csv_rows = []
     for folder in folders:
         name, rate = folder.name, rows[folder.name]
         paired = describe(ratios.get(name, []))
         print(f"| {name} | {rate:.1f} | {f'{rate / base:.2f}x' if base else 'n/a'} | {paired} | {words[name]} | "
               f"{at_max[name]} | {' '.join(f'{ms:.3f}' for ms in runs[folder])} |")
+        mid, (lo, hi) = median_interval(ratios[name]) if ratios.get(name) else (None, (None, None))
+        csv_rows.append({
+            "case": name, "ours": f"{rate:.1f}", "baseline": f"{base:.1f}" if base else "",
+            "ratio": f"{rate / base:.2f}" if base else "", "data": args.data_label or args.workdir.name,
+            "mode": "in one process" if args.in_process else "onmt_translate -report_time",
+            "setup": f"beam {args.beam}, batch {args.batch}, {len(lines)} lines, {mode}, "
+                     f"{'median' if args.median else 'fastest'} of {args.repeat}",
+            "median_ratio": f"{mid:.2f}" if mid is not None else "",
+            "median_low": f"{lo:.2f}" if lo is not None else "", "median_high": f"{hi:.2f}" if hi is not None else "",
+            "output_words": str(words[name]), "long_lines": str(at_max[name]),
+            "identical_lines": identical.get(name, ""), "runs_ms": " ".join(f"{ms:.3f}" for ms in runs[folder]),
+            "whole_runs_s": " ".join(f"{t:.2f}" for t in RUN_S.get(folder, []))})
+    if args.csv:
+        results_csv.append(args.csv, "decoding", csv_rows, gpu=args.gpu)
     if RUN_S:
         print("\nwhole onmt_translate runs, model loading included (every run of the model, warm-up first)")
         print("| variant | runs (s) |\n|---|---|")
@@ -235,11 +254,12 @@ def main() -> None:
             print(f"| {folder.name} | {' '.join(f'{t:.2f}' for t in RUN_S.get(folder, []))} |")
 
 
-def check_kernels(folders: list, src: Path, args: argparse.Namespace, timer) -> None:
+def check_kernels(folders: list, src: Path, args: argparse.Namespace, timer) -> dict[str, str]:
     """Each model translated with the kernels and with the torch reference of the ops in
     ``args.check_kernels`` (ONMT_ENTMAX_NO_TRITON, read at each call and by each onmt_translate
-    process): how many output lines are identical."""
+    process): how many output lines are identical ("identical/all" by model)."""
     saved = os.environ.get("ONMT_ENTMAX_NO_TRITON")
+    identical = {}
     print(f"\n| variant | output lines identical: kernels vs ONMT_ENTMAX_NO_TRITON={args.check_kernels} |")
     print("|---|---|")
     for folder in folders:
@@ -254,7 +274,9 @@ def check_kernels(folders: list, src: Path, args: argparse.Namespace, timer) -> 
                 os.environ["ONMT_ENTMAX_NO_TRITON"] = saved
         timer(model, src, folder / "kernels.out", args)
         ref, ours = ((folder / name).read_text().splitlines() for name in ("reference.out", "kernels.out"))
-        print(f"| {folder.name} | {sum(a == b for a, b in zip(ref, ours))}/{len(ref)} |", flush=True)
+        identical[folder.name] = f"{sum(a == b for a, b in zip(ref, ours))}/{len(ref)}"
+        print(f"| {folder.name} | {identical[folder.name]} |", flush=True)
+    return identical
 
 
 if __name__ == "__main__":

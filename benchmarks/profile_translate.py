@@ -17,6 +17,7 @@ import argparse
 from pathlib import Path
 
 # (benchmarks/ is on sys.path when run as a script)
+import results_csv
 from bench_translate import InProcess, decoding_options, last_checkpoint, source_sample
 
 # host calls that start a kernel: the runtime API (torch) and the driver API (Triton's launcher)
@@ -75,6 +76,13 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for name, (n, aten, launches, gpu_ms, _) in rows.items():
         print(f"| {name} | {n} | {aten:.1f} | {launches:.1f} | {gpu_ms:.3f} |")
+    if args.csv:
+        setup = f"{args.lines} lines, beam {args.beam}, batch {args.batch}, {args.fixed_length} steps a sentence, " \
+                f"{'GPU' if args.gpu else 'CPU'}"
+        results_csv.append(args.csv, "decoding-steps", [
+            {"case": name, "ours": f"{gpu_ms:.3f}", "data": args.data_label or args.workdir.name, "setup": setup,
+             "beam_steps": str(n), "aten_ops": f"{aten:.1f}", "launches": f"{launches:.1f}"}
+            for name, (n, aten, launches, gpu_ms, _) in rows.items()], gpu=args.gpu)
     for name, (*_, top) in rows.items() if args.gpu else ():
         print(f"\n{name}: heaviest kernels, ms a step (calls a step)")
         for ms, calls, key in top:

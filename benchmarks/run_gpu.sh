@@ -12,11 +12,14 @@
 # synthetic 32k vocabulary; four variants each, ~1 min a variant on an H200). Each part stands
 # alone: a part that decodes trains its own models first. DECODE_ROUNDS=N (default 120) sets the
 # in-process decoding rounds (fewer fit a time-limited machine; the interval printed widens);
-# COMMIT=HASH names the commit where the copy has no .git.
+# COMMIT=HASH names the commit where the copy has no .git. Each benchmark also appends its rows to the
+# family CSVs in CSV=DIR (default benchmarks/results; on a lent machine a folder under OUTDIR), which
+# `python3 benchmarks/report.py --results DIR --into docs/benchmarks.md` renders.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bash benchmarks/run_gpu.sh OUTDIR [MULTI30K_DIR]}
 m30k=${2:-../shared/data/multi30k}
+csv=${CSV:-benchmarks/results}
 parts=" ${PARTS:-tests check kernels train-inproc multi30k 32k} "
 for p in $parts; do
     case $p in tests|check|kernels|train-inproc|multi30k|32k) ;;
@@ -57,17 +60,18 @@ shown() {
     done
     echo "${words[*]}" > "$out/$file.cmd"
 }
-# record FILE CMD...: run CMD, its output to OUTDIR/FILE, its command beside it
-record() { local file=$1; shift; shown "$file" "$@"; "$@" > "$out/$file"; }
+# record FILE CMD...: run CMD, its output to OUTDIR/FILE, its command beside it (and in its CSV rows)
+record() { local file=$1; shift; shown "$file" "$@"; BENCH_COMMAND="$(cat "$out/$file.cmd")" "$@" > "$out/$file"; }
 
 # decoding in one process, 30 steps a sentence, each run (one 64-sentence batch) paired with softmax's of
 # the same round, 120 rounds by default (onmt_translate process runs move by tens of percent); then where the beam
 # steps go: kernel launches and GPU kernel time a step, the heaviest kernels
-decode_in_process() {  # decode_in_process NAME WORKDIR SOURCE
+decode_in_process() {  # decode_in_process NAME WORKDIR SOURCE DATA_LABEL
     record "translate-inproc-$1.md" python3 benchmarks/bench_translate.py --workdir "$2" --src "$3" --gpu --beam 5 \
-        --lines 64 --fixed-length 30 --in-process --repeat "${DECODE_ROUNDS:-120}" --median
+        --lines 64 --fixed-length 30 --in-process --repeat "${DECODE_ROUNDS:-120}" --median --csv "$csv" \
+        --data-label "$4"
     record "profile-translate-$1.md" python3 benchmarks/profile_translate.py --workdir "$2" --src "$3" --gpu \
-        --fixed-length 30
+        --fixed-length 30 --csv "$csv" --data-label "$4"
 }
 
 if part tests; then
@@ -83,32 +87,36 @@ if part check; then
     # float64 reference (exit status 1 on a wrong row)
     record check.md python3 benchmarks/bench_train.py --gpu --data multi30k --multi30k-dir "$m30k" \
         --workdir "$out/check" --steps 100 --variants "entmax15 (output + all attention)" "learned alpha (all attention)" \
-        --check-kernels "$out/check/wrong"
+        --check-kernels "$out/check/wrong" --csv "$csv"
 fi
 if part kernels; then
     # VARIANTS=1: also the launch-shape sweeps (each short-row shape next to its correctness check)
-    record kernels.md python3 benchmarks/bench_kernels.py ${VARIANTS:+--variants} --json "$out/kernels.json"
-    record attention-train.md python3 benchmarks/bench_attention.py --train --rows 128 --keys 32 --reps 200 --rounds 3
+    record kernels.md python3 benchmarks/bench_kernels.py ${VARIANTS:+--variants} --json "$out/kernels.json" \
+        --csv "$csv"
+    record attention-train.md python3 benchmarks/bench_attention.py --train --rows 128 --keys 32 --reps 200 --rounds 3 \
+        --csv "$csv"
 fi
 if part train-inproc; then
     # training steps in one process, the variants in turn (onmt_train runs move by 20-30% run to run)
     record train-inproc-multi30k.md python3 benchmarks/bench_train.py --gpu --data multi30k --multi30k-dir "$m30k" \
-        --workdir "$out/inproc-multi30k" --in-process --steps 20 --rounds 12 --json "$out/train-inproc-multi30k.json"
+        --workdir "$out/inproc-multi30k" --in-process --steps 20 --rounds 12 --json "$out/train-inproc-multi30k.json" \
+        --csv "$csv"
     record train-inproc-32k.md python3 benchmarks/bench_train.py --gpu --data synthetic --vocab 32000 \
-        --workdir "$out/inproc-32k" --in-process --steps 20 --rounds 12 --json "$out/train-inproc-32k.json"
+        --workdir "$out/inproc-32k" --in-process --steps 20 --rounds 12 --json "$out/train-inproc-32k.json" --csv "$csv"
 fi
 if part multi30k; then
     record train-multi30k.md python3 benchmarks/bench_train.py --gpu --data multi30k --multi30k-dir "$m30k" \
-        --workdir "$out/train-multi30k" --json "$out/train-multi30k.json"
+        --workdir "$out/train-multi30k" --json "$out/train-multi30k.json" --csv "$csv"
     record translate-multi30k.md python3 benchmarks/bench_translate.py --workdir "$out/train-multi30k" --gpu --beam 5 \
-        --lines 1000 --check-kernels log_probs,alpha_relu_log,beam_topk
-    decode_in_process multi30k "$out/train-multi30k" "$out/train-multi30k/train.de"
+        --lines 1000 --check-kernels log_probs,alpha_relu_log,beam_topk --csv "$csv" --data-label multi30k
+    decode_in_process multi30k "$out/train-multi30k" "$out/train-multi30k/train.de" multi30k
 fi
 if part 32k; then
     record train-32k.md python3 benchmarks/bench_train.py --gpu --data synthetic --vocab 32000 --workdir "$out/train-32k" \
-        --json "$out/train-32k.json"
-    record translate-32k.md python3 benchmarks/bench_translate.py --workdir "$out/train-32k" --gpu --beam 5 --lines 1000
-    decode_in_process 32k "$out/train-32k" "$out/train-32k/train.src"
+        --json "$out/train-32k.json" --csv "$csv"
+    record translate-32k.md python3 benchmarks/bench_translate.py --workdir "$out/train-32k" --gpu --beam 5 --lines 1000 \
+        --csv "$csv" --data-label "synthetic 32k"
+    decode_in_process 32k "$out/train-32k" "$out/train-32k/train.src" "synthetic 32k"
 fi
 python3 benchmarks/report.py "$out" > "$out/benchmarks.md"
 cat "$out/benchmarks.md"

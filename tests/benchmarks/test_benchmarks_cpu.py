@@ -5,6 +5,8 @@ inside the package can break them unseen until the next GPU session: `bench_atte
 did when `fused_attention.fusable` changed what it returns. Here they run on tiny CPU models;
 their numbers mean nothing, their tables must be whole.
 """
+import csv
+import importlib.util
 import re
 import subprocess
 import sys
@@ -13,6 +15,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("bench_report", ROOT / "benchmarks" / "report.py")
+report = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(report)
 VARIANTS = ("softmax", "entmax15_output_all_attention_", "learned_alpha_all_attention_", "1_5_ReLU_output")
 # A hang guard only: no verdict here depends on the machine's speed, and a busy 2-core machine runs these
 # tiny scripts many times slower than an idle one.
@@ -36,6 +41,19 @@ def _table(out: str) -> dict:
     return {cells[0].strip(): [c.strip() for c in cells[1:]] for cells in rows}
 
 
+def _csv(folder: Path, family: str) -> tuple[dict, list]:
+    """(the rows --csv wrote to FOLDER/FAMILY.csv, by case; report.py's table of them, each row's cells):
+    the file has the columns of the repository's CSV of that family, so report.py renders both alike."""
+    with open(folder / f"{family}.csv", newline="", encoding="utf-8") as f, \
+            open(report.RESULTS / f"{family}.csv", newline="", encoding="utf-8") as g:
+        reader = csv.DictReader(f)
+        assert reader.fieldnames == next(csv.reader(g))
+        rows = {r["case"]: r for r in reader}
+    text = report.family_table(family, folder / f"{family}.csv")
+    return rows, [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()
+                  if line.startswith("| ") and "---" not in line]
+
+
 @pytest.fixture(scope="module")
 def tiny_models(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("bench")
@@ -52,13 +70,20 @@ def test_bench_host_ops_times_every_decoding_call_and_the_loss_call():
         assert int(ops) > 0 and float(us) > 0, name
 
 
-def test_bench_translate_decodes_every_tiny_model_in_process_against_softmax(tiny_models):
+def test_bench_translate_decodes_every_tiny_model_in_process_against_softmax(tiny_models, tmp_path):
     rows = _table(_run("benchmarks/bench_translate.py", "--workdir", str(tiny_models), "--lines", "8",
-                       "--in-process", "--repeat", "2", "--median"))
+                       "--in-process", "--repeat", "2", "--median", "--csv", str(tmp_path),
+                       "--data-label", "tiny"))
     for variant in VARIANTS:
         speed, ratio = rows[variant][:2]
         assert float(speed) > 0 and ratio.endswith("x"), variant
     assert rows["softmax"][1] == "1.00x"
+    # --csv: the same numbers as decoding.csv rows, which report.py renders
+    written, rendered = _csv(tmp_path, "decoding")
+    for variant in VARIANTS:
+        assert written[variant]["mode"] == "in one process" and written[variant]["runs_ms"] == rows[variant][-1]
+        assert ["tiny", variant, rows[variant][0], rows["softmax"][0], rows[variant][1], rows[variant][2]] in \
+            [r[:6] for r in rendered], variant
 
 
 def test_bench_translate_process_runs_report_translation_time_and_whole_runs(tiny_models):
@@ -79,22 +104,32 @@ def test_bench_translate_process_runs_report_translation_time_and_whole_runs(tin
         assert len(runs) == 2 and min(runs) > 0, variant
 
 
-def test_profile_translate_counts_each_models_beam_steps(tiny_models):
-    rows = _table(_run("benchmarks/profile_translate.py", "--workdir", str(tiny_models), "--lines", "8"))
+def test_profile_translate_counts_each_models_beam_steps(tiny_models, tmp_path):
+    rows = _table(_run("benchmarks/profile_translate.py", "--workdir", str(tiny_models), "--lines", "8",
+                       "--csv", str(tmp_path)))
     for variant in VARIANTS:
         steps, aten_ops = rows[variant][:2]
         assert int(steps) > 0 and float(aten_ops) > 0, variant
+    _, rendered = _csv(tmp_path, "decoding-steps")
+    assert sorted(r[1:] for r in rendered[1:]) == sorted([v, *rows[v]] for v in VARIANTS)  # data: the workdir's name
 
 
 def test_bench_train_in_process_rounds_give_each_variant_its_paired_interval(tmp_path):
     """Six rounds (the fewest with a 95% interval) of one step, after one warm-up step on each of two batches."""
     rows = _table(_run("benchmarks/bench_train.py", "--tiny", "--workdir", str(tmp_path), "--steps", "1",
-                       "--rounds", "6", "--in-process", "--in-process-batches", "2"))
+                       "--rounds", "6", "--in-process", "--in-process-batches", "2", "--csv", str(tmp_path / "csv")))
     for variant in ("softmax", "entmax15 (output + all attention)", "learned alpha (all attention)",
                     "1.5-ReLU output"):
         rate, _, paired = rows[variant][:3]
         assert float(rate) > 0 and paired.endswith(")") and "x (" in paired, variant
     assert rows["softmax"][2] == "1.00x (1.00-1.00)"
+    # --csv: training.csv rows with the printed numbers, rendered by report.py as printed
+    written, rendered = _csv(tmp_path / "csv", "training")
+    for variant, (rate, vs, paired, *_) in rows.items():
+        if variant in written:
+            assert written[variant]["mode"] == "in one process" and written[variant]["rounds"] == "6"
+            assert ["synthetic 0k", variant, rate, rows["softmax"][0], vs, paired] in [r[:6] for r in rendered]
+    assert len(written) == 4
 
 
 def test_profile_train_gives_each_config_its_step_costs_and_python_profile(tiny_models):
