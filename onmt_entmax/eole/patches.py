@@ -17,9 +17,12 @@ from onmt_entmax.training.host import backward_on_calling_thread
 from onmt_entmax.training.resume_state import wrap_load_state_dict, wrap_state_dict
 from onmt_entmax.training.signals import stop_between_steps, stop_on_signal
 
-from . import (adam_fused, attention, building, cuda_graphs, decoding, ensemble, files, loading, lr_halving, options,
-               saving, training, upstream_noise, validation)
+from . import files, options, upstream_noise, validation
+from .decoding import beam, ensemble, translator
 from .errors import install_one_line_hook
+from .model import attention, building, loading
+from .training import (adam_fused, cuda_graphs, data_order, loss, lr_halving, reporting, resume_state, saving,
+                       valid_batches)
 
 MHA = "eole.modules.multi_headed_attn"
 
@@ -78,15 +81,15 @@ PATCHES: list[Patch] = [
     Patch("atomic_torch_save", "the saver's torch.save writes a temporary file and renames it (a full disk says so)",
           apply=saving.install_atomic_torch_save),
     Patch("loss_criterion", "Fenchel-Young criterion of the model's generator (upstream sparsemax crashes)",
-          "eole.utils.loss:LossCompute.from_config", training.wrap_from_config),
+          "eole.utils.loss:LossCompute.from_config", loss.wrap_from_config),
     Patch("shuffle_each_pass_seed", "a training data iterator of a run with shuffle_each_pass carries the run's seed",
-          "eole.inputters.dynamic_iterator:DynamicDatasetIter.from_config", training.wrap_dataset_from_config),
+          "eole.inputters.dynamic_iterator:DynamicDatasetIter.from_config", data_order.wrap_dataset_from_config),
     Patch("shuffle_each_pass", "with it, every pass over a training corpus is read in a new random order",
           "eole.inputters.dynamic_iterator:DynamicDatasetIter._init_datasets",
           lambda up: wrap_init_datasets(up, "eole")),
     Patch("early_stopping_resume", "a resumed run's early stopper continues the checkpoint's best scores and "
           "patience", "eole.trainer:build_trainer",
-          lambda up: early_stopping.wrap_build_trainer(up, training.eole_logger),
+          lambda up: early_stopping.wrap_build_trainer(up, loss.eole_logger),
           aliases=("eole.train_single:build_trainer",)),
     Patch("rnn_cuda_graphs_trainer", "training.rnn_cuda_graphs: the model's input-feed RNN decoder gets its graphs",
           "eole.trainer:build_trainer", cuda_graphs.wrap_build_trainer),
@@ -95,7 +98,7 @@ PATCHES: list[Patch] = [
           lambda up: graphed_loop(up, "src_pad_mask")),
     Patch("valid_batches_once", "the validation corpus is read and batched once, its batches replayed at every "
           "later validation", "eole.inputters.dynamic_iterator:build_dynamic_dataset_iter",
-          training.wrap_build_dynamic_dataset_iter, aliases=("eole.train_single:build_dynamic_dataset_iter",)),
+          valid_batches.wrap_build_dynamic_dataset_iter, aliases=("eole.train_single:build_dynamic_dataset_iter",)),
     Patch("valid_lr_halving_flag", "training.valid_lr_halving: the optimizer remembers whether to halve, and has "
           "no step decay then", "eole.utils.optimizers:Optimizer.from_config", lr_halving.wrap_from_config),
     Patch("adam_fused", "training.adam_fused: Adam fused, also after a train_from state is loaded",
@@ -106,7 +109,7 @@ PATCHES: list[Patch] = [
           "state are saved with the optimizer (optimizer.pt)",
           "eole.utils.optimizers:Optimizer.state_dict", wrap_state_dict),
     Patch("resume_state_counters", "a state without step counters (reset_optim keep_states) loads instead of "
-          "a KeyError", "eole.utils.optimizers:Optimizer.load_state_dict", training.wrap_load_counters),
+          "a KeyError", "eole.utils.optimizers:Optimizer.load_state_dict", resume_state.wrap_load_counters),
     Patch("resume_state_load", "train_from resumes at the halved learning rate and keeps that state",
           "eole.utils.optimizers:Optimizer.load_state_dict", wrap_load_state_dict),
     Patch("optimizer_state_finite", "train_from: a saved optimizer state with a NaN or inf is refused before "
@@ -114,20 +117,20 @@ PATCHES: list[Patch] = [
           "eole.utils.optimizers:Optimizer.load_state_dict",
           lambda up: optimizer_state.wrap_load_state_dict(up, ConfigError)),
     Patch("loss_forward", "resolve generator_tau auto on the first batch; attended source tokens",
-          "eole.utils.loss:LossCompute.forward", training.wrap_forward),
+          "eole.utils.loss:LossCompute.forward", loss.wrap_forward),
     Patch("loss_stats", "name the loss; nonzero output probabilities per token",
-          "eole.utils.loss:LossCompute._stats", training.wrap_stats),
+          "eole.utils.loss:LossCompute._stats", loss.wrap_stats),
     Patch("stats_update", "accumulate the sparsity sums across batches and GPUs",
-          "eole.utils.statistics:Statistics.update", training.wrap_update),
+          "eole.utils.statistics:Statistics.update", reporting.wrap_update),
     Patch("stats_output", "the FY loss by its name instead of ppl / xent; sparsity; learned alphas",
-          "eole.utils.statistics:Statistics.output", training.wrap_output),
+          "eole.utils.statistics:Statistics.output", reporting.wrap_output),
     Patch("report_step", "no 'perplexity' lines for a FY loss",
-          "eole.utils.report_manager:StdoutReportMgr._report_step", training.wrap_report_step),
+          "eole.utils.report_manager:StdoutReportMgr._report_step", reporting.wrap_report_step),
     Patch("predict_generator", "decoding sees which generator is running",
           "eole.predict.inference:Inference._decode_and_generate", wrap_decode_and_generate),
     Patch("predict_log_probs", "log of the model's own probabilities (-inf for zeros) instead of log_softmax",
           "eole.predict.inference:log_softmax", make_log_softmax),
-    *(Patch(name, why, target, wrapper) for name, why, target, wrapper in decoding.BEAM_ROWS),
+    *(Patch(name, why, target, wrapper) for name, why, target, wrapper in beam.ROWS),
     Patch("ensemble_members", "an ensemble's members share their vocabularies; with a sparse member (or "
           "avg_raw_probs) its generator averages raw probabilities",
           "eole.decoders.ensemble:EnsembleModel.for_inference", ensemble.wrap_for_inference),
@@ -142,16 +145,16 @@ PATCHES: list[Patch] = [
           "eole.decoders.ensemble:EnsembleGenerator.forward", ensemble.wrap_generator_forward),
     Patch("predict_options", "decoding options checked against the model (-src lines and -max_length within "
           "its position table); kernels' set-up at model load",
-          "eole.predict.inference:Inference.__init__", decoding.wrap_inference_init),
+          "eole.predict.inference:Inference.__init__", translator.wrap_inference_init),
     Patch("predict_records", "certificate tracker per beam; per-sentence records and analyses",
           "eole.predict.translator:Translator._predict_batch_with_strategy",
-          decoding.wrap_predict_batch_with_strategy),
+          translator.wrap_predict_batch_with_strategy),
     Patch("predict_report", "records in input order, JSON lines, heatmap and summary per file",
-          "eole.predict.inference:Inference._predict", decoding.wrap_predict),
+          "eole.predict.inference:Inference._predict", translator.wrap_predict),
     Patch("predict_empty_support", "a sentence without any nonzero-probability hypothesis gets a placeholder",
-          "eole.predict.inference:Inference.report_results", decoding.wrap_report_results),
+          "eole.predict.inference:Inference.report_results", translator.wrap_report_results),
     Patch("predict_n_best", "fewer than n_best hypotheses when fewer have nonzero probability",
-          "eole.predict.prediction:PredictionBuilder.from_batch", decoding.from_batch),
+          "eole.predict.prediction:PredictionBuilder.from_batch", translator.from_batch),
 ]
 
 _SET = PatchSet(PATCHES)

@@ -21,10 +21,10 @@ from onmt_entmax.options.decoding import DecodingConfig
 from onmt_entmax.options.model import (check_applicable, check_label_smoothing, check_search_sizes,
                                        generator_transformation, model_option_names, validate_entmax_opts)
 
-from . import adam_fused, cuda_graphs, lr_halving
 from .files import check_predict_files, check_train_files
 from .options import family
-from .training import eole_logger
+from .training import adam_fused, cuda_graphs, lr_halving
+from .training.loss import eole_logger
 
 
 # --- cross-option checks ----------------------------------------------------------------------------

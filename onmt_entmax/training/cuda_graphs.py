@@ -10,7 +10,7 @@ sees. Dropout inside a graph draws new numbers at every replay (the CUDA generat
 not the numbers an eager step would draw. This module imports neither toolkit: ``DecoderGraphs``
 drives OpenNMT-py's and Eole's ``InputFeedRNNDecoder`` loops through what they share (the ``state``
 dict, a loop over per-step lists) and the differences each adapter passes in
-(``onmt_entmax/onmt/training/cuda_graphs.py``, ``onmt_entmax/eole/cuda_graphs.py``).
+(``onmt_entmax/onmt/training/cuda_graphs.py``, ``onmt_entmax/eole/training/cuda_graphs.py``).
 """
 from __future__ import annotations
 

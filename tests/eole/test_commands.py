@@ -94,7 +94,7 @@ def test_the_scorer_steps_the_decoder_as_the_teacher_forced_pass_scores_and_exac
     from eole.config.run import PredictConfig
     from eole.predict import build_predictor
     from onmt_entmax.decoding import exact_search
-    from onmt_entmax.eole.decoding import EoleScorer
+    from onmt_entmax.eole.decoding.scorer import EoleScorer
 
     model, _, _ = trained(example)
     predictor = build_predictor(PredictConfig(model_path=[str(model)], src=str(DATA / "src-dev.txt")), -1)
@@ -126,7 +126,7 @@ def _scorers(model_dir):
     """sentence -> EoleScorer of one model alone (its own predictor), and the target vocabulary."""
     from eole.config.run import PredictConfig
     from eole.predict import build_predictor
-    from onmt_entmax.eole.decoding import EoleScorer
+    from onmt_entmax.eole.decoding.scorer import EoleScorer
 
     predictor = build_predictor(PredictConfig(model_path=[str(model_dir)], src=str(DATA / "src-dev.txt")), -1)
     voc = predictor.vocabs["src"]

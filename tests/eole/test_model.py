@@ -9,7 +9,7 @@ from eole.modules import multi_headed_attn
 from eole.modules.global_attention import GlobalAttention
 from eole.utils.loss import LossCompute
 from onmt_entmax import ops
-from onmt_entmax.eole import attention
+from onmt_entmax.eole.model import attention
 from onmt_entmax.eole.validation import flat_options
 from onmt_entmax.modules import EntmaxGenerator, TransformationLoss
 from onmt_entmax.modules.models import learned_alphas

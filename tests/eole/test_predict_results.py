@@ -10,7 +10,7 @@ from torch import nn
 from eole.inputters.inputter import dict_to_vocabs
 from eole.predict.inference import Inference
 from eole.predict.prediction import PredictionBuilder
-from onmt_entmax.eole.decoding import decoding_config
+from onmt_entmax.eole.decoding.translator import decoding_config
 from onmt_entmax.errors import ConfigError
 from onmt_entmax.modules import EntmaxGenerator
 from onmt_entmax.registry import get_transformation

@@ -9,7 +9,7 @@ import yaml
 from eole_testkit import run_eole, sample_vocabs, small_config
 from eole.utils.optimizers import Optimizer
 from eole.utils.statistics import Statistics
-from onmt_entmax.eole import lr_halving
+from onmt_entmax.eole.training import lr_halving
 from onmt_entmax.errors import ConfigError
 
 

@@ -45,7 +45,7 @@ def check_model_config_file(folder: str, required: bool = True) -> None:
     from eole.config.training import TrainingConfig
     from pydantic import ValidationError
 
-    from .validation import describe
+    from ..validation import describe
 
     path = os.path.join(folder, "config.json")
     if not required and not os.path.isfile(path):

@@ -1,4 +1,4 @@
-"""training.rnn_cuda_graphs in Eole (onmt_entmax/eole/cuda_graphs.py): a batch padded to its graph's shape
+"""training.rnn_cuda_graphs in Eole (onmt_entmax/eole/training/cuda_graphs.py): a batch padded to its graph's shape
 gives the eager loop's outputs, attention and gradients (checked on the CPU with the padded loop run
 eagerly, and on a GPU with the captured graphs); what the graphs cannot replay is refused by name."""
 import copy
@@ -10,7 +10,7 @@ import yaml
 
 from eole_testkit import RNN, build, sample_vocabs, small_config
 from eole.config.run import TrainConfig
-from onmt_entmax.eole import cuda_graphs
+from onmt_entmax.eole.training import cuda_graphs
 from onmt_entmax.errors import ConfigError
 from onmt_entmax.training import cuda_graphs as graphs_core
 

@@ -22,7 +22,7 @@ from onmt_entmax.options.model import attention_spec, generator_transformation
 from onmt_entmax.registry import get_transformation
 
 from .attention import NORMALIZER, RNN_NORMALIZER
-from .validation import check_model_config, flat_options
+from ..validation import check_model_config, flat_options
 
 
 def attention_kind(module) -> str:

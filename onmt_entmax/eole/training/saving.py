@@ -27,7 +27,7 @@ class AtomicSaveTorch(types.ModuleType):
     """``torch`` as Eole's model saver sees it: ``save`` to a path is ``atomic_save``."""
 
     def __init__(self) -> None:
-        super().__init__("torch", "torch, with an atomic torch.save (onmt_entmax.eole.saving)")
+        super().__init__("torch", "torch, with an atomic torch.save (onmt_entmax.eole.training.saving)")
 
     def __getattr__(self, name: str):
         return getattr(torch, name)

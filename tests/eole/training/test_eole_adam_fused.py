@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from eole.utils.optimizers import Optimizer
-from onmt_entmax.eole import adam_fused
+from onmt_entmax.eole.training import adam_fused
 from onmt_entmax.errors import ConfigError
 
 

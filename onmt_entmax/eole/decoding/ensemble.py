@@ -23,7 +23,7 @@ from onmt_entmax.decoding import check_same_vocab
 from onmt_entmax.decoding.ensemble import average_raw_probs, averaging_forward
 from onmt_entmax.errors import ConfigError
 
-from .loading import check_model_folder
+from ..model.loading import check_model_folder
 
 
 def wrap_generator_forward(upstream: Callable) -> Callable:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from onmt_entmax.errors import ConfigError
 from onmt_entmax.training import lr_halving as rule
 
-from .training import eole_logger
+from .loss import eole_logger
 
 
 def check(config) -> None:

@@ -1,0 +1,1 @@
+"""``eole predict`` hooks: beam search, analyses and records, ensembles, teacher-forced scoring."""

@@ -1,0 +1,1 @@
+"""Model hooks in Eole: building our output layer and attention, loading model folders."""

@@ -1,0 +1,1 @@
+"""Training hooks in Eole: the loss, reports, data order, the training options' checks and hooks."""
