@@ -3,7 +3,7 @@
 A refusal names the option, file or tensor at fault. Bad input is a ``ValueError`` (library callers catch
 it like any other bad argument), a state a run cannot go on from a ``RuntimeError``, a toolkit outside the
 tested range an ``ImportError``. When one ends a command, the adapter's excepthook prints it as one line
-and the process exits with status 1 (``onmt_entmax.onmt.refusals``, ``onmt_entmax.eole.errors``): the
+and the process exits with status 1 (``onmt_entmax.onmt.errors``, ``onmt_entmax.eole.errors``): the
 OpenNMT-py hook prints ``EntmaxOptionError`` and ``CheckpointError`` and whatever carries
 ``onmt_entmax_refusal``; the Eole hook prints the ``OneLine`` errors. ``onmt_entmax_refusal`` also tells
 the start-up hook (``onmt_entmax.autoload``) that the message says it all.

@@ -157,7 +157,7 @@ def wrap_average_main(upstream):
     """``onmt.bin.average_models.main``: ``-output`` must not be one of ``-models`` (checked first)."""
 
     def main(*args, **kwargs):
-        from .file_checks import check_outputs
+        from .files import check_outputs
 
         parser = argparse.ArgumentParser(add_help=False)
         parser.add_argument("-models", "-m", nargs="+")

@@ -21,7 +21,7 @@ from onmt_entmax.training.host import backward_on_calling_thread
 from onmt_entmax.training.resume_state import wrap_load_state_dict, wrap_state_dict
 from onmt_entmax.training.signals import stop_between_steps, stop_on_signal
 
-from . import checkpoint, file_checks, options, refusals, upstream_noise, validation
+from . import checkpoint, errors, files, options, upstream_noise, validation
 from .decoding import beam
 from .model import building, fused_attention, loading, rnn_attention
 from .training import adam_fused, cuda_graphs, data_order, fork_settings, loss, lr_halving, reporting, valid_batches
@@ -50,15 +50,15 @@ PATCHES: list[Patch] = [
           "onmt.utils.parse:ArgumentParser.validate_train_opts",
           lambda up: validation.wrap_validate_train_opts(up, lr_halving.check_train_opts, cuda_graphs.check_train_opts,
                                                          fork_settings.check_train_opts, adam_fused.check_train_opts,
-                                                         file_checks.check_save_model)),
+                                                         files.check_save_model)),
     Patch("corpus_files", "onmt_train, onmt_build_vocab: a missing corpus file named in one line, not a traceback; "
           "onmt_build_vocab's vocabularies never a corpus file",
-          "onmt.utils.parse:DataOptsCheckerMixin.validate_prepare_opts", file_checks.wrap_validate_prepare_opts),
+          "onmt.utils.parse:DataOptsCheckerMixin.validate_prepare_opts", files.wrap_validate_prepare_opts),
     Patch("train_log_file", "onmt_train: -log_file never a file it reads (before upstream opens it)",
-          "onmt.bin.train:train", file_checks.wrap_train),
+          "onmt.bin.train:train", files.wrap_train),
     Patch("one_run_per_save_model", "onmt_train: -save_model never holds another run's checkpoints (unless "
           "-train_from resumes it), checked before the first step", "onmt.models.model_saver:build_model_saver",
-          file_checks.wrap_build_model_saver,
+          files.wrap_build_model_saver,
           aliases=("onmt.models:build_model_saver", "onmt.train_single:build_model_saver")),
     Patch("train_from_options", "-train_from: name the given model options the checkpoint's replace",
           "onmt.train_single:_get_model_opts", validation.wrap_get_model_opts),
@@ -99,7 +99,7 @@ PATCHES: list[Patch] = [
           "onmt.utils.parse:ArgumentParser.validate_translate_opts", validation.wrap_validate_translate_opts),
     Patch("translate_files", "onmt_translate's outputs writable and never an input, -src without blank lines, "
           "-tgt line for line (before the model loads)",
-          "onmt.utils.parse:ArgumentParser.validate_translate_opts", file_checks.wrap_validate_translate_opts),
+          "onmt.utils.parse:ArgumentParser.validate_translate_opts", files.wrap_validate_translate_opts),
     Patch("load_test_model", "translate-time overrides; refuse an alpha_relu model without tau, and -src lines "
           "or a -max_length beyond the model's position table",
           "onmt.model_builder:load_test_model", loading.wrap_load_test_model),
@@ -167,7 +167,7 @@ PATCHES: list[Patch] = [
     Patch("average_output", "onmt_average_models refuses an -output that is one of its -models",
           "onmt.bin.average_models:main", checkpoint.wrap_average_main),
     Patch("one_line_refusals", "a refusal (ValueError subclass) ending a command prints one line, no traceback",
-          apply=refusals.install_excepthook),
+          apply=errors.install_excepthook),
     Patch("decoding_options", "the sparse-decoding options (certificate, analyses, report), translate only",
           "onmt.opts:translate_opts", lambda up: _decoding("translator")._translate_opts(up),
           aliases=("onmt.bin.translate:translate_opts",)),

@@ -12,7 +12,7 @@ from test_command import full_device_error, needs_dev_full  # noqa: E402
 
 def _hook(monkeypatch):
     """The excepthook ``install_excepthook`` chains in front of ``seen`` (the interpreter's)."""
-    from onmt_entmax.onmt.refusals import install_excepthook
+    from onmt_entmax.onmt.errors import install_excepthook
 
     seen = []
     monkeypatch.setattr(sys, "excepthook", lambda *exc: seen.append(exc))

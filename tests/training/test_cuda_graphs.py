@@ -41,7 +41,7 @@ def test_graphs_run_only_in_training_with_gradients_on_a_gpu_from_a_plain_lstm_s
 
 
 def test_a_failed_capture_ends_training_with_one_line_naming_the_option_and_its_first_error(monkeypatch):
-    from onmt_entmax.onmt.refusals import is_refusal, one_line
+    from onmt_entmax.onmt.errors import is_refusal, one_line
 
     def capture(*args, **kwargs):
         try:

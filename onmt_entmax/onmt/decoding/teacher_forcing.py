@@ -32,7 +32,7 @@ from onmt_entmax.analysis.head_diversity import HeadDiversity, plot_head_diversi
 from onmt_entmax.errors import EntmaxOptionError, NoAttention
 from onmt_entmax.options.files import blank_lines
 
-from ..file_checks import check_out_dir
+from ..files import check_out_dir
 from ..model.fused_attention import eager_branch
 from ..model.surgery import generator_log_probs
 

@@ -13,7 +13,7 @@ import logging
 from onmt_entmax.errors import EntmaxOptionError
 from onmt_entmax.training import lr_halving as rule
 
-from ..file_checks import corpora
+from ..files import corpora
 
 
 def _logger() -> logging.Logger:

@@ -5,7 +5,7 @@ import pytest
 pytest.importorskip("onmt")
 
 from onmt_entmax.errors import EntmaxOptionError  # noqa: E402
-from onmt_entmax.onmt.file_checks import check_out_dir  # noqa: E402
+from onmt_entmax.onmt.files import check_out_dir  # noqa: E402
 
 
 @pytest.fixture
@@ -195,7 +195,7 @@ def test_build_vocab_never_replaces_a_corpus_with_its_vocabulary(tmp_path):
     opt = _get_parser().parse_known_args(["-data", str(data), "-src_vocab", str(tmp_path / "v"), "-share_vocab",
                                           "-tgt_vocab", str(tmp_path / "src.txt"), "-save_data", str(tmp_path / "s"),
                                           "-n_sample", "-1"])[0]
-    from onmt_entmax.onmt.file_checks import check_vocab_outputs
+    from onmt_entmax.onmt.files import check_vocab_outputs
     check_vocab_outputs(opt)  # (with -share_vocab, -tgt_vocab is not written)
 
 
@@ -220,7 +220,7 @@ def test_a_second_run_on_one_save_model_is_refused_unless_it_resumes_the_first(t
     one by one, so it is refused before its first step; ``-train_from`` one of them resumes and passes."""
     from onmt.bin.train import _get_parser
 
-    from onmt_entmax.onmt.file_checks import check_save_model_is_new
+    from onmt_entmax.onmt.files import check_save_model_is_new
 
     data = _corpus(tmp_path)
     (tmp_path / "run").mkdir()
