@@ -244,8 +244,8 @@ class DecodingRun:
 
 def target_tokens(translator) -> list:
     """The target vocabulary as a list, built once per translator: pyonmttok's ``ids_to_tokens``
-    builds a new list of every token at each access (0.5 ms a sentence on a 10k vocabulary, a third
-    of a sparse model's decoding time on an H100 host before this)."""
+    builds a new list of every token at each access, a sizeable share of a sparse model's decoding
+    time before this (docs/decoding.md)."""
     voc = getattr(translator, "_entmax_tgt_tokens", None)
     if voc is None:
         voc = translator._entmax_tgt_tokens = list(translator._tgt_vocab.ids_to_tokens)

@@ -73,7 +73,7 @@ def _pick(upstream):
     Upstream's ``_pick`` is its target prefix (a no-op without one), a reshape to (B, beam x V) and
     a top-k. With the certificate on and no target prefix, the wrapper makes that top-k itself with
     ``ops.beam_topk``, which also gives the certificate's statistics: one kernel pair on CUDA where
-    torch.topk and the statistics were ~20 launches and ~0.1 ms of GPU time a step (H200). Among
+    torch.topk and the statistics were ~20 launches a step (their GPU time: docs/kernels.md). Among
     equal scores it keeps the lowest position first, where torch.topk's order is unspecified.
     """
 

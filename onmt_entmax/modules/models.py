@@ -104,8 +104,8 @@ def generator_log_probs(model_or_generator: nn.Module, logits: Tensor) -> Tensor
 
 
 def warm_up_kernels_of(model: nn.Module, log: Callable[[str], None] = lambda message: None) -> bool:
-    """With the model loaded, run the kernels' once-a-process set-up on its device (`ops.warm_up_kernels`:
-    ~0.5 s on the GPU hosts, otherwise paid in the first beam step) when a module of the model has a
+    """With the model loaded, run the kernels' once-a-process set-up on its device (`ops.warm_up_kernels`,
+    docs/kernels.md: otherwise paid in the first beam step) when a module of the model has a
     sparse transformation (softmax's decoding runs no kernel of ours). On a GPU whose kernels Triton has
     not compiled yet, ``log`` says so first: the first batches compile them. True when it ran."""
     if not has_sparse_transformation(model):

@@ -31,8 +31,8 @@ KERNEL_ALPHA_MIN = 1.01
 def device_check(ok: Tensor, message: str, error: type = ValueError) -> None:
     """Raise `error(message)` unless the one-element tensor `ok` is true.
 
-    On CPU this is an ordinary check. On CUDA it must not synchronise the host (0.15-0.6 ms per
-    call at 4096x32768, and no CUDA-graph capture): there it is an asynchronous device assertion
+    On CPU this is an ordinary check. On CUDA it must not synchronise the host (a wait at every call,
+    docs/kernels.md, and no CUDA-graph capture): there it is an asynchronous device assertion
     carrying the same message, as F.cross_entropy does for its targets.
     """
     if ok.is_cuda:

@@ -59,12 +59,11 @@ _SETUP: Optional[threading.Thread] = None  # the set-up started by prepare_in_ba
 
 def prepare_in_background() -> bool:
     """Start the host half of Triton's once-a-process set-up in a daemon thread: importing Triton
-    and a kernel module (0.1-0.2 s on the CPU VM) and hashing Triton's library into its cache key
-    (0.27-0.40 s there; file reads and sha256 release the GIL), so that it overlaps what the caller
-    does next (loading a model's weights onto the GPU): the warm-up then took 0.39-0.45 s against
-    0.64-0.65 s (medians, H200, docs/kernels.md). Once a process, where a CUDA device and Triton
-    are present (ONMT_ENTMAX_NO_TRITON=warm_up turns it off with the warm-up, =prepare alone);
-    `warm_up` waits for it. True when started."""
+    and a kernel module and hashing Triton's library into its cache key (file reads and sha256
+    release the GIL), so that it overlaps what the caller does next (loading a model's weights onto
+    the GPU) and the warm-up takes less of what is left (docs/kernels.md). Once a process, where a
+    CUDA device and Triton are present (ONMT_ENTMAX_NO_TRITON=warm_up turns it off with the warm-up,
+    =prepare alone); `warm_up` waits for it. True when started."""
     global _SETUP
     if _SETUP is not None or disabled("warm_up") or disabled("prepare") or not torch.cuda.is_available():
         return False
@@ -78,9 +77,9 @@ def prepare_in_background() -> bool:
 
 def warm_up(device) -> bool:
     """Triton's once-a-process set-up on `device`, done now: the first launch of any kernel in a
-    process hashes Triton's own library (~400 MB) into its cache key and starts its driver, 0.5-0.6 s
-    on the H200 hosts (warm disk cache; docs/kernels.md), which otherwise lands on the first call that
-    runs a kernel, e.g. the first beam step of a timed translation. One launch of the smallest kernel
+    process hashes Triton's own library (~400 MB) into its cache key and starts its driver (its time:
+    docs/kernels.md), which otherwise lands on the first call that runs a kernel, e.g. the first beam
+    step of a timed translation. One launch of the smallest kernel
     (alpha-ReLU's log scores), where kernels run: a CUDA device, Triton present, neither op disabled
     (ONMT_ENTMAX_NO_TRITON=warm_up turns this off alone). True when it ran."""
     if disabled("warm_up"):

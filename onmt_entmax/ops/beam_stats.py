@@ -43,9 +43,9 @@ def beam_topk(scores: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
         values, positions = the k best scores of each row, best first (torch.topk(scores, k)),
         stats[:, 0] = n_r,  stats[:, 1] = b_r  (beam_stats with kept = positions), float64.
 
-    On CUDA two launches, where torch.topk alone makes ~20 at N = 72k (beam 5 x 14k tokens), about
-    0.1 ms of GPU time a step on an H200 before the step's sync (benchmarks/bench_kernels.py
-    --beam-step). Equal scores: the kernel keeps the lowest position first (torch.topk's order
+    On CUDA two launches, where torch.topk alone makes ~20 at N = 72k (beam 5 x 14k tokens), on the
+    path to the step's sync (their GPU time: docs/kernels.md, `benchmarks/bench_kernels.py
+    --beam-step`). Equal scores: the kernel keeps the lowest position first (torch.topk's order
     among ties is not specified); NaN ranks above +inf, as in torch.topk. No gradient."""
     check_input(scores, "scores")
     if scores.dim() != 2 or not isinstance(k, int) or not 0 < k <= scores.shape[-1]:

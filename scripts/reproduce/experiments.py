@@ -98,7 +98,7 @@ SIGMORPHON = {
     "medium": {"epoch": 1490, "epochs": 100, "halve_every": 10, "patience": 10},
 }
 # Validation is forward-only (sums over target tokens): the batch size changes its speed, not its
-# numbers. 65,200 dev words at 64 a batch took 15.6-17.5 s an epoch, 6.2 s at 4096 (H100, onmt_train).
+# numbers; batches of 4096 words take a third of the time of batches of 64 (docs/benchmarks.md).
 SIGMORPHON_VALID_BATCH = 4096
 
 
@@ -119,8 +119,8 @@ def sigmorphon(setting: str, out_alpha: float, attn_alpha: float) -> Experiment:
         "valid_lr_halving": True, "valid_lr_halving_every": s["halve_every"],
         "early_stopping": s["patience"], "early_stopping_criteria": ["accuracy"],
         **FORK_DATA_ORDER, "report_every": 500, "seed": 1,
-        # on a GPU the decoder's steps replay CUDA graphs: ~3x the steps/s of this host-bound model
-        # (docs/benchmarks.md); the same loss, other dropout draws
+        # on a GPU the decoder's steps replay CUDA graphs, which this host-bound model needs
+        # (its steps/s: docs/benchmarks.md); the same loss, other dropout draws
         "rnn_cuda_graphs": True,
     }
     return Experiment("peters2019-sigmorphon", f"{setting}/{name}", cfg, f"sigmorphon2018-{setting}",

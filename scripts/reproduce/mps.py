@@ -3,9 +3,9 @@
 Without it, each trainer has its own CUDA context and the GPU time-slices between contexts: the kernels
 of one process run at a time. A SIGMORPHON step is a few ms of small kernels (batch 64, 300 units) and
 leaves most of the GPU idle, so the runs side by side mostly wait for each other's turn. Under MPS the
-processes' kernels go through one server context and run at the same time. Measured on one NVIDIA H200
-(docs/benchmarks.md, "Several runs a GPU: MPS"): two runs 52-53 steps/s each as they are, 63-66 under
-MPS; four under MPS 56-71 each; the losses of the same seed are the same either way.
+processes' kernels go through one server context and run at the same time: each of several runs
+under MPS is faster than either of two as they are, and the losses of the same seed are the same
+either way (docs/benchmarks.md, "Several runs a GPU: MPS").
 
 ``daemon()`` starts ``nvidia-cuda-mps-control -d`` with a pipe and log folder of its own, exports them to
 the trainers it starts (``CUDA_MPS_PIPE_DIRECTORY``, ``CUDA_MPS_LOG_DIRECTORY``) and stops the daemon
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterator
 
 CONTROL = "nvidia-cuda-mps-control"
-# where driver containers put it when it is not on PATH (the lent H200 machines: /usr/local/nvidia/bin)
+# where driver containers put it when it is not on PATH (the lent GPU machines: /usr/local/nvidia/bin)
 PLACES = ("/usr/local/nvidia/bin", "/usr/bin", "/usr/local/bin")
 PIPE, LOG = "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY"
 

@@ -157,8 +157,8 @@ def _log_line(text: str) -> str:
 def cpu_threads(jobs: int, cores: int | None = None) -> dict[str, str]:
     """The environment that gives each of ``jobs`` trainers on the CPU its share of the ``cores``
     (default: all this process may use) as torch's threads. Left to itself, each takes every core and
-    their threads spin against each other: on 2 cores two SIGMORPHON trainers made 0.34 steps/s each
-    that way and 3.4 with one thread each (docs/benchmarks.md). Empty for one job, or when
+    their threads spin against each other, each trainer then many times slower than with its share
+    (docs/benchmarks.md, "Several SIGMORPHON trainers on the CPU"). Empty for one job, or when
     OMP_NUM_THREADS is set already (the user's choice)."""
     if jobs <= 1 or "OMP_NUM_THREADS" in os.environ:
         return {}

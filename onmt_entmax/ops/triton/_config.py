@@ -5,11 +5,11 @@ registers); longer rows are streamed in chunks of CHUNK elements, each solver pa
 the row from L2. alpha-entmax (mode 2) streams from BISECT_SINGLE_MAX: its pow terms spill
 registers when the whole row is held. Short rows (attention) are packed TILE // next_pow2(n)
 rows per program (forward: at most 32 // MIN_ROW_LANES) on one warp: every reduction stays
-inside the warp (shuffles, no shared memory), 2-3x faster than on 4 warps; each row on lanes of
+inside the warp (shuffles, no shared memory), faster than on 4 warps; each row on lanes of
 its own (LANE_TILES, `_solver.lane_cols`). FP_FUSION: floating-point contraction is safe only
 where every thread adds two or more entries of its row before the warp's butterfly (_launch.py):
 one row per program of at least 64 entries a warp (tests/ops/test_triton_codegen.py).
-Defaults from the sweeps on an H200, the short-row tiles on an H100 (docs/kernels.md).
+Defaults from the sweeps in docs/kernels.md (where their numbers are, with GPU and date).
 """
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ def next_pow2(n: int) -> int:
 
 
 def cdiv(a: int, b: int) -> int:
-    """ceil(a / b) for the launch grids (`triton.cdiv` goes through Triton's JIT call: ~7 us a call)."""
+    """ceil(a / b) for the launch grids (`triton.cdiv` goes through Triton's JIT call, a host cost at
+    every launch: docs/kernels.md)."""
     return -(-a // b)
 
 
@@ -41,8 +42,8 @@ def group_size(bc: int, num_warps: int, elem_size: int, most: int) -> int:
     """Entries a group of the start from group maxima (`_solver.group_max`: group j holds entries j,
     j + bc / size, ...): at most `most`, and few enough that bc / size is a multiple of the span a
     load covers (16-byte vectors on 32 lanes of each warp), so that a group lies in one thread.
-    Groups of 16 at 8192 columns on 8 warps took the row through shared memory: the fp32
-    1.5-entmax loss at 4096 x 8192 ran 1.5x slower (H200)."""
+    Groups of 16 at 8192 columns on 8 warps took the row through shared memory, which slowed the fp32
+    1.5-entmax loss at 4096 x 8192 (docs/kernels.md)."""
     span = 16 // elem_size * 32 * num_warps
     return max(1, min(most, bc // span))
 
@@ -87,7 +88,7 @@ def _launch_config(n_cols: int, elem_size: int, override: dict | None, mode: int
                 br = max(1, min(br, 32 * nw // o["MIN_ROW_LANES"]))
         elif mode == 2 and bc >= 16384 and not backward:
             nw = o.get("num_warps") or o["BISECT_LONG_WARPS"]
-        else:  # one row per program: 8 warps hold 32768 floats (128 a thread) best on H200
+        else:  # one row per program: 8 warps hold 32768 floats (128 a thread) best (docs/kernels.md)
             nw = o.get("num_warps") or max(1, min(8, bc // 1024))
         groups = 0
         if br == 1 and bc >= o["GROUP_MIN"] and not backward:

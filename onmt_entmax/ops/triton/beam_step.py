@@ -30,8 +30,8 @@ def _max_nan(x):
     return tl.where(tl.sum((x != x).to(tl.int32), 0) > 0, float("nan"), tl.max(x, 0))
 
 
-# A row is split into chunks, one program each: one program a row left most of the GPU idle (64
-# programs over 72k scores each took ~0.1 ms a step on an H200, on the path to the step's sync).
+# A row is split into chunks, one program each: one program a row left most of the GPU idle, on the
+# path to the step's sync (docs/kernels.md).
 @triton.jit(do_not_specialize=["n_cols", "n_kept", "stride", "stride_k", "chunk", "n_chunks"])
 def _stats_kernel(S, KEPT, COUNT, BEST, n_cols, n_kept, stride, stride_k, chunk, n_chunks, KP: tl.constexpr,
                   BLOCK: tl.constexpr, FINAL: tl.constexpr):

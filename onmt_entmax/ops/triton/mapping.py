@@ -120,7 +120,7 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
 # Short rows, BR a program, each on lanes of its own (S.lane_cols). n_cols and the strides are not
 # specialised: as multiples of 16, Triton 3.6 vectorises the loads, which puts a row on lanes that
 # are not adjacent (lane bits 0, 1, 3, 4 for 2 rows of 64), and its reduction over such a row
-# shuffles across rows (xor 8, 4, 2, 1): wrong rows at 32, 48 and 64 columns (H100). These
+# shuffles across rows (xor 8, 4, 2, 1): wrong rows at 32, 48 and 64 columns (docs/kernels.md). These
 # kernels are compute-bound; vector loads buy nothing here.
 @triton.jit(do_not_specialize=["n_rows", "n_cols", "stride"])
 def _fwd_lanes_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol, MODE: tl.constexpr,
@@ -254,7 +254,7 @@ def _bwd_lanes_kernel(P, G, DZ, ALPHA, DALPHA, n_rows, n_cols, stride_p, stride_
 def _as_rows(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, tuple]:
     """Move `dim` last and flatten the rest: (n_rows, n_cols), plus what undoes it."""
     if dim == x.dim() - 1 and x.is_contiguous():  # the common case: views only (or none: a view
-        return (x if x.dim() == 2 else x.view(-1, x.shape[-1])), x.shape  # costs ~1 us of host time)
+        return (x if x.dim() == 2 else x.view(-1, x.shape[-1])), x.shape  # costs host time at every call)
     xt = x.movedim(dim, -1)
     shape = xt.shape
     return xt.reshape(-1, shape[-1]).contiguous(), shape
