@@ -173,6 +173,26 @@ def test_backward_after_the_forward_gradient_any_incoming_gradient_and_a_retaine
 
 
 @on_kernel
+@pytest.mark.parametrize("kind", ["sparsemax", "entmax15"])
+def test_long_16bit_rows_streamed_while_writing_the_gradient_match_reference(kind):
+    """bf16 rows longer than GRAD_SINGLE_MAX, which the forward writing the gradient streams in chunks:
+    loss and gradient through autograd as the float64 reference's, flat and trained-like rows."""
+    v = KL.GRAD_SINGLE_MAX + 700
+    gen = torch.Generator().manual_seed(zlib.crc32(kind.encode()))
+    z = (torch.randn(3, v, generator=gen) * torch.tensor([[3.0], [0.2], [1.0]])).to(torch.bfloat16)
+    z[2, v // 3:] = float("-inf")
+    y = torch.randint(0, v // 3, (3,), generator=gen)
+    zr = z.double().requires_grad_()
+    ref = ref_losses.fy_loss(zr, y, kind, 1.5 if kind == "entmax15" else 2.0, reduction="mean")
+    ref.backward()
+    zk = z.to(DEV).requires_grad_()
+    loss = K.fy_loss(zk, y.to(DEV), kind, 1.5 if kind == "entmax15" else 2.0, reduction="mean")
+    loss.backward()
+    torch.testing.assert_close(loss.double().cpu(), ref.detach().to(torch.bfloat16).double(), atol=1e-2, rtol=8e-3)
+    torch.testing.assert_close(zk.grad.double().cpu(), zr.grad, atol=2e-4, rtol=2e-2)
+
+
+@on_kernel
 @pytest.mark.parametrize("kind,dtype", [("sparsemax", torch.float32), ("entmax15", torch.float32),
                                         ("entmax_bisect", torch.bfloat16), ("alpha_relu", torch.float32)])
 def test_backward_with_an_incoming_gradient_of_one_reads_no_logits(kind, dtype):

@@ -47,9 +47,10 @@ _KINDS = {"sparsemax": 0, "entmax15": 1, "entmax_bisect": 2, "alpha_relu": 3}
 _REDUCTIONS = {"none": 0, "sum": 1, "mean": 2}
 _NSTAT = 6  # m, tau, norm, n_finite, dL/dalpha, support size
 NSTAT = tl.constexpr(_NSTAT)
-# 16-bit sparsemax / 1.5-entmax rows longer than this stream (chunks re-read from L2) when the forward writes
-# the gradient too: held in registers, the solver's terms and the gradient's spill to local memory
+# 16-bit sparsemax / 1.5-entmax rows longer than GRAD_SINGLE_MAX stream in chunks of GRAD_CHUNK (re-read from
+# L2) when the forward writes the gradient too: held in registers, the solver's and the gradient's terms spill
 GRAD_SINGLE_MAX = 16384
+GRAD_CHUNK = 4096
 
 
 @triton.jit
@@ -366,7 +367,7 @@ def fy_loss_rows(z: torch.Tensor, target: torch.Tensor, kind: str, alpha=1.5, ta
         return loss, stats, a_rows
     grad = dz is not None
     if grad and config is None and mode in (0, 1) and z.element_size() <= 2 and n_cols > GRAD_SINGLE_MAX:
-        config = {"SINGLE_MAX": GRAD_SINGLE_MAX}
+        config = {"SINGLE_MAX": GRAD_SINGLE_MAX, "CHUNK": GRAD_CHUNK}
     cfg = launch_config(n_cols, z.element_size(), config, mode=mode, lanes=False)
     grid = (cdiv(n_rows, cfg["BR"]),)
     launch(_fy_fwd_kernel, grid, (z, target, loss, stats, a_rows if a_rows is not None else z,
