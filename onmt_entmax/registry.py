@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from onmt_entmax import ops
-from onmt_entmax.ops._common import check_alpha
+from onmt_entmax.ops import check_alpha
 from onmt_entmax.ops.alpha_relu import check_tau
 from onmt_entmax.ops.entmax_bisect import check_n_iter
 

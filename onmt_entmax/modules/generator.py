@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from onmt_entmax import ops
-from onmt_entmax.ops._common import tensor_version
+from onmt_entmax.ops import tensor_version
 from onmt_entmax.registry import AlphaReLU, Transformation, get_transformation
 
 

@@ -1,5 +1,5 @@
 """Math layer: sparse mappings and their Fenchel-Young losses (no OpenNMT-py import here)."""
-from ._common import alpha_in_range
+from ._common import alpha_in_range, check_alpha, check_number, tensor_version
 from ._dispatch import cold_cache as cold_kernel_cache
 from ._dispatch import prepare_in_background as prepare_kernels_in_background
 from ._dispatch import warm_up as warm_up_kernels
@@ -31,5 +31,5 @@ __all__ = [
     "SparsemaxLoss", "Entmax15Loss", "EntmaxBisectLoss", "AlphaReLULoss",
     "sparsemax_loss", "entmax15_loss", "entmax_bisect_loss", "alpha_relu_loss", "fy_loss",
     "tau_formula", "tau_first_batch", "warm_up_kernels", "prepare_kernels_in_background",
-    "cold_kernel_cache",
+    "cold_kernel_cache", "check_alpha", "check_number", "tensor_version",
 ]

@@ -34,7 +34,8 @@ def power_(x: Tensor, e: float) -> Tensor:
     return x.pow_(e)
 
 
-def _alpha_relu(x: Tensor, alpha: float, tau: float) -> Tensor:
+def alpha_relu_probs(x: Tensor, alpha: float, tau: float) -> Tensor:
+    """p = [(alpha - 1) x - tau]_+^{1/(alpha-1)} of a checked x in its compute dtype (no autograd node)."""
     return power_(((alpha - 1) * x).sub_(tau).clamp_(min=0), 1.0 / (alpha - 1))
 
 
@@ -50,7 +51,7 @@ def alpha_relu_slope(p: Tensor, alpha: float) -> Tensor:
 class AlphaReLUFunction(Function):
     @staticmethod
     def forward(ctx, x: Tensor, alpha: float, tau: float) -> Tensor:
-        p = _alpha_relu(x, alpha, tau)
+        p = alpha_relu_probs(x, alpha, tau)
         ctx.save_for_backward(p)
         ctx.alpha = alpha
         return p

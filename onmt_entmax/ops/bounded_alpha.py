@@ -16,7 +16,8 @@ from . import _dispatch
 from ._common import alpha_in_range, check_input
 
 
-def _reference(a: Tensor, lo: float, hi: float) -> Tensor:
+def bounded_alpha_reference(a: Tensor, lo: float, hi: float) -> Tensor:
+    """The torch reference of `bounded_alpha` (three autograd nodes), float32."""
     return (1.0 + torch.sigmoid(a.float())).clamp(lo, hi)
 
 
@@ -26,4 +27,4 @@ def bounded_alpha(a: Tensor, lo: float = 1.01, hi: float = 2.0) -> Tensor:
     if not 1.0 <= lo <= hi:
         raise ValueError(f"bounded_alpha needs 1 <= lo <= hi, got lo={lo!r}, hi={hi!r}")
     fast = _dispatch.kernel("bounded_alpha", a)
-    return alpha_in_range(fast(a, float(lo), float(hi)) if fast is not None else _reference(a, lo, hi))
+    return alpha_in_range(fast(a, float(lo), float(hi)) if fast is not None else bounded_alpha_reference(a, lo, hi))

@@ -7,7 +7,7 @@ from torch import Tensor
 
 from ._common import KINDS, Alpha, check_alpha, check_input, compute_dtype  # noqa: F401 (KINDS is re-exported)
 from .entmax15 import entmax15, entmax15_threshold
-from .entmax_bisect import _bisect_last, _prepare, check_n_iter, entmax_bisect, softmax_safe
+from .entmax_bisect import alpha_like, bisect_last, check_n_iter, entmax_bisect, softmax_safe
 from .sparsemax import sparsemax, sparsemax_threshold
 
 
@@ -55,7 +55,7 @@ def entmax_threshold(z: Tensor, alpha: Alpha = 1.5, dim: int = -1, n_iter: Optio
     else:
         if isinstance(alpha, Tensor) and alpha.dim() == z.dim():
             alpha = alpha.movedim(dim, -1)
-        a = _prepare(x, alpha)
+        a = alpha_like(x, alpha)
         n = check_n_iter(n_iter, x.dtype)
-        _, tau = _bisect_last(x, a, n)
+        _, tau = bisect_last(x, a, n)
     return tau.movedim(-1, dim)

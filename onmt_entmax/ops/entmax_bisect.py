@@ -77,7 +77,7 @@ def _bisect_shift(x: Tensor, am1: Tensor, n_iter: int) -> Tensor:
     return hi
 
 
-def _prepare(x: Tensor, alpha: Alpha) -> Tensor:
+def alpha_like(x: Tensor, alpha: Alpha) -> Tensor:
     """alpha as a tensor of x's dtype broadcastable to x with size 1 on the last dim."""
     a = torch.as_tensor(alpha, dtype=x.dtype, device=x.device)
     if a.dim() == 0:
@@ -112,7 +112,7 @@ def bisect_solve(z: Tensor, a: Tensor, n_iter: int) -> Solved:
     return Solved(p, pc, zc, -1 - shift + am1 * m, m, dead)
 
 
-def _bisect_last(x: Tensor, a: Tensor, n_iter: int) -> tuple[Tensor, Tensor]:
+def bisect_last(x: Tensor, a: Tensor, n_iter: int) -> tuple[Tensor, Tensor]:
     """(p, tau) along the last dim; rows with alpha == 1 are softmax; dead rows are zeros."""
     soft = a == 1
     if not bool(soft.any()):
@@ -157,8 +157,8 @@ class EntmaxBisectFunction(Function):
 
     @staticmethod
     def forward(ctx, x: Tensor, alpha: Tensor, n_iter: int) -> Tensor:
-        a = _prepare(x, alpha)
-        p, _ = _bisect_last(x, a, n_iter)
+        a = alpha_like(x, alpha)
+        p, _ = bisect_last(x, a, n_iter)
         ctx.save_for_backward(p, a)
         ctx.alpha_shape = alpha.shape
         return p

@@ -34,10 +34,10 @@ from torch.autograd import Function
 from . import _dispatch
 from ._common import (Alpha, check_alpha, check_input, compute_dtype, device_check, expm1_ratio, expm1_ratio_slope,
                       shift_by_max)
-from .alpha_relu import _alpha_relu, check_tau, power_
+from .alpha_relu import alpha_relu_probs, check_tau, power_
 from ._common import Solved
 from .entmax15 import entmax15_solve
-from .entmax_bisect import _bisect_last, _prepare, bisect_solve, check_n_iter, reduce_to_shape
+from .entmax_bisect import alpha_like, bisect_last, bisect_solve, check_n_iter, reduce_to_shape
 from .sparsemax import sparsemax_solve
 
 KINDS = ("sparsemax", "entmax15", "entmax_bisect", "alpha_relu")
@@ -108,7 +108,7 @@ def _entmax_loss(kind: str, z: Tensor, y: Tensor, a: Tensor, n_iter: int) -> tup
     solved = _solve(kind, z, a, n_iter)
     if solved is None:  # dense rows (softmax): full-row sums
         xs, m, dead = shift_by_max(z)
-        p = _bisect_last(z, a, n_iter)[0]
+        p = bisect_last(z, a, n_iter)[0]
         pz = torch.where(p > 0, p * xs, torch.zeros_like(p)).sum(dim=-1, keepdim=True)
         loss = pz - xs.gather(-1, y) + tsallis_entropy(p, a)
         return torch.where(dead, torch.full_like(loss, float("inf")), loss), p, p
@@ -137,10 +137,10 @@ class FYLossFunction(Function):
                 ignore_index: int, eps: float, want_support: bool) -> tuple[Tensor, Tensor]:
         keep = target != ignore_index
         y = torch.where(keep, target, torch.zeros_like(target)).unsqueeze(-1)
-        a = _prepare(z, alpha)
+        a = alpha_like(z, alpha)
         if kind == "alpha_relu":
             al = float(a.reshape(-1)[0])
-            p = _alpha_relu(z, al, tau)
+            p = alpha_relu_probs(z, al, tau)
             loss = (power_(p.clone(), al).sum(dim=-1, keepdim=True) / al - z.gather(-1, y)
                     + (1 + al * tau) / (al * (al - 1)))
             p_alpha = p

@@ -55,7 +55,7 @@ def test_a_kernel_module_is_imported_once_not_at_every_call(monkeypatch):
     assert imports == []
 
 
-def _compiled(directory, name="_log_kernel", arch=90, version=None):
+def _compiled(directory, name="log_kernel", arch=90, version=None):
     """A cache entry as Triton writes it: <hash>/<kernel>.json with the target and Triton version."""
     import json
 

@@ -209,7 +209,7 @@ def test_learned_alpha_logits_inside_the_kernels_match_the_bounded_alpha_referen
     """alpha = clamp(1 + sigmoid(a), 1.01, 2) from the logits a computed by the attention kernels:
     output and dq, dk, dv, da as autograd through bounded_alpha and the float64 reference (da = 0 for a
     head clamped at 1.01), on the tiles (23 keys) and the cuBLAS path."""
-    from onmt_entmax.ops.bounded_alpha import _reference as bounded
+    from onmt_entmax.ops.bounded_alpha import bounded_alpha_reference as bounded
     Tq, D = 4, 16
     q, k, v, keep = _case(Tq, Tk, D, D, seed=Tk, keep_shape=lambda B, H, Tq, Tk: (B, 1, 1, Tk))
     logits = torch.tensor([-6.0, -1.0, 0.3, 2.5])  # alphas 1.01 (clamped), 1.27, 1.57, 1.92
@@ -304,14 +304,14 @@ def test_training_attention_on_head_views_copies_nothing_and_matches(dtype):
 @on_kernel
 def test_bounded_alpha_kernel_equals_the_torch_chain_with_its_gradient():
     """Learned per-head alphas: clamp(1 + sigmoid(a), 1.01, 2) in one launch each way."""
-    from onmt_entmax.ops.bounded_alpha import _reference
+    from onmt_entmax.ops.bounded_alpha import bounded_alpha_reference
     from onmt_entmax.ops.triton import alpha as KAL
     a = torch.tensor([-8.0, -3.9, -0.5, 0.0, 0.7, 2.0, 40.0], device=DEV, requires_grad=True)
     grad = torch.randn(7, generator=torch.Generator().manual_seed(0)).to(DEV)
     out = KAL.bounded_alpha(a, 1.01, 2.0)
     (da,) = torch.autograd.grad(out, a, grad)
     a_ref = a.detach().clone().requires_grad_()
-    ref = _reference(a_ref, 1.01, 2.0)
+    ref = bounded_alpha_reference(a_ref, 1.01, 2.0)
     (da_ref,) = torch.autograd.grad(ref, a_ref, grad)
     torch.testing.assert_close(out, ref, atol=1e-6, rtol=0)
     torch.testing.assert_close(da, da_ref, atol=1e-7, rtol=1e-5)

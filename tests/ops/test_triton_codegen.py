@@ -216,7 +216,7 @@ def _other_kernels():
         ("beam top-k merge", KB._topk_merge_kernel, dict(KP=8, CP=8),
          {"PART": i64, "INDICES": i64, "STATS": "*fp64"}, 4, False),
         ("learned alpha", KAL._alpha_kernel, dict(BLOCK=16, GRAD=True), {}, 1, True),
-        ("alpha-ReLU log", KR._log_kernel, dict(BLOCK=KR._BLOCK), {}, 4, False),
+        ("alpha-ReLU log", KR.log_kernel, dict(BLOCK=KR._BLOCK), {}, 4, False),
         *[(f"loss backward{' after the forward gradient' if skip else ''}", KL._fy_bwd_kernel,
            dict(MODE=1, SMOOTH=True, G_ONE=True, BR=1, BC=1024, SKIP_ONE=skip), {"Y": i64}, 4, True)
           for skip in (False, True)],

@@ -21,7 +21,7 @@ def test_long_attention_in_the_triton_interpreter():
 
 if ON_KERNEL:
     from onmt_entmax.ops import attention as ref_attention  # noqa: E402
-    from onmt_entmax.ops.bounded_alpha import _reference as bounded  # noqa: E402
+    from onmt_entmax.ops.bounded_alpha import bounded_alpha_reference as bounded  # noqa: E402
     from onmt_entmax.ops.triton import attention_long as KL  # noqa: E402
 
 # kind -> alpha: per_head is one alpha per head, 1.0 (a softmax head) included

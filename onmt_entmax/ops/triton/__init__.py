@@ -282,7 +282,7 @@ def compiled_before(capability: tuple[int, int], directory: str) -> bool:
 
     import triton
 
-    name = _submodule("alpha_relu")._log_kernel.__name__
+    name = _submodule("alpha_relu").log_kernel.__name__
     arch = capability[0] * 10 + capability[1]
     for path in glob.glob(os.path.join(glob.escape(directory), "*", name + ".json")) if directory else ():
         try:

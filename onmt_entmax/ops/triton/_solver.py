@@ -75,7 +75,7 @@ def _pow_pos(d, e):
 
 
 @triton.jit
-def _stats_elems(x, tau, beta, MODE: tl.constexpr):
+def stats_elems(x, tau, beta, MODE: tl.constexpr):
     """Elementwise support terms at thresholds tau [BR]: ([d>0], d^beta, d^(beta-1), d on S
     (+inf off S)); row sums / min of these are the statistics. MODE 2 needs only A and B
     (no closed form, no certificate): its k and min slots repeat B and are not reduced."""
@@ -113,7 +113,7 @@ def _sum3_min(k1, a1, b1, m1, k2, a2, b2, m2):
 
 
 @triton.jit
-def _reduce_stats(kf, a, b, mn, MODE: tl.constexpr):
+def reduce_stats(kf, a, b, mn, MODE: tl.constexpr):
     """(k, A, B, min_S d) per row of [BR, BC] terms, in one multi-operand reduction (one
     shared-memory exchange across warps instead of one per statistic). The interpreter runs a
     multi-operand reduction element by element in Python: there, one reduction per statistic."""
@@ -133,7 +133,7 @@ def _reduce_stats(kf, a, b, mn, MODE: tl.constexpr):
 
 
 @triton.jit
-def _update(tau, done, out_tau, out_norm, lo, hi, k, a, b, mn, beta, tol, MODE: tl.constexpr):
+def newton_step(tau, done, out_tau, out_norm, lo, hi, k, a, b, mn, beta, tol, MODE: tl.constexpr):
     """One Newton-on-the-norm step; rows whose certificate holds are frozen (done).
     [lo, hi] brackets the root (sum p >= 1 at lo, < 1 at hi); for alpha > 2 (beta < 1) the norm
     is not convex: those rows bisect the bracket instead (and a Newton step that would leave the
@@ -200,11 +200,11 @@ def solve_tile(x, beta, row_ok, tol, tau0, MODE: tl.constexpr, MAX_ITER: tl.cons
     it = 0
     go = tl.sum(1 - done, 0) > 0
     while go:
-        kf, a, b, mn = _stats_elems(x, tau, beta, MODE)
+        kf, a, b, mn = stats_elems(x, tau, beta, MODE)
         if KEEP_P:
             kept = tl.where((done == 0)[:, None], a, kept)
-        k, a, b, mn = _reduce_stats(kf, a, b, mn, MODE)
-        tau, done, out_tau, out_norm, lo, hi = _update(tau, done, out_tau, out_norm, lo, hi,
+        k, a, b, mn = reduce_stats(kf, a, b, mn, MODE)
+        tau, done, out_tau, out_norm, lo, hi = newton_step(tau, done, out_tau, out_norm, lo, hi,
                                                        k, a, b, mn, beta, tol, MODE)
         it += 1
         go = (tl.sum(1 - done, 0) > 0) & (it < MAX_ITER)
@@ -329,14 +329,14 @@ def solve_stream(Z, rows, rmask, n_cols, stride, m, a1, beta, row_ok, tol, tau0,
         for c0 in range(0, n_cols, BC):
             cols = c0 + tl.arange(0, BC)
             x = load_scaled(Z, rows, rmask, cols, n_cols, stride, m, a1)
-            k_c, a_c, b_c, mn_c = _stats_elems(x, tau, beta, MODE)
+            k_c, a_c, b_c, mn_c = stats_elems(x, tau, beta, MODE)
             k2 += k_c
             a2 += a_c
             if MODE != 0:
                 b2 += b_c
             mn2 = tl.minimum(mn2, mn_c)
-        k, a, b, mn = _reduce_stats(k2, a2, b2, mn2, MODE)
-        tau, done, out_tau, out_norm, lo, hi = _update(tau, done, out_tau, out_norm, lo, hi,
+        k, a, b, mn = reduce_stats(k2, a2, b2, mn2, MODE)
+        tau, done, out_tau, out_norm, lo, hi = newton_step(tau, done, out_tau, out_norm, lo, hi,
                                                        k, a, b, mn, beta, tol, MODE)
         it += 1
         go = (tl.sum(1 - done, 0) > 0) & (it < MAX_ITER)

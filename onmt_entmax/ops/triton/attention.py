@@ -22,7 +22,7 @@ from . import _solver as S
 from ._config import next_pow2
 from ._launch import launch
 from .alpha import bounded
-from .mapping import _MODES, map_tile
+from .mapping import MODES, map_tile
 
 MAX_KEYS = 1024  # longer key rows: the unfused path
 _TILE = 2048  # keys x head-dim chunk held at once (registers)
@@ -190,7 +190,7 @@ def _make_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: st
     if ints is None:
         return None
     Tq, H, Tk, D, Dv = ints[:5]
-    mode = _MODES["bisect" if kind == "entmax_bisect" else kind]
+    mode = MODES["bisect" if kind == "entmax_bisect" else kind]
     bc = next_pow2(max(Tk, 16))
     bd = max(1, min(next_pow2(max(D, Dv)), _TILE // bc))
     constexprs = {"MODE": mode, "MAX_ITER": 64 if mode == 2 else 32, "BC": bc, "BD": bd, "HAS_KEEP": keep is not None}

@@ -14,7 +14,7 @@ tf32 products, tf32x3, float32's accuracy):
 2. the threshold, with x = (alpha - 1)(s - m) (max x = 0, tau in [-1, 0)): a lower bound from the
    position-mod-BN maxima (a subset of the row, `_solver.group_start`), then Newton passes from below,
    each one sweep over the key tiles accumulating per row k, A = sum [x - tau]_+^beta,
-   B = sum [x - tau]_+^(beta - 1) and min_S d (`_solver._stats_elems` / `_update`: the mappings'
+   B = sum [x - tau]_+^(beta - 1) and min_S d (`_solver.stats_elems` / `newton_step`: the mappings'
    solver, certificate and closed forms, so sparsemax and 1.5-entmax get the exact support and
    threshold and alpha-entmax Newton to |A - 1| <= 1e-6, as the mapping kernels);
 3. one more sweep: f = [x - tau]_+^beta (exp(s - m) on softmax rows, alpha = 1), out = sum f v /
@@ -31,7 +31,7 @@ key tile). p_j = f_j / sum f is recomputed tile by tile from s, m, tau.
 Backward, with G = dL/d out, g_j = G . v_j (times the dropout mask / (1 - r)), u = p^(2 - alpha):
     ds_j = scale u_j (g_j - c),   c = sum u g / sum u = G . W,
 0 at masked keys (Peters et al. 2019); one kernel per (batch, head, BM queries) writes c and
-dq = ds k and accumulates the alpha-gradient of each row (`mapping._dalpha` from sum g p,
+dq = ds k and accumulates the alpha-gradient of each row (`mapping.alpha_grad` from sum g p,
 sum p log p, sum g p log p, added atomically to its head's entry, through the clamp(1 + sigmoid(a))
 of a learned alpha: `attention.alpha_rows`); one kernel per (batch, head, BN keys) accumulates
 dk = ds^T q and dv = (p m / (1 - r))^T G over the query blocks.
@@ -51,7 +51,7 @@ from ._config import cdiv, next_pow2
 from ._launch import launch
 from .attention import alpha_flags, alpha_rows, broadcast4, dropout_keep, head_alpha, keep_at
 from .attention_tiles import load_tile, store_tile
-from .mapping import _MODES, _dalpha, _u_of_p
+from .mapping import MODES, alpha_grad, u_of_p
 
 MAX_HEAD_DIM = 256
 MAX_GRID_Y = 65535  # batch x heads: the second dim of the launch grids (CUDA's limit)
@@ -182,19 +182,19 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, KEEP, ALPHA, ITERS, Tq, H, Tk, D, Dv, s
                 s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, HAS_KEEP,
                                 CAUSAL, PREC)
                 x = (s - m[:, None]) * a1s[:, None]
-                kf, a, bt, mnt = S._stats_elems(x, tau, beta, MODE)
-                k_, a_, b_, mn_ = S._reduce_stats(kf, a, bt, mnt, MODE)
+                kf, a, bt, mnt = S.stats_elems(x, tau, beta, MODE)
+                k_, a_, b_, mn_ = S.reduce_stats(kf, a, bt, mnt, MODE)
                 kk += k_
                 aa += a_
                 bb += b_
                 mn = tl.minimum(mn, mn_)
         prev = tau
-        tau, done, out_tau, out_norm, lo, hi = S._update(tau, done, out_tau, out_norm, lo, hi, kk, aa, bb, mn,
+        tau, done, out_tau, out_norm, lo, hi = S.newton_step(tau, done, out_tau, out_norm, lo, hi, kk, aa, bb, mn,
                                                          beta, tol, MODE)
         if MODE != 2:
             # a row whose Newton step no longer moves tau (2 ulps) sits at its root, where the closed
             # form's cancellation (mean - sqrt(disc)) can come out a few ulps below 0 and fail the
-            # certificate on every pass (MODE 2 stops so in `_update` itself)
+            # certificate on every pass (MODE 2 stops so in `newton_step` itself)
             done = tl.where((done == 0) & (tl.abs(tau - prev) <= 2.4e-7 * tl.abs(prev)), 1, done)
         it += 1
         go = (tl.sum(1 - done, 0) > 0) & (it < MAX_ITER)
@@ -248,7 +248,7 @@ def _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1s, beta, soft, scale, MODE
     """(p, log2 p (MODE 2), ds = scale u (g - c), 0 at masked keys) from the recomputed scores."""
     f, _u = _weights(s, m, a1s, tau, beta, soft, MODE)
     p = f / tot[:, None]
-    u, lg = _u_of_p(p, a1, MODE)
+    u, lg = u_of_p(p, a1, MODE)
     ds = tl.where(allowed, u * (g - c[:, None]) * scale, 0.0)
     return p, lg, ds
 
@@ -302,7 +302,7 @@ def _bwd_dq_kernel(Q, K, V, GO, DQ, W, C, ST, TMAX, KEEP, ALPHA, DALPHA, Tq, H, 
                 sgplp += tl.sum(g * plogp, 1)
     store_tile(DQ, dq, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
     if HAS_DALPHA:
-        da = tl.where(tin, _dalpha(a1, c, sgp, splp, sgplp) * chain, 0.0)
+        da = tl.where(tin, alpha_grad(a1, c, sgp, splp, sgplp) * chain, 0.0)
         tl.atomic_add(DALPHA + h * sa_h, tl.sum(da, 0))
 
 
@@ -475,7 +475,7 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, ki
     -1e18)) v, differentiable, for a call `supports` took; the arguments as `attention.sparse_attention`'s
     (alpha: a float or H or 1 values; with alpha_bounds (lo, hi), H or 1 logits a of
     alpha = clamp(1 + sigmoid(a), lo, hi), differentiated through)."""
-    mode = _MODES["bisect" if kind == "entmax_bisect" else kind]
+    mode = MODES["bisect" if kind == "entmax_bisect" else kind]
     return LongAttention.apply(q, k, v, keep, alpha, alpha_bounds, mode, float(scale), float(dropout_p), causal)
 
 

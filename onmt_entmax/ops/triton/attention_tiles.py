@@ -25,7 +25,7 @@ import triton.language as tl
 from ._config import cdiv, next_pow2
 from ._launch import launch, launch_spec
 from .attention import alpha_flags, alpha_rows, dropout_keep, head_alpha, keep_at, strides4
-from .mapping import _bwd_sums, _dalpha, _u_of_p, _weighted_mean, map_tile
+from .mapping import alpha_grad, bwd_sums, map_tile, u_of_p, weighted_mean
 
 MAX_KEYS = 128
 MAX_HEAD_DIM = 128
@@ -116,9 +116,9 @@ def _bwd_kernel(Q, K, V, GO, P, DQ, DK, DV, DALPHA, KEEP, ALPHA, Tq, H, Tk, D, D
         else:
             pd = p
         g = tl.where(msk, g, 0.0)
-        su, sug, sgp, splp, sgplp = _bwd_sums(p, g, a1, MODE)
-        qm = _weighted_mean(sug, su)
-        u, _lg = _u_of_p(p, a1, MODE)
+        su, sug, sgp, splp, sgplp = bwd_sums(p, g, a1, MODE)
+        qm = weighted_mean(sug, su)
+        u, _lg = u_of_p(p, a1, MODE)
         ds = u * (g - qm[:, None]) * scale
         if HAS_KEEP:  # (a fully masked row has p uniform and u > 0: its fill is a constant, no gradient)
             ds = tl.where(keep_at(KEEP, b, h, t[:, None], keys[None, :], msk, sm_b, sm_h, sm_q, sm_k), ds, 0.0)
@@ -127,7 +127,7 @@ def _bwd_kernel(Q, K, V, GO, P, DQ, DK, DV, DALPHA, KEEP, ALPHA, Tq, H, Tk, D, D
         dk += tl.dot(tl.trans(ds).to(q.dtype), q, input_precision=PREC)
         dvv += tl.dot(tl.trans(pd).to(go.dtype), go, input_precision=PREC)
         if HAS_DALPHA:
-            da += tl.where(t < Tq, _dalpha(a1, qm, sgp, splp, sgplp), 0.0)
+            da += tl.where(t < Tq, alpha_grad(a1, qm, sgp, splp, sgplp), 0.0)
     store_tile(DK, dk, b, h, sk_b, sk_h, sk_t, keys, Tk, d, D)
     store_tile(DV, dvv, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
     if HAS_DALPHA:  # (B programs add to each head's entry)

@@ -30,7 +30,7 @@ from ._config import cdiv, launch_config
 from ._launch import launch, launch_spec
 from .attention import alpha_flags, alpha_rows, dropout_keep, head_alpha, keep_at, strides4
 from .attention import supports as fused_supports
-from .mapping import _MODES, _bwd_sums, _u_of_p, _weighted_mean, _dalpha, map_tile
+from .mapping import MODES, alpha_grad, bwd_sums, map_tile, u_of_p, weighted_mean
 
 # sizes, strides and the seed are not specialised: one kernel per dtype and tile shape, a launch key
 # built without looking at them, and no vectorised loads (mapping._fwd_lanes_kernel says why)
@@ -92,15 +92,15 @@ def _bwd_kernel(P, GD, DS, KEEP, ALPHA, DALPHA, n_rows, n_cols, Tq, H, sm_b, sm_
         g = tl.where(dropout_keep(seed, off, drop), g * (1.0 / (1.0 - drop)), 0.0)
     p = tl.reshape(p, [BR, BC])
     g = tl.reshape(g, [BR, BC])
-    su, sug, sgp, splp, sgplp = _bwd_sums(p, g, a1, MODE)
-    q = _weighted_mean(sug, su)
-    u, _lg = _u_of_p(p, a1, MODE)
+    su, sug, sgp, splp, sgplp = bwd_sums(p, g, a1, MODE)
+    q = weighted_mean(sug, su)
+    u, _lg = u_of_p(p, a1, MODE)
     ds = tl.reshape(u * (g - q[:, None]), msk3.shape) * scale
     if HAS_KEEP:  # (a fully masked row has p uniform and u > 0: its fill is a constant, no gradient)
         ds = tl.where(_kept_keys(KEEP, r3, c3, msk3, Tq, H, sm_b, sm_h, sm_q, sm_k), ds, 0.0)
     tl.store(DS + off, ds.to(DS.dtype.element_ty), mask=msk3)
     if HAS_DALPHA:  # (rows of one head add to its entry)
-        tl.atomic_add(DALPHA + ai, _dalpha(a1, q, sgp, splp, sgplp) * chain, mask=rmask)
+        tl.atomic_add(DALPHA + ai, alpha_grad(a1, q, sgp, splp, sgplp) * chain, mask=rmask)
 
 
 def _layout(n_cols: int, elem_size: int, mode: int, backward: bool, soft_rows: bool) -> dict:
@@ -212,7 +212,7 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, ki
     (and the weights before dropout, float32, with return_weights); the arguments as
     `attention.sparse_attention`'s (alpha: a float or H or 1 values; with alpha_bounds (lo, hi),
     H or 1 logits a of alpha = clamp(1 + sigmoid(a), lo, hi), differentiated through)."""
-    mode = _MODES["bisect" if kind == "entmax_bisect" else kind]
+    mode = MODES["bisect" if kind == "entmax_bisect" else kind]
     out, p = SparseAttention.apply(q, k, v, keep, alpha, alpha_bounds, mode, float(scale), float(dropout_p))
     return (out, p) if return_weights else out
 

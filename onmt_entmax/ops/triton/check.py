@@ -22,12 +22,12 @@ import torch
 
 from .. import entmax15, entmax_bisect, sparsemax
 from ..attention import MASKED
-from ..bounded_alpha import _reference as bounded_reference
+from ..bounded_alpha import bounded_alpha_reference
 from . import attention_tiles, attention_train, mapping
 from ._config import launch_config
-from .mapping import _MODES
+from .mapping import MODES
 
-_NAMES = {mode: name for name, mode in _MODES.items()}
+_NAMES = {mode: name for name, mode in MODES.items()}
 WRONG = "[kernel check] wrong rows"  # starts the stderr line of each call with wrong rows
 
 
@@ -84,7 +84,7 @@ class _Watch:
         if mode == 2:
             a = (alpha if torch.is_tensor(alpha) else torch.tensor([float(alpha)])).detach().reshape(-1)
             if bounds is not None:  # (the torch reference of ops.bounded_alpha, not its kernel)
-                a = bounded_reference(a, *bounds)
+                a = bounded_alpha_reference(a, *bounds)
             alpha_rows = a.double().to(p.device).view(1, -1, 1).expand(B, H, Tq).reshape(-1)
         z2, p2, name = z.expand(B, H, Tq, Tk).reshape(-1, Tk), p.reshape(-1, Tk), _NAMES[mode]
         ref = reference(z2, name, alpha_rows)
@@ -122,7 +122,7 @@ class _Watch:
 
     def _report(self, z2, mode, alpha_rows, p, ref, bad, config):
         first = int(bad[0])
-        cfg = launch_config(z2.shape[-1], z2.element_size(), config, mode=_MODES[mode])
+        cfg = launch_config(z2.shape[-1], z2.element_size(), config, mode=MODES[mode])
         lo = first // cfg["BR"] * cfg["BR"]
         err = float((p[first].double() - ref[first]).abs().max())
         sl = slice(lo, lo + cfg["BR"])

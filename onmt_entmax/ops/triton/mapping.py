@@ -17,7 +17,7 @@ from . import _solver as S
 from ._config import cdiv, launch_config
 from ._launch import launch
 
-_MODES = {"sparsemax": 0, "entmax15": 1, "bisect": 2}
+MODES = {"sparsemax": 0, "entmax15": 1, "bisect": 2}
 
 
 @triton.jit
@@ -137,7 +137,7 @@ def _fwd_lanes_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol, MODE: tl.
 
 
 @triton.jit
-def _u_of_p(p, a1, MODE: tl.constexpr):
+def u_of_p(p, a1, MODE: tl.constexpr):
     """u = p^(2 - alpha) on the support, and log2 p there (MODE 2; 0 elsewhere)."""
     if MODE == 0:
         u = (p > 0).to(tl.float32)
@@ -155,7 +155,7 @@ def _u_of_p(p, a1, MODE: tl.constexpr):
 @triton.jit
 def _bwd_elems(p, g, a1, MODE: tl.constexpr):
     """Elementwise terms: u, u g, g p, p log p, g p log p (the last three for MODE 2 only)."""
-    u, lg = _u_of_p(p, a1, MODE)
+    u, lg = u_of_p(p, a1, MODE)
     if MODE == 2:
         plogp = p * lg * 0.6931471805599453
         return u, u * g, g * p, plogp, g * plogp
@@ -164,19 +164,19 @@ def _bwd_elems(p, g, a1, MODE: tl.constexpr):
 
 
 @triton.jit
-def _bwd_sums(p, g, a1, MODE: tl.constexpr):
+def bwd_sums(p, g, a1, MODE: tl.constexpr):
     u, ug, gp, plp, gplp = _bwd_elems(p, g, a1, MODE)
     return tl.sum(u, 1), tl.sum(ug, 1), tl.sum(gp, 1), tl.sum(plp, 1), tl.sum(gplp, 1)
 
 
 @triton.jit
-def _weighted_mean(sug, su):
+def weighted_mean(sug, su):
     """q = sum u g / sum u (0 on a row without support)."""
     return tl.where(su > 0, sug / tl.where(su > 0, su, 1.0), 0.0)
 
 
 @triton.jit
-def _dalpha(a1, q, sgp, splp, sgplp):
+def alpha_grad(a1, q, sgp, splp, sgplp):
     """dalpha = (sum g p - q) / (alpha-1)^2 - (sum g p log p - q sum p log p) / (alpha-1)."""
     a1c = tl.maximum(a1, 1e-6)
     return (sgp - q) / (a1c * a1c) - (sgplp - q * splp) / a1c
@@ -192,7 +192,7 @@ def _bwd_kernel(P, G, DZ, ALPHA, DALPHA, n_rows, n_cols, stride_p, stride_g,
         msk = rmask[:, None] & (cols[None, :] < n_cols)
         p = tl.load(P + r64 * stride_p + cols[None, :], mask=msk, other=0.0).to(tl.float32)
         g = tl.load(G + r64 * stride_g + cols[None, :], mask=msk, other=0.0).to(tl.float32)
-        su, sug, sgp, splp, sgplp = _bwd_sums(p, g, a1, MODE)
+        su, sug, sgp, splp, sgplp = bwd_sums(p, g, a1, MODE)
     else:
         su2 = tl.zeros([BR, BC], tl.float32)
         sug2 = tl.zeros([BR, BC], tl.float32)
@@ -215,9 +215,9 @@ def _bwd_kernel(P, G, DZ, ALPHA, DALPHA, n_rows, n_cols, stride_p, stride_g,
         sgp = tl.sum(sgp2, 1)
         splp = tl.sum(splp2, 1)
         sgplp = tl.sum(sgplp2, 1)
-    q = _weighted_mean(sug, su)
+    q = weighted_mean(sug, su)
     if SINGLE:
-        u, _lg = _u_of_p(p, a1, MODE)
+        u, _lg = u_of_p(p, a1, MODE)
         tl.store(DZ + r64 * n_cols + cols[None, :], (u * (g - q[:, None])).to(DZ.dtype.element_ty),
                  mask=msk)
     else:
@@ -226,11 +226,11 @@ def _bwd_kernel(P, G, DZ, ALPHA, DALPHA, n_rows, n_cols, stride_p, stride_g,
             msk = rmask[:, None] & (cols[None, :] < n_cols)
             p = tl.load(P + r64 * stride_p + cols[None, :], mask=msk, other=0.0).to(tl.float32)
             g = tl.load(G + r64 * stride_g + cols[None, :], mask=msk, other=0.0).to(tl.float32)
-            u, _lg = _u_of_p(p, a1, MODE)
+            u, _lg = u_of_p(p, a1, MODE)
             tl.store(DZ + r64 * n_cols + cols[None, :],
                      (u * (g - q[:, None])).to(DZ.dtype.element_ty), mask=msk)
     if MODE == 2:
-        tl.store(DALPHA + rows, _dalpha(a1, q, sgp, splp, sgplp), mask=rmask)
+        tl.store(DALPHA + rows, alpha_grad(a1, q, sgp, splp, sgplp), mask=rmask)
 
 
 # (not specialised on lengths and strides: see _fwd_lanes_kernel)
@@ -242,13 +242,13 @@ def _bwd_lanes_kernel(P, G, DZ, ALPHA, DALPHA, n_rows, n_cols, stride_p, stride_
     r3, c3, msk3 = S.lane_cols(rows, rmask, n_cols, BR, BC, LANES)
     p = tl.reshape(tl.load(P + r3 * stride_p + c3, mask=msk3, other=0.0), [BR, BC]).to(tl.float32)
     g = tl.reshape(tl.load(G + r3 * stride_g + c3, mask=msk3, other=0.0), [BR, BC]).to(tl.float32)
-    su, sug, sgp, splp, sgplp = _bwd_sums(p, g, a1, MODE)
-    q = _weighted_mean(sug, su)
-    u, _lg = _u_of_p(p, a1, MODE)
+    su, sug, sgp, splp, sgplp = bwd_sums(p, g, a1, MODE)
+    q = weighted_mean(sug, su)
+    u, _lg = u_of_p(p, a1, MODE)
     tl.store(DZ + r3 * n_cols + c3, tl.reshape(u * (g - q[:, None]), msk3.shape)
              .to(DZ.dtype.element_ty), mask=msk3)
     if MODE == 2:
-        tl.store(DALPHA + rows, _dalpha(a1, q, sgp, splp, sgplp), mask=rmask)
+        tl.store(DALPHA + rows, alpha_grad(a1, q, sgp, splp, sgplp), mask=rmask)
 
 
 def _as_rows(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, tuple]:
@@ -283,7 +283,7 @@ def forward_rows(z2: torch.Tensor, mode: str, alpha_rows: torch.Tensor | None = 
                                                      memory_format=torch.contiguous_format)
     if z2.numel() == 0:
         return p
-    m = _MODES[mode]
+    m = MODES[mode]
     cfg = launch_config(n_cols, z2.element_size(), config, mode=m, soft_rows=soft_rows)
     max_iter = n_iter if n_iter is not None else (64 if m == 2 else 32)
     grid = (cdiv(n_rows, cfg["BR"]),)
@@ -305,7 +305,7 @@ def backward_rows(p2: torch.Tensor, g2: torch.Tensor, mode: str,
     """(dz, dalpha_rows or None) for contiguous (n_rows, n_cols) p and g."""
     n_rows, n_cols = p2.shape
     dz = torch.empty(p2.shape, device=p2.device, dtype=g2.dtype)
-    m = _MODES[mode]
+    m = MODES[mode]
     dalpha = torch.empty(n_rows, device=p2.device, dtype=torch.float32) if m == 2 else None
     if p2.numel() == 0:
         return dz, dalpha
