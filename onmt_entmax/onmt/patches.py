@@ -144,11 +144,11 @@ PATCHES: list[Patch] = [
           "onmt.inputters.dynamic_iterator:DynamicDatasetIter._init_datasets",
           lambda up: wrap_init_datasets(up, "onmt")),
     Patch("valid_batches_once", "the validation corpus is read and batched once, its batches replayed at every "
-          "later validation (upstream reads it again each time: ~7.5 s of a SIGMORPHON validation)",
+          "later validation (upstream reads, transforms and batches it again each time)",
           "onmt.inputters.dynamic_iterator:build_dynamic_dataset_iter",
           valid_batches.wrap_build_dynamic_dataset_iter, aliases=("onmt.train_single:build_dynamic_dataset_iter",)),
     Patch("training_host", "the training loop runs backward on the calling thread, not autograd's device "
-          "thread (1.16-1.34x steps/s on host-bound steps; ONMT_ENTMAX_TRAIN_HOST=as-is keeps upstream's)",
+          "thread (faster host-bound steps; ONMT_ENTMAX_TRAIN_HOST=as-is keeps upstream's)",
           "onmt.trainer:Trainer.train", backward_on_calling_thread),
     Patch("stop_on_signal", "SIGTERM / Ctrl-C while one process trains: finish the step, save its checkpoint, "
           "exit 128 + the signal (upstream dies and loses the steps since the last save)",

@@ -1,8 +1,8 @@
 """Training computations replayed as CUDA graphs, one per shape of their inputs.
 
 A recurrent decoder with input feeding (Luong et al. 2015; the SIGMORPHON models of Peters et al.
-2019) runs one small step per target position: at batch 64 a training step is ~5 ms of GPU kernels
-against 25-40 ms of host time, 1,100-1,300 kernel launches (docs/benchmarks.md). Replaying the whole
+2019) runs one small step per target position: at batch 64 a training step spends several times
+longer launching its kernels than the GPU spends running them (docs/benchmarks.md). Replaying the whole
 loop, forward and backward, as two captured CUDA graphs (``torch.cuda.make_graphed_callables``) takes
 that launch work off the host. A graph has fixed shapes: ``ShapeGraphs`` keeps one per shape, and the
 caller pads a batch to a shape bucket (``round_up``) where padding provably changes nothing the loss
@@ -106,8 +106,8 @@ class ShapeGraphs:
     raises ``CaptureError``.
 
     All shapes capture into one memory pool (``pool``), so that the process holds about one shape's
-    activations rather than one set per shape (with a pool each, a SIGMORPHON run held 30 GiB at 64
-    shapes, and four runs on one 140 GiB GPU ran out of memory). Sharing is safe under this class's
+    activations rather than one set per shape (with a pool each, the memory grew with every shape
+    captured: docs/integration.md). Sharing is safe under this class's
     contract: each forward replay is followed by its backward before any other replay, and what must
     outlive a replay (input buffers, outputs, gradients: the graphed callable keeps them referenced) is
     never handed to a later capture; a later capture reuses only an earlier graph's temporaries and

@@ -2,8 +2,8 @@
 
 OpenNMT-py 3.5.1 and Eole read a training corpus in file order on every pass. Their iterator sorts a
 bucket of examples by length, cuts it into batches and shuffles only the batches' order, so a batch
-holds much the same examples on every pass (on the medium SIGMORPHON 2018 file, a median 57 of 64:
-``scripts/reproduce/batch_overlap.py``). torchtext's iterator, which OpenNMT-py up to 0.9 used (the
+holds much the same examples on every pass (``scripts/reproduce/batch_overlap.py`` counts them;
+docs/reproduce.md). torchtext's iterator, which OpenNMT-py up to 0.9 used (the
 toolkit of Peters et al. 2019), permuted the whole data set every epoch and sorted pools of 100
 batches. ``ReshuffledPasses`` gives the toolkits' iterators that order back: pass k over a corpus
 yields its examples permuted by ``random.Random(f"{seed}/{k}")``, so the same seed reads the same
@@ -115,9 +115,9 @@ class ReplayedPasses(Generic[T]):
     """An iterable over ``source`` that keeps the items of its first complete pass and yields those
     again on every later pass, instead of reading ``source`` again.
 
-    For validation data, which the toolkits read, transform and batch again at every validation (about
-    7.5 s of a validation on the medium SIGMORPHON 2018 dev set, 1-2 s once replayed; H200,
-    docs/benchmarks.md): their validation batches are the same on every pass (file order, no sampling;
+    For validation data, which the toolkits read, transform and batch again at every validation (most of
+    a validation's time on a small model: docs/integration.md): their validation batches are the same
+    on every pass (file order, no sampling;
     the toolkits' random transforms apply to training data only). A pass left unfinished is not kept;
     a first pass whose tensors outgrow ``limit`` bytes is not kept either, and the source is read at
     every pass as before.

@@ -22,9 +22,8 @@ def backward_on_calling_thread(upstream: Callable) -> Callable:
     """Wrapper of a toolkit's training loop (``Trainer.train``): backward runs on the calling thread.
 
     On CUDA, autograd hands every backward from the thread that called it to its own device thread;
-    with ``torch.autograd.set_multithreading_enabled(False)`` the calling thread runs it itself. On a
-    host-bound step that is 1.21x softmax and 1.34x 1.5-entmax steps/s in one process, 1.16x and 1.24x
-    in stock ``onmt_train`` (SIGMORPHON RNN, H100, docs/benchmarks.md). Nothing is lost: OpenNMT-py and
+    with ``torch.autograd.set_multithreading_enabled(False)`` the calling thread runs it itself, which
+    speeds up a host-bound step (the SIGMORPHON RNN's: docs/benchmarks.md). Nothing is lost: OpenNMT-py and
     Eole run one process per GPU, so no backward could overlap another. ``ONMT_ENTMAX_TRAIN_HOST=as-is``
     keeps the toolkit's behaviour (what benchmarks compare against).
     """

@@ -2,9 +2,8 @@
 
 OpenNMT-py 3.5.1 builds ``torch.optim.Adam`` with torch's default implementation, on a GPU the "foreach"
 one: about a dozen kernels over the parameter lists a step. The fused one does the same update in one
-pass (``onmt_entmax/training/adam_fused.py``). For the SIGMORPHON RNN (batch 64) Adam was 0.88 ms of the 6.0 ms
-of GPU kernels in a training step and 0.76 ms of its host time (one NVIDIA H200, docs/benchmarks.md);
-with several runs on a GPU under MPS the step is bound by the GPU.
+pass (``onmt_entmax/training/adam_fused.py``): fewer launches for a host-bound step, and less GPU time
+when several runs share a GPU under MPS and the step is bound by the GPU (docs/benchmarks.md).
 
 A training option: ``-train_from`` takes it from the command, not the checkpoint; after a saved
 optimizer state is loaded (with the flags it was saved with), the command's value is set again.
