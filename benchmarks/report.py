@@ -1,23 +1,25 @@
-"""The GPU tables of docs/benchmarks.md, assembled from what `benchmarks/run_gpu.sh OUTDIR` wrote.
+"""The tables of docs/benchmarks.md, drawn from the CSV rows under benchmarks/results/; and a
+`benchmarks/run_gpu.sh OUTDIR` run's own tables.
 
-run_gpu.sh leaves in OUTDIR, for each part it ran, the markdown each benchmark printed (FILE.md),
-the command that printed it (FILE.md.cmd) and `machine.json` (GPU, driver, torch, Triton, commit,
-date). This script prints them as the document's GPU sections, one table per measured thing (the
-kernel benchmark's loss and attention rows apart), each with its command, machine and date;
-sections of parts that did not run are left out. With several OUTDIRs (parts run on separate
-machines), a file of a later one replaces the same file of an earlier one, and each table keeps
-its own machine.
+--results: every family's CSV (FAMILIES below: benchmarks/results/FAMILY.csv, a row a case and run: GPU,
+driver, torch, Triton, commit, date, command, case, ours, baseline, ratio, then the family's own
+columns, as benchmarks/results_csv.py writes them), the newest row of each case shown, so a re-run's
+rows replace the older ones in the document (they stay in the CSV with their dates). --long-attention:
+the rows `benchmarks/bench_long_attention.py` appends to its CSV.
 
-    python3 benchmarks/report.py OUTDIR [OUTDIR ...]                           # print the sections
-    python3 benchmarks/report.py OUTDIR [OUTDIR ...] --into docs/benchmarks.md  # replace them there
-    python3 benchmarks/report.py --long-attention benchmarks/results/long-attention.csv [--into docs/benchmarks.md]
+OUTDIRs: run_gpu.sh leaves in OUTDIR, for each part it ran, the markdown each benchmark printed
+(FILE.md), the command that printed it (FILE.md.cmd) and `machine.json` (GPU, driver, torch, Triton,
+commit, date); this prints them, one table per measured thing (the kernel benchmark's loss and
+attention rows apart), each with its command, machine and date; sections of parts that did not run
+are left out. With several OUTDIRs (parts run on separate machines), a file of a later one replaces
+the same file of an earlier one, and each table keeps its own machine.
+
     python3 benchmarks/report.py --results benchmarks/results [--into docs/benchmarks.md]  # every family's CSV
+    python3 benchmarks/report.py --long-attention benchmarks/results/long-attention.csv [--into docs/benchmarks.md]
+    python3 benchmarks/report.py OUTDIR [OUTDIR ...]                  # a run's tables (OUTDIR/benchmarks.md)
 
---into replaces the text between the lines BEGIN and END (below) of the file, nothing else; with
---long-attention (the rows `benchmarks/bench_long_attention.py` appends to its CSV), the text between
-LONG_BEGIN and LONG_END; with --results, each family's (FAMILIES below: benchmarks/results/FAMILY.csv, a row a
-case and run: GPU, driver, torch, Triton, commit, date, command, case, ours, baseline, ratio, then the family's
-own columns) between its family_markers, the newest row of each case shown (a re-run replaces it there).
+--into replaces, in the document, only the text between each family's family_markers (--results), between
+LONG_BEGIN and LONG_END (--long-attention), or between BEGIN and END (OUTDIRs, a document with those lines).
 """
 from __future__ import annotations
 
