@@ -99,6 +99,21 @@ def test_output_and_gradients_match_float64_reference(kind, Tq, Tk, mask):
         torch.testing.assert_close(got.double().cpu(), want, atol=1e-4, rtol=1e-3)
 
 
+@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+@pytest.mark.parametrize("kind,Tq,Tk,mask", [("entmax15", 130, 130, "causal"), ("sparsemax", 20, 150, "pad"),
+                                             ("entmax_bisect", 18, 200, "dense")])
+def test_one_kernel_backward_matches_float64_reference(kind, Tq, Tk, mask, monkeypatch):
+    """The backward that makes dq, dk and dv in one kernel over the key tiles (dq added atomically;
+    half inputs take it) against autograd through the float64 reference, forced on float32 inputs:
+    each mask, each kind, and that it ran instead of the dq kernel."""
+    launched = []
+    real = KL._launch
+    monkeypatch.setattr(KL, "_launch", lambda fn, *a, **kw: launched.append(fn) or real(fn, *a, **kw))
+    monkeypatch.setattr(KL, "FUSED_BWD", True)
+    test_output_and_gradients_match_float64_reference(kind, Tq, Tk, mask)
+    assert KL._c_kernel in launched and KL._bwd_dq_kernel not in launched
+
+
 def _threshold_margin(s, keep, kind, alpha, p):
     """x - tau of every entry in float64 (x = (alpha - 1)(s - max s)), tau read off the reference's
     weights p on their support (x - tau = p^(alpha - 1) there)."""

@@ -9,20 +9,27 @@ Forward, one program per (batch, head, BM queries), streaming key tiles of BN ke
 recomputed by `tl.dot` in each pass, on tensor cores: half inputs as they are, fp32 inputs as three
 tf32 products, tf32x3, float32's accuracy):
 
-1. the row max m (and the maxima at each key position mod BN, and the tile maximum of the block,
-   written to TMAX);
-2. the threshold, with x = (alpha - 1)(s - m) (max x = 0, tau in [-1, 0)): a lower bound from the
-   position-mod-BN maxima (a subset of the row, `_solver.group_start`), then Newton passes from below,
-   each one sweep over the key tiles accumulating per row k, A = sum [x - tau]_+^beta,
+1. the row max m, the TOPK (4) largest entries at each key position mod BN (a subset of the row),
+   and the tile maximum of the block, written to TMAX;
+2. the threshold, with x = (alpha - 1)(s - m) (max x = 0, tau in [-1, 0)): a lower bound, the
+   threshold of that subset (any subset's is one; `_start`), then Newton passes from below, each one
+   sweep over the key tiles accumulating per row k, A = sum [x - tau]_+^beta,
    B = sum [x - tau]_+^(beta - 1) and min_S d (`_solver.stats_elems` / `newton_step`: the mappings'
    solver, certificate and closed forms, so sparsemax and 1.5-entmax get the exact support and
-   threshold and alpha-entmax Newton to |A - 1| <= 1e-6, as the mapping kernels);
-3. one more sweep: f = [x - tau]_+^beta (exp(s - m) on softmax rows, alpha = 1), out = sum f v /
-   sum f, and W = sum u v / sum u with u = f^(2 - alpha) on the support (dropout: f and u times
-   m / (1 - r), the Philox draw of `attention.dropout_keep` at the entry's offset in (B, H, Tq, Tk)).
+   threshold and alpha-entmax Newton to |A - 1| <= 1e-6, as the mapping kernels). The subset nearly
+   always holds the whole support, and then its threshold is the row's: the first pass certifies it.
+   Sparsemax and 1.5-entmax passes also sum the tile products sum d^2 v, sum d v, sum v (d = x - tau
+   on the pass's support S): a row certified in a pass keeps S, so its f = [d - step]^beta expands in
+   them and out, W and sum f come from that pass (`_fused_rows`), with no sweep of their own;
+3. for the rows not written so (every alpha-entmax row; a sparsemax / 1.5-entmax row whose expansion
+   would round worse than the direct sums, or that ran out of passes), one more sweep:
+   f = [x - tau]_+^beta (exp(s - m) on softmax rows, alpha = 1), out = sum f v / sum f, and
+   W = sum u v / sum u with u = f^(2 - alpha) on the support (dropout: f and u times m / (1 - r), the
+   Philox draw of `attention.dropout_keep` at the entry's offset in (B, H, Tq, Tk)).
 A key tile none of whose entries can be in the block's supports (its maximum from pass 1 at or below
 every row's current threshold, x <= tau) is skipped in passes 2-3 and in the backward: block sparsity,
-exact (the test is on the same float32 x as the entries').
+exact (the test is on the same float32 x as the entries'). Only tiles past Tk's end or across the
+causal diagonal (or any tile, with a keep mask) are masked.
 
 Kept per row for the backward (as flash attention keeps the log-sum-exp): m, tau and sum f
 (ST, 3 float32), W (Dv float32, the analogue of rowsum(dO o O)), and TMAX, one float a (query block,
@@ -30,11 +37,15 @@ key tile). p_j = f_j / sum f is recomputed tile by tile from s, m, tau.
 
 Backward, with G = dL/d out, g_j = G . v_j (times the dropout mask / (1 - r)), u = p^(2 - alpha):
     ds_j = scale u_j (g_j - c),   c = sum u g / sum u = G . W,
-0 at masked keys (Peters et al. 2019); one kernel per (batch, head, BM queries) writes c and
-dq = ds k and accumulates the alpha-gradient of each row (`mapping.alpha_grad` from sum g p,
-sum p log p, sum g p log p, added atomically to its head's entry, through the clamp(1 + sigmoid(a))
-of a learned alpha: `attention.alpha_rows`); one kernel per (batch, head, BN keys) accumulates
-dk = ds^T q and dv = (p m / (1 - r))^T G over the query blocks.
+0 at masked keys (Peters et al. 2019), u from the unnormalised weights and a per-row factor. Half
+inputs without an alpha-gradient: one kernel per (batch, head, BN keys) makes all three over the query
+blocks that reach its tile: dk = ds^T q, dv = (p m / (1 - r))^T G, and dq = ds k added atomically
+(float32) into a (B H, Tq, D) buffer, FlashAttention-2's backward (5 tile products a tile pair), after
+a small kernel writes c. Otherwise (an alpha-gradient, or float32 inputs) a kernel per (batch, head,
+BM queries) writes c and dq and accumulates the alpha-gradient of each row (`mapping.alpha_grad` from
+sum g p, sum p log p, sum g p log p, added atomically to its head's entry, through the
+clamp(1 + sigmoid(a)) of a learned alpha: `attention.alpha_rows`), and the key-tile kernel makes dk
+and dv (7 tile products).
 """
 from __future__ import annotations
 
@@ -51,7 +62,7 @@ from ._config import cdiv, next_pow2
 from ._launch import launch
 from .attention import alpha_flags, alpha_rows, broadcast4, dropout_keep, head_alpha, keep_at
 from .attention_tiles import load_tile, store_tile
-from .mapping import MODES, alpha_grad, u_of_p
+from .mapping import MODES, alpha_grad
 
 MAX_HEAD_DIM = 256
 MAX_GRID_Y = 65535  # batch x heads: the second dim of the launch grids (CUDA's limit)
@@ -60,25 +71,40 @@ SKIP = True  # skip key tiles without support (block sparsity); False: every til
 STAGES: int | None = None  # software-pipelining stages (None: Triton's default; benchmark sweeps)
 BWD_STAGES = 1  # the backward kernels' pipelining stages (1 ran them fastest: docs/kernels.md)
 ITERS: torch.Tensor | None = None  # int32 (B H, query blocks): Newton passes of each block, written if set
+# without an alpha-gradient, dq, dk, dv in one kernel, dq by atomic adds: True, False (two kernels), or None: one
+# for half inputs, two for float32 (whose tf32x3 atomics-path ran slower than the two kernels: docs/kernels.md)
+FUSED_BWD: bool | None = None
+TOPK: int | None = None  # entries kept a key position for the threshold's start, 1, 2 or 4 (None: by `_tiles`)
 
 _INTS = ["Tq", "H", "Tk", "D", "Dv", "sq_b", "sq_h", "sq_t", "sk_b", "sk_h", "sk_t", "sv_b", "sv_h", "sv_t",
          "so_b", "so_h", "so_t", "sm_b", "sm_h", "sm_q", "sm_k", "sa_h", "n_qb", "n_kt", "seed"]
 
 
 @triton.jit
-def _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale,
-            HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, PREC: tl.constexpr):
-    """(s [BM, BN] = scale q k^T, -1e18 at masked keys, -inf outside the rows and keys; the entries
-    that are attended keys (for ds))."""
+def _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j0, q0,
+            BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, PREC: tl.constexpr):
+    """(s [BM, BN] = scale q k^T, -1e18 at masked keys, -inf at keys past Tk; with a keep mask, which
+    entries are attended keys (for ds), else 0). Rows past Tq are not masked (q is 0 there: s = 0;
+    the kernels never store them and count them out of every test). Without a keep mask only a tile
+    past Tk's end or crossing the causal diagonal is masked (a uniform branch): the others are s."""
     s = tl.dot(q, tl.trans(k), input_precision=PREC) * scale
-    inside = (t < Tq)[:, None] & (keys < Tk)[None, :]
-    allowed = inside
     if HAS_KEEP:
-        allowed = allowed & keep_at(KEEP, b, h, t[:, None], keys[None, :], inside, sm_b, sm_h, sm_q, sm_k)
-    if CAUSAL:
-        allowed = allowed & (keys[None, :] <= t[:, None])
-    s = tl.where(allowed, s, -1e18)
-    return tl.where(inside, s, float("-inf")), allowed
+        inside = (t < Tq)[:, None] & (keys < Tk)[None, :]
+        allowed = inside & keep_at(KEEP, b, h, t[:, None], keys[None, :], inside, sm_b, sm_h, sm_q, sm_k)
+        if CAUSAL:
+            allowed = allowed & (keys[None, :] <= t[:, None])
+        s = tl.where(allowed, s, -1e18)
+        s = tl.where((keys < Tk)[None, :], s, float("-inf"))
+    else:
+        allowed = 0
+        edge = j0 + BN > Tk
+        if CAUSAL:
+            edge = edge | (j0 + BN > q0 + 1)
+        if edge:
+            if CAUSAL:
+                s = tl.where(keys[None, :] <= t[:, None], s, -1e18)
+            s = tl.where((keys < Tk)[None, :], s, float("-inf"))
+    return s, allowed
 
 
 @triton.jit
@@ -95,22 +121,27 @@ def _needed(TMAX, j, m, a1s, tau, live, soft, SKIP: tl.constexpr):
 
 @triton.jit
 def _weights(s, m, a1s, tau, beta, soft, MODE: tl.constexpr):
-    """(f = [x - tau]_+^beta, u = f^(2 - alpha) = [x - tau]_+^(beta - 1) on the support), x = (s - m)
-    (alpha - 1); exp(s - m) for both on softmax rows (MODE 2, alpha = 1). Unnormalised: p = f / sum f."""
+    """(f = [x - tau]_+^beta, u = f^(2 - alpha) = [x - tau]_+^(beta - 1) on the support, log2 of
+    [x - tau]_+ (MODE 2; else u)), x = (s - m)(alpha - 1); exp(s - m) for f and u on softmax rows
+    (MODE 2, alpha = 1; computed only in a block that has one). Unnormalised: p = f / sum f."""
     d = tl.maximum((s - m[:, None]) * a1s[:, None] - tau[:, None], 0.0)
     if MODE == 0:
         f = d
         u = (d > 0).to(tl.float32)
+        lg = u
     elif MODE == 1:
         f = d * d
         u = d
+        lg = u
     else:
-        u = tl.where(d > 0, tl.exp2((beta[:, None] - 1.0) * S.log2_pos(d)), 0.0)
+        lg = S.log2_pos(d)
+        u = tl.where(d > 0, tl.exp2((beta[:, None] - 1.0) * lg), 0.0)
         f = u * d
-        e = tl.exp(s - m[:, None])
-        f = tl.where(soft[:, None], e, f)
-        u = tl.where(soft[:, None], e, u)
-    return f, u
+        if tl.max(soft.to(tl.int32), 0) > 0:
+            e = tl.exp(s - m[:, None])
+            f = tl.where(soft[:, None], e, f)
+            u = tl.where(soft[:, None], e, u)
+    return f, u, lg
 
 
 @triton.jit
@@ -127,42 +158,120 @@ def _head(ALPHA, h, sa_h, t, tin, BM: tl.constexpr, MODE: tl.constexpr, LOGIT: t
     return a1, chain, soft, a1s, 1.0 / a1s
 
 
+@triton.jit
+def _insert(m1, m2, m3, m4, s, TOPK: tl.constexpr):
+    """The TOPK largest entries seen at each position (m1 >= m2 >= m3 >= m4) after s (one
+    compare-exchange a level); m1 the running maximum, NaN-propagating."""
+    n1 = S.max_nan(m1, s)
+    if TOPK > 1:
+        c = tl.minimum(m1, s)
+        n2 = tl.maximum(m2, c)
+        if TOPK > 2:
+            c = tl.minimum(m2, c)
+            n3 = tl.maximum(m3, c)
+            c = tl.minimum(m3, c)
+            n4 = tl.maximum(m4, c)
+        else:
+            n3, n4 = m3, m4
+    else:
+        n2, n3, n4 = m2, m3, m4
+    return n1, n2, n3, n4
+
+
+@triton.jit
+def _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE: tl.constexpr, GROUP_ITER: tl.constexpr,
+           TOPK: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    """A lower bound of each row's threshold: the threshold of the subset of its entries held in
+    m1..m4 (the TOPK largest at each key position mod BN), solved from the bound of the position
+    maxima m1 alone (`_solver.group_start`), less the solver's margin. Any subset's threshold is one
+    (F_T <= F); the top few a position hold nearly every row's whole support, and a subset holding it
+    has the row's threshold itself (then the first pass over the keys certifies it)."""
+    tau = S.group_start(m1, m, a1s, beta, solve, tol, MODE, GROUP_ITER)
+    if TOPK > 1:
+        z = tl.reshape(tl.join(m1, m2), [BM, 2 * BN])
+        if TOPK > 2:
+            z = tl.reshape(tl.join(z, tl.reshape(tl.join(m3, m4), [BM, 2 * BN])), [BM, 4 * BN])
+        x = (z - m[:, None]) * a1s[:, None]
+        t2, _n, _it, _p = S.solve_tile(x, beta, solve, tol, tau, MODE, GROUP_ITER)
+        tau = tl.maximum(t2 - S.START_MARGIN, -1.0)
+    return tau
+
+
+@triton.jit
+def _fused_rows(tau_used, out_tau, newly, kk, aa, bb, acc0, acc1, acc2, MODE: tl.constexpr):
+    """(which rows take their output from this pass's sums, out, W, sum f) for rows whose
+    certificate held in this pass (newly). There the support stays the pass's S (min_S d >= step),
+    so with the step s = tau - tau_used and d = x - tau_used on S:
+        sparsemax:  f = d - s, u = 1:        sum f v = sum d v - s sum v,  sum f = A - s k
+        1.5-entmax: f = (d - s)^2, u = d - s: sum f v = sum d^2 v - 2 s sum d v + s^2 sum v, ...
+    from the tile products sum d^2 v (acc2), sum d v (acc1), sum v (acc0). Rows are taken where the
+    expansion's terms are at most about twice the direct products' (their rounding at most twice
+    theirs); the others go to the weighted-sum pass."""
+    sh = out_tau - tau_used
+    if MODE == 0:
+        tot = aa - sh * kk
+        su = kk
+        ok = newly & (sh >= 0) & (3.0 * sh * kk <= aa)
+        o = acc1 - sh[:, None] * acc0
+        w = acc0
+    else:
+        tot = aa - 2.0 * sh * bb + sh * sh * kk
+        su = bb - sh * kk
+        ok = newly & (sh >= 0) & (6.0 * sh * bb <= aa) & (3.0 * sh * kk <= bb)
+        o = acc2 - 2.0 * sh[:, None] * acc1 + (sh * sh)[:, None] * acc0
+        w = acc1 - sh[:, None] * acc0
+    ok = ok & (tot > 0) & (su > 0)
+    tot = tl.where(ok, tot, 1.0)
+    su = tl.where(ok, su, 1.0)
+    return ok, o * (1.0 / tot)[:, None], w * (1.0 / su)[:, None], tot
+
+
 @triton.jit(do_not_specialize=_INTS)
 def _fwd_kernel(Q, K, V, O, W, ST, TMAX, KEEP, ALPHA, ITERS, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, sk_b, sk_h, sk_t,
                 sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, n_qb, n_kt, seed, scale, drop,
                 tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, GROUP_ITER: tl.constexpr, BM: tl.constexpr,
                 BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr,
                 CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr, PREC: tl.constexpr, LOGIT: tl.constexpr,
-                LO: tl.constexpr, HI: tl.constexpr, SKIP: tl.constexpr):
+                LO: tl.constexpr, HI: tl.constexpr, SKIP: tl.constexpr, TOPK: tl.constexpr):
     qb = tl.program_id(0)
     bh = tl.program_id(1)
     b = (bh // H).to(tl.int64)
     h = (bh % H).to(tl.int64)
-    t = qb * BM + tl.arange(0, BM)
+    q0 = qb * BM
+    t = q0 + tl.arange(0, BM)
     tin = t < Tq
     dd = tl.arange(0, BD)
+    dv = tl.arange(0, BDV)
     q = load_tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
     a1, _chain, soft, a1s, beta = _head(ALPHA, h, sa_h, t, tin, BM, MODE, LOGIT, LO, HI)
     tmax = TMAX + (bh * n_qb + qb).to(tl.int64) * n_kt
-    # 1. row max; maxima at each key position mod BN; the tiles' maxima (causal: the tiles after the
-    # block's last query hold -1e18 only, as the host filled TMAX)
+    # 1. row max; the TOPK largest entries at each key position mod BN; the tiles' maxima (causal: the
+    # tiles after the block's last query hold -1e18 only, as the host filled TMAX)
     if CAUSAL:
-        hi_max = tl.minimum(Tk, (qb + 1) * BM)
+        hi_max = tl.minimum(Tk, q0 + BM)
     else:
         hi_max = Tk
-    mg = tl.full([BM, BN], float("-inf"), tl.float32)
+    m1 = tl.full([BM, BN], float("-inf"), tl.float32)
+    m2 = m1
+    m3 = m1
+    m4 = m1
     for j0 in range(0, hi_max, BN):
         keys = j0 + tl.arange(0, BN)
         k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
-        s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, HAS_KEEP, CAUSAL, PREC)
-        mg = S.max_nan(mg, s)
+        s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j0, q0, BN, HAS_KEEP,
+                        CAUSAL, PREC)
+        m1, m2, m3, m4 = _insert(m1, m2, m3, m4, s, TOPK)
         tl.store(tmax + j0 // BN, tl.max(tl.max(s, 1), 0))
-    m = tl.reduce(mg, 1, S.max_nan)
-    row_ok = m > float("-inf")
+    m = tl.reduce(m1, 1, S.max_nan)
+    row_ok = (m > float("-inf")) & tin
     m = tl.where(row_ok, m, 0.0)
-    # 2. threshold: a lower bound from the subset of position maxima, then Newton from below
+    # 2. threshold: a lower bound from a subset of each row, then Newton from below; sparsemax and
+    # 1.5-entmax also sum the tile products that give out and W where the pass certifies a row
     solve = row_ok & (soft == 0)
-    tau = tl.where(solve, S.group_start(mg, m, a1s, beta, solve, tol, MODE, GROUP_ITER), -1.0)
+    tau = tl.where(solve, _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE, GROUP_ITER, TOPK, BM, BN), -1.0)
+    FUSE: tl.constexpr = MODE != 2
+    fused = tin == 0  # rows whose out and W are written (rows past Tq: nothing to write)
+    tot = tl.full([BM], 1.0, tl.float32)
     lo = tl.full([BM], -1.0, tl.float32)
     hi = tl.zeros([BM], tl.float32)
     out_tau = tau
@@ -175,12 +284,15 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, KEEP, ALPHA, ITERS, Tq, H, Tk, D, Dv, s
         aa = tl.zeros([BM], tl.float32)
         bb = tl.zeros([BM], tl.float32)
         mn = tl.full([BM], float("inf"), tl.float32)
+        acc0 = tl.zeros([BM, BDV], tl.float32)
+        acc1 = tl.zeros([BM, BDV], tl.float32)
+        acc2 = tl.zeros([BM, BDV], tl.float32)
         for j in range(0, n_kt):
             if _needed(tmax, j, m, a1s, tau, done == 0, soft == 1, SKIP):
                 keys = j * BN + tl.arange(0, BN)
                 k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
-                s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, HAS_KEEP,
-                                CAUSAL, PREC)
+                s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN,
+                                HAS_KEEP, CAUSAL, PREC)
                 x = (s - m[:, None]) * a1s[:, None]
                 kf, a, bt, mnt = S.stats_elems(x, tau, beta, MODE)
                 k_, a_, b_, mn_ = S.reduce_stats(kf, a, bt, mnt, MODE)
@@ -188,7 +300,24 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, KEEP, ALPHA, ITERS, Tq, H, Tk, D, Dv, s
                 aa += a_
                 bb += b_
                 mn = tl.minimum(mn, mn_)
+                if FUSE:
+                    v = load_tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
+                    if MODE == 0:
+                        w1 = a
+                    else:
+                        w1 = bt
+                    if HAS_DROP:
+                        kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
+                        r = tl.where(kept, 1.0 / (1.0 - drop), 0.0)
+                        kf = kf * r
+                        w1 = w1 * r
+                        a = a * r
+                    acc0 += tl.dot(kf.to(v.dtype), v, input_precision=PREC)
+                    acc1 += tl.dot(w1.to(v.dtype), v, input_precision=PREC)
+                    if MODE == 1:
+                        acc2 += tl.dot(a.to(v.dtype), v, input_precision=PREC)
         prev = tau
+        live = done == 0
         tau, done, out_tau, out_norm, lo, hi = S.newton_step(tau, done, out_tau, out_norm, lo, hi, kk, aa, bb, mn,
                                                          beta, tol, MODE)
         if MODE != 2:
@@ -196,36 +325,47 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, KEEP, ALPHA, ITERS, Tq, H, Tk, D, Dv, s
             # form's cancellation (mean - sqrt(disc)) can come out a few ulps below 0 and fail the
             # certificate on every pass (MODE 2 stops so in `newton_step` itself)
             done = tl.where((done == 0) & (tl.abs(tau - prev) <= 2.4e-7 * tl.abs(prev)), 1, done)
+        if FUSE:
+            ok, o, w, tot_n = _fused_rows(prev, out_tau, live & (done == 1), kk, aa, bb, acc0, acc1, acc2, MODE)
+            rows = tl.where(ok, t, Tq)
+            store_tile(O, o, b, h, so_b, so_h, so_t, rows, Tq, dv, Dv)
+            store_tile(W, w, bh.to(tl.int64), 0, Tq * Dv, 0, Dv, rows, Tq, dv, Dv)
+            tot = tl.where(ok, tot_n, tot)
+            fused = fused | ok
         it += 1
         go = (tl.sum(1 - done, 0) > 0) & (it < MAX_ITER)
     tau = out_tau
     if ITERS is not None:
         tl.store(ITERS + bh * n_qb + qb, it)
-    # 3. out = sum f v / sum f, W = sum u v / sum u
-    dv = tl.arange(0, BDV)
-    acc = tl.zeros([BM, BDV], tl.float32)
-    accw = tl.zeros([BM, BDV], tl.float32)
-    tot = tl.zeros([BM], tl.float32)
-    su = tl.zeros([BM], tl.float32)
-    for j in range(0, n_kt):
-        if _needed(tmax, j, m, a1s, tau, row_ok, soft, SKIP):
-            keys = j * BN + tl.arange(0, BN)
-            k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
-            s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, HAS_KEEP, CAUSAL,
-                            PREC)
-            f, u = _weights(s, m, a1s, tau, beta, soft, MODE)
-            tot += tl.sum(f, 1)
-            su += tl.sum(u, 1)
-            if HAS_DROP:
-                kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
-                f = tl.where(kept, f * (1.0 / (1.0 - drop)), 0.0)
-                u = tl.where(kept, u * (1.0 / (1.0 - drop)), 0.0)
-            v = load_tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
-            acc += tl.dot(f.to(v.dtype), v, input_precision=PREC)
-            accw += tl.dot(u.to(v.dtype), v, input_precision=PREC)
-    tot = tl.where(tot > 0, tot, 1.0)
-    store_tile(O, acc / tot[:, None], b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
-    store_tile(W, accw / tl.where(su > 0, su, 1.0)[:, None], bh.to(tl.int64), 0, Tq * Dv, 0, Dv, t, Tq, dv, Dv)
+    # 3. the rows not written yet (every row of alpha-entmax): out = sum f v / sum f, W = sum u v / sum u
+    need = fused == 0
+    if tl.max(need.to(tl.int32), 0) > 0:
+        acc = tl.zeros([BM, BDV], tl.float32)
+        accw = tl.zeros([BM, BDV], tl.float32)
+        tot_p = tl.zeros([BM], tl.float32)
+        su = tl.zeros([BM], tl.float32)
+        for j in range(0, n_kt):
+            if _needed(tmax, j, m, a1s, tau, need & row_ok, soft, SKIP):
+                keys = j * BN + tl.arange(0, BN)
+                k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
+                s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN,
+                                HAS_KEEP, CAUSAL, PREC)
+                f, u, _lg = _weights(s, m, a1s, tau, beta, soft, MODE)
+                tot_p += tl.sum(f, 1)
+                su += tl.sum(u, 1)
+                if HAS_DROP:
+                    kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
+                    f = tl.where(kept, f * (1.0 / (1.0 - drop)), 0.0)
+                    u = tl.where(kept, u * (1.0 / (1.0 - drop)), 0.0)
+                v = load_tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
+                acc += tl.dot(f.to(v.dtype), v, input_precision=PREC)
+                accw += tl.dot(u.to(v.dtype), v, input_precision=PREC)
+        tot_p = tl.where(tot_p > 0, tot_p, 1.0)
+        rows = tl.where(need, t, Tq)
+        store_tile(O, acc * (1.0 / tot_p)[:, None], b, h, so_b, so_h, so_t, rows, Tq, dv, Dv)
+        store_tile(W, accw * (1.0 / tl.where(su > 0, su, 1.0))[:, None], bh.to(tl.int64), 0, Tq * Dv, 0, Dv, rows,
+                   Tq, dv, Dv)
+        tot = tl.where(need, tot_p, tot)
     rows = ST + (bh * Tq).to(tl.int64) + t
     n_rows = (tl.num_programs(1) * Tq).to(tl.int64)
     tl.store(rows, m, mask=tin)
@@ -244,12 +384,29 @@ def _row_stats(ST, bh, t, tin, Tq, n_bh):
 
 
 @triton.jit
-def _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1s, beta, soft, scale, MODE: tl.constexpr):
-    """(p, log2 p (MODE 2), ds = scale u (g - c), 0 at masked keys) from the recomputed scores."""
-    f, _u = _weights(s, m, a1s, tau, beta, soft, MODE)
-    p = f / tot[:, None]
-    u, lg = u_of_p(p, a1, MODE)
-    ds = tl.where(allowed, u * (g - c[:, None]) * scale, 0.0)
+def _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1s, beta, soft, scale, HAS_KEEP: tl.constexpr,
+                 MODE: tl.constexpr):
+    """(p, log2 p (MODE 2), ds = scale u (g - c)) from the recomputed scores, u = p^(2 - alpha) taken
+    from the unnormalised weights and a per-row factor (u = f^(2 - alpha) sum f^(alpha - 2): no
+    division, root or power an entry); with a keep mask ds is 0 at masked keys (elsewhere masked
+    entries already have u = 0: a row is fully masked only through keep)."""
+    f, ur, l2d = _weights(s, m, a1s, tau, beta, soft, MODE)
+    rt = 1.0 / tot
+    p = f * rt[:, None]
+    if MODE == 0:
+        u = ur
+        lg = ur
+    elif MODE == 1:
+        u = ur * tl.sqrt(rt)[:, None]
+        lg = ur
+    else:
+        lt = tl.log2(tot)
+        u = ur * tl.exp2((a1 - 1.0) * lt)[:, None]
+        lg = tl.where(soft[:, None], (s - m[:, None]) * 1.4426950408889634, beta[:, None] * l2d) - lt[:, None]
+        lg = tl.where(p > 0, lg, 0.0)
+    ds = u * (g - c[:, None]) * scale
+    if HAS_KEEP:
+        ds = tl.where(allowed, ds, 0.0)
     return p, lg, ds
 
 
@@ -266,7 +423,8 @@ def _bwd_dq_kernel(Q, K, V, GO, DQ, W, C, ST, TMAX, KEEP, ALPHA, DALPHA, Tq, H, 
     bh = tl.program_id(1)
     b = (bh // H).to(tl.int64)
     h = (bh % H).to(tl.int64)
-    t = qb * BM + tl.arange(0, BM)
+    q0 = qb * BM
+    t = q0 + tl.arange(0, BM)
     tin = t < Tq
     dd = tl.arange(0, BD)
     dv = tl.arange(0, BDV)
@@ -286,14 +444,14 @@ def _bwd_dq_kernel(Q, K, V, GO, DQ, W, C, ST, TMAX, KEEP, ALPHA, DALPHA, Tq, H, 
         if _needed(tmax, j, m, a1s, tau, tin, soft, SKIP):
             keys = j * BN + tl.arange(0, BN)
             k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
-            s, allowed = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, HAS_KEEP,
-                                 CAUSAL, PREC)
+            s, allowed = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN,
+                                 HAS_KEEP, CAUSAL, PREC)
             v = load_tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
             g = tl.dot(go, tl.trans(v), input_precision=PREC)
             if HAS_DROP:
                 kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
                 g = tl.where(kept, g * (1.0 / (1.0 - drop)), 0.0)
-            p, lg, ds = _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1s, beta, soft, scale, MODE)
+            p, lg, ds = _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1s, beta, soft, scale, HAS_KEEP, MODE)
             dq += tl.dot(ds.to(k.dtype), k, input_precision=PREC)
             if HAS_DALPHA:
                 plogp = p * lg * 0.6931471805599453
@@ -307,14 +465,16 @@ def _bwd_dq_kernel(Q, K, V, GO, DQ, W, C, ST, TMAX, KEEP, ALPHA, DALPHA, Tq, H, 
 
 
 @triton.jit(do_not_specialize=_INTS)
-def _bwd_dkv_kernel(Q, K, V, GO, DK, DV, C, ST, TMAX, KEEP, ALPHA, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t,
+def _bwd_dkv_kernel(Q, K, V, GO, DK, DV, DQA, C, ST, TMAX, KEEP, ALPHA, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t,
                     sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, n_qb, n_kt,
                     seed, scale, drop, MODE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
                     BDV: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr,
                     PREC: tl.constexpr, LOGIT: tl.constexpr, LO: tl.constexpr, HI: tl.constexpr,
-                    SKIP: tl.constexpr):
+                    SKIP: tl.constexpr, FUSED_DQ: tl.constexpr):
     """One program per (batch, head, BN keys), k and v held: dk and dv over the query blocks that
-    reach the tile. (dk, dv have k's and v's strides.)"""
+    reach the tile; FUSED_DQ: also dq = ds k, added atomically (float32, (B H, Tq, D) contiguous) into
+    DQA, as FlashAttention-2's backward (5 tile products a (query block, key tile) in all, against 7
+    for the dq kernel and this one apart). (dk, dv have k's and v's strides.)"""
     j = tl.program_id(0)
     bh = tl.program_id(1)
     b = (bh // H).to(tl.int64)
@@ -337,19 +497,34 @@ def _bwd_dkv_kernel(Q, K, V, GO, DK, DV, C, ST, TMAX, KEEP, ALPHA, Tq, H, Tk, D,
             q = load_tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
             go = load_tile(GO, b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
             c = tl.load(C + (bh * Tq).to(tl.int64) + t, mask=tin, other=0.0)
-            s, allowed = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, HAS_KEEP,
-                                 CAUSAL, PREC)
+            s, allowed = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, qb * BM,
+                                 BN, HAS_KEEP, CAUSAL, PREC)
             g = tl.dot(go, tl.trans(v), input_precision=PREC)
             if HAS_DROP:
                 kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
                 g = tl.where(kept, g * (1.0 / (1.0 - drop)), 0.0)
-            p, _lg, ds = _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1s, beta, soft, scale, MODE)
+            p, _lg, ds = _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1s, beta, soft, scale, HAS_KEEP, MODE)
             if HAS_DROP:
                 p = tl.where(kept, p * (1.0 / (1.0 - drop)), 0.0)
             dvv += tl.dot(tl.trans(p).to(go.dtype), go, input_precision=PREC)
             dk += tl.dot(tl.trans(ds).to(q.dtype), q, input_precision=PREC)
+            if FUSED_DQ:
+                dqp = tl.dot(ds.to(k.dtype), k, input_precision=PREC)
+                tl.atomic_add(DQA + ((bh * Tq).to(tl.int64) + t)[:, None] * D + dd[None, :], dqp,
+                              mask=tin[:, None] & (dd < D)[None, :], sem="relaxed")
     store_tile(DK, dk, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
     store_tile(DV, dvv, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
+
+
+@triton.jit(do_not_specialize=["Tq", "H", "Dv", "so_b", "so_h", "so_t"])
+def _c_kernel(GO, W, C, Tq, H, Dv, so_b, so_h, so_t, BM: tl.constexpr, BDV: tl.constexpr):
+    """c = G . W a row (the backward's sum u g / sum u), one program per (batch, head, BM queries)."""
+    bh = tl.program_id(1)
+    t = tl.program_id(0) * BM + tl.arange(0, BM)
+    dv = tl.arange(0, BDV)
+    go = load_tile(GO, (bh // H).to(tl.int64), (bh % H).to(tl.int64), so_b, so_h, so_t, t, Tq, dv, Dv)
+    w = load_tile(W, bh.to(tl.int64), 0, Tq * Dv, 0, Dv, t, Tq, dv, Dv)
+    tl.store(C + (bh * Tq).to(tl.int64) + t, tl.sum(go.to(tl.float32) * w, 1), mask=t < Tq)
 
 
 def _launch(fn, grid, args, consts: dict, warps: int, stages: int | None = None) -> None:
@@ -362,8 +537,16 @@ def _launch(fn, grid, args, consts: dict, warps: int, stages: int | None = None)
         fn[grid](*args, **consts, num_warps=warps, num_stages=stages, enable_fp_fusion=False)
 
 
+def _topk() -> int:
+    """TOPK if set; 4 (2 in the interpreter, whose tests have a few hundred keys: 4 a position of 32
+    would hold most of their rows, and the Newton passes after the start would go untested)."""
+    if TOPK is not None:
+        return TOPK
+    return 2 if os.environ.get("TRITON_INTERPRET", "0") == "1" else 4
+
+
 def _tiles(D: int, Dv: int) -> tuple[int, int, int]:
-    """(BM, BN, warps): TILE if set, else by head dim (registers: the q tile and two [BM, Dv] sums)."""
+    """(BM, BN, warps): TILE if set, else by head dim (registers: the q tile and up to three [BM, Dv] sums)."""
     if TILE is not None:
         return TILE
     if os.environ.get("TRITON_INTERPRET", "0") == "1":  # (the CPU tests: a few tiles of a few hundred keys)
@@ -416,13 +599,16 @@ def forward(q, k, v, keep, alpha, bounds, mode: int, scale: float, drop: float, 
     args = (q, k, v, out, w, st, tmax, call.keep, call.alpha, ITERS, *call.sizes, *call.qkv, *out.stride()[:3],
             *call.tail, scale, drop, 1e-6)
     _launch(_fwd_kernel, call.grid_q, args,
-           dict(MODE=mode, MAX_ITER=64 if mode == 2 else 32, GROUP_ITER=32, **call.consts), call.warps)
+           dict(MODE=mode, MAX_ITER=64 if mode == 2 else 32, GROUP_ITER=32, **call.consts, TOPK=_topk()),
+            call.warps)
     return out, w, st, tmax, call
 
 
 def backward(call: _Call, q, k, v, w, st, tmax, grad, dalpha):
     """(dq, dk, dv) in the layouts of q, k, v; the alpha tensor's gradient (alphas or logits) added to
-    ``dalpha`` (float32 zeros of its size) unless that is None. Two launches."""
+    ``dalpha`` (float32 zeros of its size) unless that is None. Half inputs without an alpha-gradient:
+    one kernel over the key tiles makes all three (dq added atomically, `FUSED_BWD`); else a dq kernel
+    over the query blocks (which sums each row's alpha-gradient terms) and a dk, dv kernel."""
     B, H, Tq, Tk, D, Dv = call.shape
     if grad.stride(-1) != 1:
         grad = grad.contiguous()
@@ -431,14 +617,23 @@ def backward(call: _Call, q, k, v, w, st, tmax, grad, dalpha):
         return dq.zero_(), dk.zero_(), dv.zero_()
     c = torch.empty((B * H, Tq), device=q.device, dtype=torch.float32)
     ints = (*call.sizes, *call.qkv, *grad.stride()[:3], *call.tail)
+    fused = FUSED_BWD if FUSED_BWD is not None else q.dtype != torch.float32
+    if dalpha is None and fused:
+        _launch(_c_kernel, call.grid_q, (grad, w, c, Tq, H, Dv, *grad.stride()[:3]),
+                dict(BM=call.bm, BDV=call.consts["BDV"]), 4)
+        dqa = torch.zeros((B * H, Tq, D), device=q.device, dtype=torch.float32)
+        _launch(_bwd_dkv_kernel, call.grid_k,
+               (q, k, v, grad, dk, dv, dqa, c, st, tmax, call.keep, call.alpha, *ints, call.scale, call.drop),
+               dict(MODE=call.mode, **call.consts, FUSED_DQ=True), call.warps, BWD_STAGES)
+        return dq.copy_(dqa.view(B, H, Tq, D)), dk, dv
     _launch(_bwd_dq_kernel, call.grid_q,
            (q, k, v, grad, dq, w, c, st, tmax, call.keep, call.alpha, dalpha if dalpha is not None else c, *ints,
             call.scale, call.drop), dict(MODE=call.mode, **call.consts, HAS_DALPHA=dalpha is not None), call.warps,
             BWD_STAGES)
     # (dq, dk, dv are written through q's, k's and v's strides, which empty_like kept)
     _launch(_bwd_dkv_kernel, call.grid_k,
-           (q, k, v, grad, dk, dv, c, st, tmax, call.keep, call.alpha, *ints, call.scale, call.drop),
-           dict(MODE=call.mode, **call.consts), call.warps, BWD_STAGES)
+           (q, k, v, grad, dk, dv, c, c, st, tmax, call.keep, call.alpha, *ints, call.scale, call.drop),
+           dict(MODE=call.mode, **call.consts, FUSED_DQ=False), call.warps, BWD_STAGES)
     return dq, dk, dv
 
 
