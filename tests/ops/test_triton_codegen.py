@@ -202,12 +202,19 @@ def _other_kernels():
     do not compile, as their launches configure them."""
     from onmt_entmax.ops.triton import alpha as KAL
     from onmt_entmax.ops.triton import alpha_relu as KR
+    from onmt_entmax.ops.triton import attention_long as KLA
     from onmt_entmax.ops.triton import attention_tiles as KTT
     from onmt_entmax.ops.triton import beam_step as KB
 
     i64 = "*i64"
     tiles = dict(MODE=2, BR=KTT.BM, BC=32, BD=64, BDV=64, HAS_KEEP=True, HAS_DROP=True, PREC="ieee",
                  LOGIT=True, LO=1.01, HI=2.0)
+    # (long attention: bf16 tiles, every mask and the learned alpha; the forward's fused 1.5-entmax passes
+    # and its weighted-sum pass, the dq kernel with the alpha-gradient, the key-tile kernel with dq by atomics)
+    b16 = "*bf16"
+    half = {n: b16 for n in ("Q", "K", "V", "O", "GO", "DQ", "DK", "DV")} | {"KEEP": "*i1"}
+    long = dict(BM=64, BN=64, BD=64, BDV=64, HAS_KEEP=True, CAUSAL=True, HAS_DROP=True, PREC="tf32", LOGIT=True,
+                LO=1.01, HI=2.0, SKIP=True)
     return [
         ("beam stats", KB._stats_kernel, dict(KP=8, BLOCK=KB._BLOCK, FINAL=False),
          {"KEPT": i64, "COUNT": i64}, 4, False),
@@ -225,6 +232,11 @@ def _other_kernels():
         ("training attention tiles, forward", KTT._fwd_kernel, dict(tiles, MAX_ITER=64), {"KEEP": "*i1"}, 4, False),
         ("training attention tiles, backward", KTT._bwd_kernel, dict(tiles, HAS_DALPHA=True), {"KEEP": "*i1"}, 4,
          False),
+        ("long attention, forward", KLA._fwd_kernel,
+         dict(long, ITERS=None, MODE=1, MAX_ITER=32, GROUP_ITER=32, TOPK=4), half, 4, False),
+        ("long attention, dq", KLA._bwd_dq_kernel, dict(long, MODE=2, HAS_DALPHA=True), half, 4, False),
+        ("long attention, dq dk dv", KLA._bwd_dkv_kernel, dict(long, MODE=1, FUSED_DQ=True), half, 4, False),
+        ("long attention, c", KLA._c_kernel, dict(BM=64, BDV=64), half, 4, False),
     ]
 
 
