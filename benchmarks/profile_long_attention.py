@@ -1,5 +1,6 @@
 """Where the time of triton/attention_long.py goes, one GPU: forward and backward apart, the Newton
-passes per query block, and the kernels' knobs (tiles, warps, pipelining stages, tile skipping).
+passes per query block, and the kernels' knobs (tiles, warps, pipelining stages, tile skipping, the
+start's entries a key position: topkN, the two-kernel backward: twobwd).
 
     python3 benchmarks/profile_long_attention.py [--T 4096] [--batch 2] [--kind entmax15]
 """
@@ -49,9 +50,13 @@ def main() -> None:
     print(f"T={a.T} B={a.batch} causal={a.causal}: SDPA fwd {sd_f:.3f} ms, fwd+bwd {sd_fb:.3f} ms", flush=True)
     for kind in a.kinds.split(","):
         for var in a.variants.split(","):
-            KL.TILE, KL.SKIP, KL.STAGES = None, True, None
+            KL.TILE, KL.SKIP, KL.STAGES, KL.TOPK, KL.FUSED_BWD = None, True, None, None, None
             if var == "noskip":
                 KL.SKIP = False
+            elif var.startswith("topk"):
+                KL.TOPK = int(var[4:])
+            elif var == "twobwd":
+                KL.FUSED_BWD = False
             elif var.startswith("stages"):
                 KL.STAGES = int(var[6:])
             elif "x" in var:
@@ -67,7 +72,7 @@ def main() -> None:
             print(f"{kind:14s} {var:10s} fwd {f:8.3f} ms ({f / sd_f:5.1f}x)  "
                   f"bwd {b:8.3f} ms ({b / (sd_fb - sd_f):5.1f}x)"
                   f"  total {(f + b) / sd_fb:5.1f}x  passes mean {it.mean():.2f} max {it.max():.0f}", flush=True)
-    KL.TILE, KL.SKIP, KL.STAGES, KL.ITERS = None, True, None, None
+    KL.TILE, KL.SKIP, KL.STAGES, KL.ITERS, KL.TOPK, KL.FUSED_BWD = None, True, None, None, None, None
 
 
 if __name__ == "__main__":
