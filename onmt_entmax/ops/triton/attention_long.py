@@ -529,7 +529,7 @@ def _c_kernel(GO, W, C, Tq, H, Dv, so_b, so_h, so_t, BM: tl.constexpr, BDV: tl.c
 
 def _launch(fn, grid, args, consts: dict, warps: int, stages: int | None = None) -> None:
     """`launch`, or, with pipelining stages given (`stages`, else STAGES), Triton's own launch with
-    them (its host cost, tens of us, is small against a long-row call)."""
+    them (its host cost is small against a long-row call's kernels)."""
     stages = STAGES if STAGES is not None else stages
     if stages is None:
         launch(fn, grid, args, consts, warps)
