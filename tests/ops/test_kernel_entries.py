@@ -95,3 +95,15 @@ def test_a_list_of_ops_turns_off_those_alone(as_on_cuda, monkeypatch):
         else:
             with pytest.raises(Taken):
                 call()
+
+
+def test_one_module_reads_no_triton():
+    """ONMT_ENTMAX_NO_TRITON is read in one place (`_dispatch.disabled`), so its meaning is stated once."""
+    import ast
+    import pathlib
+
+    root = pathlib.Path(ops.__file__).parents[1]
+    readers = {str(path.relative_to(root)) for path in root.rglob("*.py")
+               for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+               if isinstance(node, ast.Constant) and node.value == "ONMT_ENTMAX_NO_TRITON"}
+    assert readers == {"ops/_dispatch.py"}
