@@ -26,7 +26,7 @@ from onmt_entmax.training.signals import STOP_SIGNALS
 from results_csv import last_piece, scores_of
 
 
-_VALID = re.compile(r"Validation accuracy: ([0-9.eE+-]+|nan)")
+VALID_ACCURACY = re.compile(r"Validation accuracy: ([0-9.eE+-]+|nan)")
 _SAVED = re.compile(r"Saving checkpoint (\S+_step_\d+\.pt)")
 
 
@@ -84,7 +84,7 @@ def best_checkpoint(log_text: str) -> tuple[str, float]:
     best: tuple[str, float] | None = None
     pending: float | None = None
     for line in log_text.splitlines():
-        if (m := _VALID.search(line)) is not None:
+        if (m := VALID_ACCURACY.search(line)) is not None:
             pending = float(m.group(1))
         elif (m := _SAVED.search(line)) is not None and pending is not None:
             if best is None or pending > best[1]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import experiments as E
 import results_csv
-from pieces import _VALID, best_checkpoint
+from pieces import VALID_ACCURACY, best_checkpoint
 
 from onmt_entmax.evaluation import tables
 
@@ -29,7 +29,7 @@ def collect(table: str, runs: Path | None = None) -> dict[tuple[str, str], list[
         values = [json.loads(p.read_text())[spec.metric] for p in sorted(base.glob("seed*/scores.json"))]
         if not values and spec.metric == "dev_accuracy":  # Figure 4 needs no test decoding: read the logs
             values = [best_checkpoint(p.read_text(encoding="utf-8"))[1] for p in sorted(base.glob("seed*/train.log"))
-                      if _VALID.search(p.read_text(encoding="utf-8"))]
+                      if VALID_ACCURACY.search(p.read_text(encoding="utf-8"))]
         col = f"{e.column}-avg" if spec.ensemble else e.column
         if values:
             cells[(e.row, col)] = values
