@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import results_csv
+import result_rows
 import torch
 from bench_kernels import host_us_per_call  # (benchmarks/ is on sys.path when run as a script)
 
@@ -105,7 +105,7 @@ def main() -> None:
     if args.csv:
         case = f"{'training' if args.train else 'decoding'}-step module call {args.rows} rows x {args.heads} heads " \
                f"x {args.keys} keys, d={args.dim}"
-        results_csv.append(args.csv, "attention", [
+        result_rows.append(args.csv, "attention", [
             {"case": case, "op": name, "ours": f"{us:.1f}", "baseline": f"{base:.1f}", "ratio": f"{us / base:.2f}",
              "units": "us"} for name, us in results.items() if not name.startswith("softmax")], gpu=True)
 

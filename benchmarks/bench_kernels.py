@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-import results_csv  # (benchmarks/ is on sys.path when run as a script)
+import result_rows  # (benchmarks/ is on sys.path when run as a script)
 import torch
 import torch.nn.functional as F
 import triton
@@ -273,7 +273,7 @@ def cpu_overhead(n_iter=200):
 
 
 def csv_rows(res: dict) -> dict[str, list[dict]]:
-    """The printed table's rows as benchmarks/results rows: losses.csv and attention.csv (results_csv.py)."""
+    """The printed table's rows as benchmarks/results rows: losses.csv and attention.csv (result_rows.py)."""
     out: dict[str, list[dict]] = {"losses": [], "attention": []}
     for key, r in res["loss"].items():
         for op in ("entmax15", "sparsemax", "bisect1.33"):
@@ -346,7 +346,7 @@ def main(argv=None):
             json.dump(res, f, indent=1)
     if args.csv:
         for family, rows in csv_rows(res).items():
-            results_csv.append(args.csv, family, rows, gpu=True)
+            result_rows.append(args.csv, family, rows, gpu=True)
     print("\n| case | op | ours ms | baseline ms | ours / baseline | PyPI / baseline |")
     print("|---|---|---|---|---|---|")
     for key, r in res["loss"].items():

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-import results_csv  # (benchmarks/ is on sys.path when run as a script)
+import result_rows  # (benchmarks/ is on sys.path when run as a script)
 import torch
 import torch.nn.functional as F
 
@@ -110,7 +110,7 @@ def main() -> None:
                              "baseline": f"{base[kind]:.2f}", "ratio": f"{t_ours / base[kind]:.2f}", "units": "ms",
                              "pypi_ratio": ref.removesuffix("x"), "setup": f"{torch.get_num_threads()} torch threads"})
     if args.csv:
-        results_csv.append(args.csv, "cpu-ops", rows, gpu=args.device == "cuda")
+        result_rows.append(args.csv, "cpu-ops", rows, gpu=args.device == "cuda")
 
 
 if __name__ == "__main__":

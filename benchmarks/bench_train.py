@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import results_csv  # (benchmarks/ is on sys.path when run as a script)
+import result_rows  # (benchmarks/ is on sys.path when run as a script)
 from paired_rounds import describe, median_interval
 
 VARIANTS = {
@@ -299,7 +299,7 @@ def main() -> None:
             else f"{wrong[name]} of {checked.get(name, 0)} short-row kernel calls gave wrong rows"
         rows.append(training_row(args, name, rate, base, windows, runs[name], paired, check))
     if args.csv:
-        results_csv.append(args.csv, "training", rows, gpu=args.gpu)
+        result_rows.append(args.csv, "training", rows, gpu=args.gpu)
     if args.check_kernels:
         print(f"\nkernel check (tokens/s above include the reference computations): calls checked per variant "
               f"{checked}, calls with wrong rows {wrong}; wrong programs in {args.check_kernels}")

@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-import results_csv  # (benchmarks/ is on sys.path when run as a script)
+import result_rows  # (benchmarks/ is on sys.path when run as a script)
 from paired_rounds import describe, median, median_interval
 
 
@@ -246,7 +246,7 @@ def main() -> None:
             "identical_lines": identical.get(name, ""), "runs_ms": " ".join(f"{ms:.3f}" for ms in runs[folder]),
             "whole_runs_s": " ".join(f"{t:.2f}" for t in RUN_S.get(folder, []))})
     if args.csv:
-        results_csv.append(args.csv, "decoding", csv_rows, gpu=args.gpu)
+        result_rows.append(args.csv, "decoding", csv_rows, gpu=args.gpu)
     if RUN_S:
         print("\nwhole onmt_translate runs, model loading included (every run of the model, warm-up first)")
         print("| variant | runs (s) |\n|---|---|")

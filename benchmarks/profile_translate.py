@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 
 # (benchmarks/ is on sys.path when run as a script)
-import results_csv
+import result_rows
 from bench_translate import InProcess, decoding_options, last_checkpoint, source_sample
 
 # host calls that start a kernel: the runtime API (torch) and the driver API (Triton's launcher)
@@ -79,7 +79,7 @@ def main() -> None:
     if args.csv:
         setup = f"{args.lines} lines, beam {args.beam}, batch {args.batch}, {args.fixed_length} steps a sentence, " \
                 f"{'GPU' if args.gpu else 'CPU'}"
-        results_csv.append(args.csv, "decoding-steps", [
+        result_rows.append(args.csv, "decoding-steps", [
             {"case": name, "ours": f"{gpu_ms:.3f}", "data": args.data_label or args.workdir.name, "setup": setup,
              "beam_steps": str(n), "aten_ops": f"{aten:.1f}", "launches": f"{launches:.1f}"}
             for name, (n, aten, launches, gpu_ms, _) in rows.items()], gpu=args.gpu)

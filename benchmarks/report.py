@@ -3,7 +3,7 @@
 
 --results: every family's CSV (FAMILIES below: benchmarks/results/FAMILY.csv, a row a case and run: GPU,
 driver, torch, Triton, commit, date, command, case, ours, baseline, ratio, then the family's own
-columns, as benchmarks/results_csv.py writes them), the newest row of each case shown, so a re-run's
+columns, as benchmarks/result_rows.py writes them), the newest row of each case shown, so a re-run's
 rows replace the older ones in the document (they stay in the CSV with their dates). --long-attention:
 the rows `benchmarks/bench_long_attention.py` appends to its CSV.
 

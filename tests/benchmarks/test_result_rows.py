@@ -1,4 +1,4 @@
-"""benchmarks/results_csv.py: the rows a benchmark's --csv appends are the rows report.py renders, in the
+"""benchmarks/result_rows.py: the rows a benchmark's --csv appends are the rows report.py renders, in the
 columns of the repository's CSVs, naming the cases the document's rows name (so a re-run replaces them)."""
 import csv
 import importlib.util
@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import results_csv  # noqa: E402  (benchmarks/ is not a package)
+import result_rows  # noqa: E402  (benchmarks/ is not a package)
 
 spec = importlib.util.spec_from_file_location("bench_report", ROOT / "benchmarks" / "report.py")
 report = importlib.util.module_from_spec(spec)
@@ -25,22 +25,22 @@ def _rows(path: Path) -> list[dict]:
 @pytest.mark.parametrize("family", sorted(report.FAMILIES))
 def test_each_family_csv_has_the_columns_the_scripts_write(family):
     with open(report.RESULTS / f"{family}.csv", newline="", encoding="utf-8") as f:
-        assert next(csv.reader(f)) == results_csv.FIELDS[family]
-    assert set(results_csv.FIELDS) == set(report.FAMILIES)
+        assert next(csv.reader(f)) == result_rows.FIELDS[family]
+    assert set(result_rows.FIELDS) == set(report.FAMILIES)
 
 
 def test_appended_rows_carry_the_machine_and_command_and_a_rerun_replaces_them(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCH_COMMAND", "python3 benchmarks/bench_ops.py --rows 8")
-    results_csv.append(tmp_path, "cpu-ops", [{"case": "8x64 float32", "op": "entmax15", "ours": "1.00"}], gpu=False)
+    result_rows.append(tmp_path, "cpu-ops", [{"case": "8x64 float32", "op": "entmax15", "ours": "1.00"}], gpu=False)
     first = _rows(tmp_path / "cpu-ops.csv")
     assert first[0]["command"] == "python3 benchmarks/bench_ops.py --rows 8" and first[0]["gpu"].startswith("CPU")
     assert first[0]["torch"] and first[0]["date"] and first[0]["baseline"] == ""
-    results_csv.append(tmp_path, "cpu-ops", [{"case": "8x64 float32", "op": "entmax15", "ours": "2.00"}], gpu=False)
+    result_rows.append(tmp_path, "cpu-ops", [{"case": "8x64 float32", "op": "entmax15", "ours": "2.00"}], gpu=False)
     assert len(_rows(tmp_path / "cpu-ops.csv")) == 2  # the older row stays in the CSV
     text = report.family_table("cpu-ops", tmp_path / "cpu-ops.csv")
     assert "| 8x64 float32 | entmax15 | 2.00 |" in text and "| 1.00 |" not in text
     with pytest.raises(AssertionError, match="no column"):
-        results_csv.append(tmp_path, "cpu-ops", [{"case": "x", "tokens": "1"}], gpu=False)
+        result_rows.append(tmp_path, "cpu-ops", [{"case": "x", "tokens": "1"}], gpu=False)
 
 
 def test_bench_kernels_rows_name_the_cases_of_the_documents_rows():
