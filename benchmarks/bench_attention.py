@@ -19,8 +19,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import result_rows
 import torch
+
+import result_rows
 from bench_kernels import host_us_per_call  # (benchmarks/ is on sys.path when run as a script)
 
 import onmt_entmax.onmt as plugin

@@ -24,10 +24,10 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-import onmt_entmax.ops._dispatch as dispatch  # noqa: E402
-from onmt_entmax.modules.attention import AttentionNormalizer  # noqa: E402
 import onmt_entmax.ops as ops  # noqa: E402
+import onmt_entmax.ops._dispatch as dispatch  # noqa: E402
 from onmt_entmax.modules import EntmaxGenerator  # noqa: E402
+from onmt_entmax.modules.attention import AttentionNormalizer  # noqa: E402
 from onmt_entmax.ops.triton import alpha_relu, attention, beam_step, loss, mapping  # noqa: E402
 from onmt_entmax.registry import get_transformation  # noqa: E402
 

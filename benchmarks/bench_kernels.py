@@ -18,11 +18,12 @@ import sys
 import time
 from pathlib import Path
 
-import result_rows  # (benchmarks/ is on sys.path when run as a script)
 import torch
 import torch.nn.functional as F
 import triton
 from triton.testing import do_bench, do_bench_cudagraph
+
+import result_rows  # (benchmarks/ is on sys.path when run as a script)
 
 import onmt_entmax.ops as ops
 from onmt_entmax.ops import _dispatch
@@ -135,7 +136,8 @@ def short_row_errors(cfg: dict, mode: str, lengths=tuple(range(1, 65)) + (100, 2
     reference by more than 1e-5 (or not finite): 257 random rows (alpha 1.5 for "bisect", as a
     per-row tensor) and 557 rows with a causal -1e18 mask and alpha from 1.05 to 1.95 (the
     inputs of tests/ops/test_triton_kernels.py). A launch shape is only timed next to this check."""
-    from onmt_entmax.ops.triton import check, mapping as KM
+    from onmt_entmax.ops.triton import check
+    from onmt_entmax.ops.triton import mapping as KM
     gen = torch.Generator().manual_seed(11)
     bad = []
     for n_cols in lengths:
@@ -243,6 +245,7 @@ def cpu_overhead(n_iter=200):
     1.5-entmax and learned per-head alpha forward+backward: where the Python launch cost goes."""
     import cProfile
     import pstats
+
     from onmt_entmax.ops import triton as K
     from onmt_entmax.ops.triton import mapping as KM
     z = torch.randn(4, 8, 50, device="cuda").requires_grad_()

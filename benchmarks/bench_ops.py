@@ -15,9 +15,10 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-import result_rows  # (benchmarks/ is on sys.path when run as a script)
 import torch
 import torch.nn.functional as F
+
+import result_rows  # (benchmarks/ is on sys.path when run as a script)
 
 import onmt_entmax as oe
 

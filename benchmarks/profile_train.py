@@ -53,7 +53,8 @@ def profile(trainer, batches: list, n: int, gpu: bool, top: int) -> dict:
     operators with the most host time of their own."""
     import torch
     from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile as torch_profile
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
 
     sync = torch.cuda.synchronize if gpu else (lambda: None)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])

@@ -23,7 +23,7 @@ from onmt_entmax.modules.attention import LearnableAlpha
 from onmt_entmax.options.files import check_out_dir
 
 from .checkpoint import load_checkpoint as safe_load
-from .command import refuse, refusals
+from .command import refusals, refuse
 from .figures import pyplot, save_figure
 
 COLUMNS = ("step", "kind", "layer", "head", "alpha")

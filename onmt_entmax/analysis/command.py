@@ -16,7 +16,6 @@ from typing import Iterator, NoReturn, Optional
 
 from onmt_entmax.errors import CheckpointError, EntmaxOptionError
 
-
 FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # the device (or the user's quota, or the file size) is full
 
 

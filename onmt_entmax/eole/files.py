@@ -10,8 +10,16 @@ from __future__ import annotations
 import os
 
 from onmt_entmax.errors import ConfigError, EntmaxOptionError
-from onmt_entmax.options.files import (CORPUS_FILES, blocking_file, check_corpus_files, check_decoding_files,
-                                       check_new_run, check_training_outputs, numbered, writes_into)
+from onmt_entmax.options.files import (
+    CORPUS_FILES,
+    blocking_file,
+    check_corpus_files,
+    check_decoding_files,
+    check_new_run,
+    check_training_outputs,
+    numbered,
+    writes_into,
+)
 
 
 def check_predict_files(config) -> None:

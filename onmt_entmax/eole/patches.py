@@ -21,8 +21,17 @@ from . import files, options, upstream_noise, validation
 from .decoding import beam, ensemble, translator
 from .errors import install_one_line_hook
 from .model import attention, building, loading
-from .training import (adam_fused, cuda_graphs, data_order, loss, lr_halving, reporting, resume_state, saving,
-                       valid_batches)
+from .training import (
+    adam_fused,
+    cuda_graphs,
+    data_order,
+    loss,
+    lr_halving,
+    reporting,
+    resume_state,
+    saving,
+    valid_batches,
+)
 
 MHA = "eole.modules.multi_headed_attn"
 

@@ -18,8 +18,14 @@ from pydantic import ValidationError
 
 from onmt_entmax.errors import ConfigError, EntmaxOptionError
 from onmt_entmax.options.decoding import DecodingConfig
-from onmt_entmax.options.model import (check_applicable, check_label_smoothing, check_search_sizes,
-                                       generator_transformation, model_option_names, validate_entmax_opts)
+from onmt_entmax.options.model import (
+    check_applicable,
+    check_label_smoothing,
+    check_search_sizes,
+    generator_transformation,
+    model_option_names,
+    validate_entmax_opts,
+)
 
 from .files import check_predict_files, check_train_files
 from .options import family

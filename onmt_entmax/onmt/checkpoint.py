@@ -26,8 +26,7 @@ from typing import NamedTuple
 
 import torch
 
-from onmt_entmax.analysis.checkpoint import (SAFE_GLOBALS, check_torch, load_checkpoint,
-                                             parameter_difference)
+from onmt_entmax.analysis.checkpoint import SAFE_GLOBALS, check_torch, load_checkpoint, parameter_difference
 from onmt_entmax.decoding import check_same_vocab
 from onmt_entmax.errors import CheckpointError
 from onmt_entmax.training.saving import torch_save

@@ -17,7 +17,6 @@ import traceback
 from onmt_entmax.analysis.command import write_failure
 from onmt_entmax.errors import CheckpointError, EntmaxOptionError
 
-
 USER_ERRORS = (EntmaxOptionError, CheckpointError)
 
 

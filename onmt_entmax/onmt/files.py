@@ -11,9 +11,17 @@ import os
 
 import yaml
 
-from onmt_entmax.options.files import (check_corpus_files, check_creatable_folder, check_decoding_files,
-                                       check_new_run, check_out_dir, check_outputs, check_training_outputs,
-                                       run_checkpoints, same_file)
+from onmt_entmax.options.files import (
+    check_corpus_files,
+    check_creatable_folder,
+    check_decoding_files,
+    check_new_run,
+    check_out_dir,
+    check_outputs,
+    check_training_outputs,
+    run_checkpoints,
+    same_file,
+)
 
 
 def corpora(opt) -> dict:

@@ -5,8 +5,13 @@ from __future__ import annotations
 from typing import Optional
 
 from onmt_entmax.errors import EntmaxOptionError
-from onmt_entmax.options.model import (attention_spec, check_label_smoothing, check_search_sizes,
-                                       inapplicable_options, validate_entmax_opts)
+from onmt_entmax.options.model import (
+    attention_spec,
+    check_label_smoothing,
+    check_search_sizes,
+    inapplicable_options,
+    validate_entmax_opts,
+)
 from onmt_entmax.options.model import check_applicable as refuse_inapplicable
 
 __all__ = ["EntmaxOptionError", "attention_spec", "check_applicable", "check_training_opts", "inapplicable_options",

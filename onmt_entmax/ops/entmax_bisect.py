@@ -34,8 +34,18 @@ from torch import Tensor
 from torch.autograd import Function
 
 from . import _dispatch
-from ._common import (Alpha, Solved, check_alpha, check_input, compute_dtype, log_power_slope, on_last_dim,
-                      shift_by_max, support_backward, top_candidates)
+from ._common import (
+    Alpha,
+    Solved,
+    check_alpha,
+    check_input,
+    compute_dtype,
+    log_power_slope,
+    on_last_dim,
+    shift_by_max,
+    support_backward,
+    top_candidates,
+)
 
 _DEFAULT_ITERS = {torch.float32: 30, torch.float64: 60}
 MAX_ITER = 200  # past ~60 halvings the bracket is below float64's resolution: more iterations change nothing

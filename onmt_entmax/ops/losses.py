@@ -32,10 +32,18 @@ from torch import Tensor, nn
 from torch.autograd import Function
 
 from . import _dispatch
-from ._common import (Alpha, check_alpha, check_input, compute_dtype, device_check, expm1_ratio, expm1_ratio_slope,
-                      shift_by_max)
+from ._common import (
+    Alpha,
+    Solved,
+    check_alpha,
+    check_input,
+    compute_dtype,
+    device_check,
+    expm1_ratio,
+    expm1_ratio_slope,
+    shift_by_max,
+)
 from .alpha_relu import alpha_relu_probs, check_tau, power_
-from ._common import Solved
 from .entmax15 import entmax15_solve
 from .entmax_bisect import alpha_like, bisect_last, bisect_solve, check_n_iter, reduce_to_shape
 from .sparsemax import sparsemax_solve

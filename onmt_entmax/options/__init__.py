@@ -7,8 +7,16 @@ rendered by ``onmt_entmax.onmt.options`` into OpenNMT-py's argparse group "Entma
 from onmt_entmax.errors import EntmaxOptionError
 
 from .decoding import DECODING_OPTIONS, DecodingConfig
-from .model import (ATTENTION_KINDS, DEFERRED_TAU, MODEL_OPTIONS, attention_spec,
-                    generator_transformation, inapplicable_options, model_option_names, validate_entmax_opts)
+from .model import (
+    ATTENTION_KINDS,
+    DEFERRED_TAU,
+    MODEL_OPTIONS,
+    attention_spec,
+    generator_transformation,
+    inapplicable_options,
+    model_option_names,
+    validate_entmax_opts,
+)
 from .table import SECTIONS, TOOLKITS, Option, of_toolkit
 from .training import TRAINING_OPTIONS
 

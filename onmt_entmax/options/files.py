@@ -26,7 +26,6 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from onmt_entmax.errors import EntmaxOptionError
 
-
 STDIN = "-"
 TRANSLATE_OUTPUTS = ("output", "entmax_report", "attn_heatmap", "log_file", "dump_beam")
 PNG_OUTPUTS = ("attn_heatmap",)

@@ -18,8 +18,14 @@ from onmt_entmax.errors import EntmaxOptionError
 from onmt_entmax.modules.attention import ALPHA_MAX, ALPHA_MIN
 from onmt_entmax.ops import check_alpha, check_number
 from onmt_entmax.ops.entmax_bisect import check_n_iter
-from onmt_entmax.registry import (MODEL_DTYPE, Transformation, get_transformation, help_text,
-                                  transformation_class, transformation_names)
+from onmt_entmax.registry import (
+    MODEL_DTYPE,
+    Transformation,
+    get_transformation,
+    help_text,
+    transformation_class,
+    transformation_names,
+)
 
 from .table import Option
 

@@ -36,9 +36,10 @@ import uuid
 from collections.abc import Collection
 from pathlib import Path
 
-from onmt_entmax.options.files import blocking_file
 from pieces import best_checkpoint, latest_checkpoint, scored_step, step_of, trainer_of
 from results_csv import scores_of
+
+from onmt_entmax.options.files import blocking_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
 from download import file_digests  # noqa: E402 (scripts/data: the archives' checksums)
@@ -61,6 +62,7 @@ def sha256(path: Path) -> str:
 def weights_only_copy(checkpoint: Path, out: Path) -> Path:
     """``checkpoint`` without its optimizer state (what decoding needs), saved to ``out``."""
     import torch
+
     from onmt_entmax.analysis.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(checkpoint)

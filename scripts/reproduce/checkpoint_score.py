@@ -20,6 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # (its neighbours, also when imported)
 from steps import common, decode  # noqa: E402  (first: a source checkout's onmt_entmax on sys.path)
+
+# isort: split
 import results_csv  # noqa: E402
 from pieces import device_name  # noqa: E402
 

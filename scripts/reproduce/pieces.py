@@ -22,9 +22,9 @@ import time
 import zipfile
 from pathlib import Path
 
-from onmt_entmax.training.signals import STOP_SIGNALS
 from results_csv import last_piece, scores_of
 
+from onmt_entmax.training.signals import STOP_SIGNALS
 
 VALID_ACCURACY = re.compile(r"Validation accuracy: ([0-9.eE+-]+|nan)")
 _SAVED = re.compile(r"Saving checkpoint (\S+_step_\d+\.pt)")

@@ -43,8 +43,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # the steps first: importing them puts a source checkout's onmt_entmax on sys.path (pieces.py imports it)
-from steps import (analyze, common, data, evaluate, pack, plot, record, runs, smoke_data, status,  # noqa: E402
-                   table, train, unpack)
+from steps import analyze, common, data, evaluate, pack, plot, record, runs, smoke_data, status, table, train, unpack  # noqa: E402
+
+# isort: split
 import experiments as E  # noqa: E402
 from pieces import missing_gpus  # noqa: E402
 

@@ -15,8 +15,8 @@ from onmt_entmax.analysis import (
     format_support_sets,
     outlined_cells,
     read_jsonl,
-    summarize,
     suggestions,
+    summarize,
     support_sets,
     write_jsonl,
 )
@@ -94,8 +94,9 @@ def test_probability_sums_measure_alpha_relu_self_normalisation():
 
 
 def test_heatmap_png_outlines_nonzero_cells(tmp_path):
-    from drawn import capture
     from matplotlib.patches import Rectangle
+
+    from drawn import capture
     from test_alphas import _nontrivial_png
 
     attn = torch.tensor([[0.7, 0.3, 0.0], [0.0, 0.0, 1.0]])

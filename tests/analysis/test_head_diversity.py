@@ -50,9 +50,8 @@ def test_padding_queries_are_left_out_of_the_layer_mean():
 
 
 def test_plot(tmp_path):
-    from test_alphas import _nontrivial_png
-
     from drawn import capture, legend_texts
+    from test_alphas import _nontrivial_png
 
     res = {"softmax": {("enc_self", 0): 0.1, ("enc_self", 1): 0.2, ("context", 0): 0.05},
            "learned": {("enc_self", 0): 0.3, ("enc_self", 1): 0.4, ("context", 0): 0.25}}
@@ -218,6 +217,7 @@ def test_an_out_dir_that_is_a_file_is_refused_in_one_line(tiny, tmp_path):
 def test_an_rnn_model_is_refused_in_one_line_naming_it(tiny, tmp_path):
     """Head diversity compares the heads of Transformer attention; an RNN has none."""
     from onmt.bin.train import _get_parser, train
+
     from tiny_transformers import CONFIG
 
     from onmt_entmax.onmt.decoding.teacher_forcing import head_diversity_main

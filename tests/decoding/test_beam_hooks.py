@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from decoding_toys import EOS, RandomSparseModel, draw_model, spell
+
 from onmt_entmax.decoding import CertificateTracker, beam_search, enumerate_support, exact_search
 from onmt_entmax.decoding.beam_hooks import BeamRecord, rows
 

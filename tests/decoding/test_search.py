@@ -4,10 +4,11 @@ import math
 import pytest
 import torch
 
+from decoding_toys import DRAW_SUPPORT, EOS, RandomSparseModel, brute_force, draw_model, spell
+
 from onmt_entmax.decoding import beam_search, enumerate_support, exact_search
 from onmt_entmax.decoding.search import PrefixSteps
 from onmt_entmax.errors import SupportTooLarge
-from decoding_toys import DRAW_SUPPORT, EOS, RandomSparseModel, brute_force, draw_model, spell
 
 
 def test_enumeration_finds_exactly_the_draw_support_figure1():

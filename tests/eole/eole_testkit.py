@@ -14,11 +14,12 @@ import yaml
 
 pytest.importorskip("eole")
 
-import onmt_entmax.eole as adapter  # noqa: E402
 from eole.config.models import build_model_config  # noqa: E402
 from eole.config.training import TrainingConfig  # noqa: E402
 from eole.inputters.inputter import dict_to_vocabs  # noqa: E402
 from eole.models.model import get_model_class  # noqa: E402
+
+import onmt_entmax.eole as adapter  # noqa: E402
 from onmt_entmax.modules import AttentionNormalizer  # noqa: E402
 
 adapter.activate()

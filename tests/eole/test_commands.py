@@ -12,8 +12,8 @@ import torch
 import yaml
 from safetensors import safe_open
 
-from eole_testkit import DATA, eole_command, run_eole, small_config
 from console import stop_at_step
+from eole_testkit import DATA, eole_command, run_eole, small_config
 
 # each trained once for the module: (example config, steps)
 EXAMPLES = {"rnn": ("rnn-entmax15", 40), "learned": ("transformer-learned-alpha", 20),
@@ -93,6 +93,7 @@ def test_the_scorer_steps_the_decoder_as_the_teacher_forced_pass_scores_and_exac
     stepping finds what it finds scoring every prefix from BOS."""
     from eole.config.run import PredictConfig
     from eole.predict import build_predictor
+
     from onmt_entmax.decoding import exact_search
     from onmt_entmax.eole.decoding.scorer import EoleScorer
 
@@ -126,6 +127,7 @@ def _scorers(model_dir):
     """sentence -> EoleScorer of one model alone (its own predictor), and the target vocabulary."""
     from eole.config.run import PredictConfig
     from eole.predict import build_predictor
+
     from onmt_entmax.eole.decoding.scorer import EoleScorer
 
     predictor = build_predictor(PredictConfig(model_path=[str(model_dir)], src=str(DATA / "src-dev.txt")), -1)
@@ -349,6 +351,7 @@ def test_predict_and_train_from_refuse_a_model_whose_weights_are_not_finite(work
     from eole.config.run import PredictConfig, TrainConfig
     from eole.predict import build_predictor
     from eole.train_single import main as train_main
+
     from onmt_entmax.errors import ConfigError
 
     model, _, config = trained("learned")
@@ -376,6 +379,7 @@ def test_train_from_refuses_an_optimizer_state_that_is_not_finite(workdir, train
     import torch
     from eole.config.run import TrainConfig
     from eole.train_single import main as train_main
+
     from onmt_entmax.errors import ConfigError
 
     model, _, config = trained("learned")
@@ -397,6 +401,7 @@ def test_a_model_folder_with_a_file_missing_truncated_or_malformed_is_refused_na
     import eole.train_single
     from eole.config.run import PredictConfig
     from eole.predict import build_predictor
+
     from onmt_entmax.errors import ConfigError
 
     model, _, _ = trained("rnn")

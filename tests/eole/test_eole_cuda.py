@@ -3,11 +3,11 @@ softmax) unless attention weights are asked for; a sparse module's normalizer mu
 too, in training (gradients, learned alphas) and without gradients (decoding)."""
 import pytest
 import torch
-
 from eole.modules import multi_headed_attn
-from onmt_entmax.modules import AttentionNormalizer
 
 from eole_testkit import TRANSFORMER, build, normalizers
+
+from onmt_entmax.modules import AttentionNormalizer
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

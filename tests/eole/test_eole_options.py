@@ -6,14 +6,15 @@ import re
 
 import pytest
 import yaml
-from pydantic import ValidationError
-
-from eole_testkit import CONFIGS
 from eole.config import recursive_model_fields_set
 from eole.config.models import build_model_config
 from eole.config.run import PredictConfig, TrainConfig
-from onmt_entmax.eole.validation import check_model_config, describe
+from pydantic import ValidationError
+
+from eole_testkit import CONFIGS
+
 from onmt_entmax.eole.options import family
+from onmt_entmax.eole.validation import check_model_config, describe
 from onmt_entmax.errors import ConfigError
 from onmt_entmax.options import DECODING_OPTIONS, OPTIONS, model_option_names, of_toolkit
 

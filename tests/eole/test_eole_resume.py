@@ -1,7 +1,6 @@
 """train_from in Eole: what a resumed run's optimizer gets from the checkpoint's optimizer.pt."""
 import pytest
 import torch
-
 from eole.utils.optimizers import Optimizer
 
 

@@ -2,11 +2,11 @@
 import itertools
 
 import pytest
-
-from eole_testkit import DATA
 from eole.constants import CorpusTask
 from eole.inputters.dynamic_iterator import build_dynamic_dataset_iter
 from eole.train_single import TrainingInitializer
+
+from eole_testkit import DATA
 
 N_TRAIN = len((DATA / "src-train.txt").read_text().splitlines())
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from console import run_console
 from eole_testkit import DATA, eole_command, small_config
 
-from console import run_console
 from onmt_entmax.eole import upstream_noise
 from onmt_entmax.upstream_noise import CorporaLoadedOnce
 

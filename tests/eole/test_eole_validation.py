@@ -6,9 +6,9 @@ import logging
 
 import pytest
 import yaml
+from eole.config.run import PredictConfig, TrainConfig
 from pydantic import ValidationError
 
-from eole.config.run import PredictConfig, TrainConfig
 from onmt_entmax.eole.validation import check_model_config, check_predict_config, check_train_config, describe
 from onmt_entmax.errors import ConfigError
 

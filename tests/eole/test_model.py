@@ -2,12 +2,13 @@
 learnable alphas, and the Fenchel-Young criterion (tiny models, built by Eole's own builder)."""
 import pytest
 import torch
-
-from eole_testkit import RNN, TRANSFORMER, build, normalizers
 from eole.config.training import TrainingConfig
 from eole.modules import multi_headed_attn
 from eole.modules.global_attention import GlobalAttention
 from eole.utils.loss import LossCompute
+
+from eole_testkit import RNN, TRANSFORMER, build, normalizers
+
 from onmt_entmax import ops
 from onmt_entmax.eole.model import attention
 from onmt_entmax.eole.validation import flat_options

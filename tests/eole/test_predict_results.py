@@ -5,11 +5,11 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from torch import nn
-
 from eole.inputters.inputter import dict_to_vocabs
 from eole.predict.inference import Inference
 from eole.predict.prediction import PredictionBuilder
+from torch import nn
+
 from onmt_entmax.eole.decoding.translator import decoding_config
 from onmt_entmax.errors import ConfigError
 from onmt_entmax.modules import EntmaxGenerator

@@ -102,7 +102,8 @@ def build_vocab(config: Path) -> None:
 
 def train(config: Path, *args: str) -> None:
     """``onmt_train -config CONFIG ARGS`` (the console script's parser and function)."""
-    from onmt.bin.train import _get_parser, train as train_fn
+    from onmt.bin.train import _get_parser
+    from onmt.bin.train import train as train_fn
 
     opt, _ = _get_parser().parse_known_args(["-config", str(config), *args])
     with one_thread():
@@ -111,7 +112,8 @@ def train(config: Path, *args: str) -> None:
 
 def translate(model: Path, src: Path, output: Path, *args: str) -> list[str]:
     """``onmt_translate -model MODEL -src SRC -output OUTPUT ARGS``; returns the output lines."""
-    from onmt.bin.translate import _get_parser, translate as translate_fn
+    from onmt.bin.translate import _get_parser
+    from onmt.bin.translate import translate as translate_fn
 
     opt = _get_parser().parse_args(["-model", str(model), "-src", str(src), "-output", str(output), *args])
     with one_thread():

@@ -219,8 +219,8 @@ def test_onmt_translate_refuses_a_search_of_no_hypothesis_before_the_model_loads
                                          (["-generator_alpha", "1.3", "-bisect_iter", "0"], "bisect_iter")])
 def test_onmt_translate_override_the_math_cannot_use_is_refused(tmp_path, monkeypatch, args, option):
     """-generator_alpha 1e39 used to decode empty lines with status 0 (the alpha is inf in float32)."""
-    from onmt_entmax.onmt.model.loading import apply_overrides, overrides_from
     from onmt_entmax.errors import EntmaxOptionError
+    from onmt_entmax.onmt.model.loading import apply_overrides, overrides_from
 
     opt = _translate_opt(tmp_path, monkeypatch, *args)
     model_opt = _model_opt(generator_function="entmax_bisect", generator_alpha=1.5)

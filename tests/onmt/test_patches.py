@@ -10,8 +10,8 @@ pytest.importorskip("onmt")
 
 import onmt_entmax.onmt as plugin  # noqa: E402
 from onmt_entmax import patching  # noqa: E402
-from onmt_entmax.training.host import backward_on_calling_thread  # noqa: E402
 from onmt_entmax.onmt import patches  # noqa: E402
+from onmt_entmax.training.host import backward_on_calling_thread  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import patch_table  # noqa: E402

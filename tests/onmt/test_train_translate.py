@@ -54,8 +54,8 @@ def test_train_save_resume_translate(toy, arch, gen, gen_opts, attn):
 
 
 def test_reloaded_model_has_the_trained_mapping_everywhere(toy):
-    from onmt.model_builder import load_test_model
     from onmt.bin.translate import _get_parser
+    from onmt.model_builder import load_test_model
 
     model = dict(ARCHS["transformer"]("entmax_bisect"), generator_function="entmax_bisect", generator_alpha=1.3)
     config = yaml_config(toy, model, steps=2)

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 import torch
+
 from reference import entmax_ref, fy_loss_ref
 
 import onmt_entmax as oe

@@ -4,6 +4,7 @@ import math
 import numpy as np
 import pytest
 import torch
+
 from reference import entmax_ref
 
 import onmt_entmax as oe

@@ -2,8 +2,16 @@
 (its default of its type, within its choices and bounds), the command-line parser of a number-or-word option."""
 import pytest
 
-from onmt_entmax.options import (DECODING_OPTIONS, MODEL_OPTIONS, OPTIONS, SECTIONS, TOOLKITS, TRAINING_OPTIONS,
-                                 DecodingConfig, model_option_names)
+from onmt_entmax.options import (
+    DECODING_OPTIONS,
+    MODEL_OPTIONS,
+    OPTIONS,
+    SECTIONS,
+    TOOLKITS,
+    TRAINING_OPTIONS,
+    DecodingConfig,
+    model_option_names,
+)
 from onmt_entmax.registry import transformation_names
 
 

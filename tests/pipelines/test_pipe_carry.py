@@ -8,8 +8,6 @@ import shutil
 import pytest
 import torch
 
-from onmt_entmax.analysis.checkpoint import load_checkpoint
-
 import carry
 import experiments as E
 import pieces
@@ -18,6 +16,8 @@ from pipeline_helpers import load_script
 from steps import common
 from steps.run_files import checkpoint_file
 from steps.train import build_vocab, train_all
+
+from onmt_entmax.analysis.checkpoint import load_checkpoint
 
 rep = load_script("scripts/reproduce/reproduce.py")
 RUN = "runs/peters2019-sigmorphon/medium/out1-attn1/seed1"  # an experiment's run folder (CLI test)

@@ -4,13 +4,13 @@ ensemble, and each run's row its length, ending, best validation, halvings and t
 import re
 import statistics
 
-from onmt_entmax.evaluation import tables
-
 import experiments as E
 import results_csv
 from pipeline_helpers import ROOT
 from steps.common import curves_csv_path, ensembles_csv_path, results_csv_path
 from steps.runs import print_runs
+
+from onmt_entmax.evaluation import tables
 
 PAGE = ROOT / "docs/results/peters2019-table1.md"
 HEADING = "## Medium: ours beside the paper"

@@ -3,8 +3,16 @@ import itertools
 
 import torch
 
-from onmt_entmax.training.data_order import ReplayedPasses, ReshuffledPasses, mark_for_reshuffling, permuted, \
-    reshuffle_mixer, run_seed, tensor_bytes, wrap_init_datasets
+from onmt_entmax.training.data_order import (
+    ReplayedPasses,
+    ReshuffledPasses,
+    mark_for_reshuffling,
+    permuted,
+    reshuffle_mixer,
+    run_seed,
+    tensor_bytes,
+    wrap_init_datasets,
+)
 
 
 class Corpus:

@@ -31,7 +31,6 @@ from onmt_entmax.options.files import check_positions
 
 from .scorer import EoleScorer
 
-
 NEG_INF = float("-inf")
 
 

@@ -21,8 +21,8 @@ from onmt_entmax.modules.models import formula_tau, has_sparse_transformation, r
 from onmt_entmax.options.model import attention_spec, generator_transformation
 from onmt_entmax.registry import get_transformation
 
-from .attention import NORMALIZER, RNN_NORMALIZER
 from ..validation import check_model_config, flat_options
+from .attention import NORMALIZER, RNN_NORMALIZER
 
 
 def attention_kind(module) -> str:

@@ -19,7 +19,6 @@ from typing import Callable
 from onmt_entmax.analysis.checkpoint import check_finite
 from onmt_entmax.errors import CheckpointError, ConfigError
 
-
 WEIGHTS = "model.*.safetensors"  # Eole's shards: model.00.safetensors, ...
 
 

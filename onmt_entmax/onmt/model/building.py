@@ -5,8 +5,8 @@ from typing import Callable
 
 from onmt_entmax import ops
 
-from .surgery import has_sparse_transformation, install, reset_learnable_alphas
 from .loading import loading_onto_gpu, opts_for_build
+from .surgery import has_sparse_transformation, install, reset_learnable_alphas
 
 _STOCK_GLOBAL_ATTENTION = "softmax"  # what we ask upstream to build before installing ours
 

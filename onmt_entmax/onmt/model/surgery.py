@@ -8,8 +8,14 @@ from __future__ import annotations
 from torch import nn
 
 from onmt_entmax.modules import AttentionNormalizer, EntmaxGenerator
-from onmt_entmax.modules.models import (formula_tau, generator_log_probs, has_sparse_transformation, learned_alphas,
-                                        reset_learnable_alphas, transformation_of)
+from onmt_entmax.modules.models import (
+    formula_tau,
+    generator_log_probs,
+    has_sparse_transformation,
+    learned_alphas,
+    reset_learnable_alphas,
+    transformation_of,
+)
 from onmt_entmax.options.model import attention_spec, generator_transformation
 from onmt_entmax.registry import get_transformation
 

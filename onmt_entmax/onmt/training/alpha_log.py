@@ -21,6 +21,7 @@ from torch import nn
 from onmt_entmax.analysis.alphas import COLUMNS, KINDS, attention_site
 from onmt_entmax.modules import AttentionNormalizer
 
+
 def alpha_rows(model: nn.Module, step: int, initial: bool = False) -> list[tuple]:
     """One row (step, kind, layer, head, alpha) per head of every attention with learnable alpha.
 

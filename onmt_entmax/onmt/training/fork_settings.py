@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from onmt_entmax.errors import EntmaxOptionError
 
-
 ADAM_OPTIMS = ("adam", "sparseadam")  # the -optim values whose torch optimizers OpenNMT-py builds with eps
 
 

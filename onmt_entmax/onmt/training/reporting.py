@@ -17,6 +17,7 @@ from onmt_entmax.analysis.training_report import alphas_line, is_sparse_loss, me
 
 from .loss import current_alphas
 
+
 def _logger():
     """OpenNMT-py's logger, imported late: importing this module must not import ``onmt`` (the
     import hook would then activate the plugin while this module is half-initialised)."""

@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import torch
 import triton
-from torch.autograd.function import once_differentiable
 import triton.language as tl
+from torch.autograd.function import once_differentiable
 
 from .._common import device_check
 from . import _solver as S

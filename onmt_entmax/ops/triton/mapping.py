@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 import triton
-from torch.autograd.function import once_differentiable
 import triton.language as tl
+from torch.autograd.function import once_differentiable
 
 from . import _solver as S
 from ._config import cdiv, launch_config

@@ -2,8 +2,8 @@
 by the run's config when a saved optimizer state (train_from) says otherwise."""
 import pytest
 import torch
-
 from eole.utils.optimizers import Optimizer
+
 from onmt_entmax.eole.training import adam_fused
 from onmt_entmax.errors import ConfigError
 

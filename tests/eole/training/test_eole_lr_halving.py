@@ -5,10 +5,11 @@ import types
 import pytest
 import torch
 import yaml
-
-from eole_testkit import run_eole, sample_vocabs, small_config
 from eole.utils.optimizers import Optimizer
 from eole.utils.statistics import Statistics
+
+from eole_testkit import run_eole, sample_vocabs, small_config
+
 from onmt_entmax.eole.training import lr_halving
 from onmt_entmax.errors import ConfigError
 

@@ -7,9 +7,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 import yaml
+from eole.config.run import TrainConfig
 
 from eole_testkit import RNN, build, sample_vocabs, small_config
-from eole.config.run import TrainConfig
+
 from onmt_entmax.eole.training import cuda_graphs
 from onmt_entmax.errors import ConfigError
 from onmt_entmax.training import cuda_graphs as graphs_core

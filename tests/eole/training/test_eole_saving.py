@@ -4,10 +4,11 @@ import os
 
 import pytest
 import torch
-
 from eole.models.model_saver import TrainingModelSaver
 from eole.utils.optimizers import Optimizer
+
 from eole_testkit import RNN, build
+
 from onmt_entmax.errors import CheckpointSaveError
 
 FILES = ("config.json", "model.00.safetensors", "optimizer.pt", "vocab.json")

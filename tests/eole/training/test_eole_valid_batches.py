@@ -2,13 +2,13 @@
 import pytest
 import torch
 import yaml
-
-from eole_testkit import sample_vocabs, small_config
 from eole.config.run import TrainConfig
 from eole.constants import CorpusTask
 from eole.inputters.dynamic_iterator import build_dynamic_dataset_iter
 from eole.inputters.text_corpus import ParallelCorpus
 from eole.train_single import TrainingInitializer
+
+from eole_testkit import sample_vocabs, small_config
 
 
 @pytest.fixture

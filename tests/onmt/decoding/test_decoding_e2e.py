@@ -229,9 +229,8 @@ def test_ensemble_of_two_different_models_averages_their_probabilities(workdir):
 
 
 def test_library_callers_get_a_value_error_never_system_exit(workdir):
-    from onmt_entmax.errors import CheckpointError
+    from onmt_entmax.errors import CheckpointError, EntmaxOptionError
     from onmt_entmax.onmt.decoding.api import SparseDecoder
-    from onmt_entmax.errors import EntmaxOptionError
 
     with pytest.raises(EntmaxOptionError, match="invalid int value: .five."):
         SparseDecoder(str(workdir / SPARSE), options=["-beam_size", "five"])

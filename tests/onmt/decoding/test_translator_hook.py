@@ -2,9 +2,8 @@
 import types
 
 import torch
-from torch import nn
-
 from onmt.translate.translator import Inference
+from torch import nn
 
 from onmt_entmax.modules import EntmaxGenerator
 from onmt_entmax.onmt import generator_log_probs, transformation_of

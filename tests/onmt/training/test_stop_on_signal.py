@@ -5,8 +5,8 @@ import re
 import signal
 import sys
 
-from onmt_testkit import build_vocab, train, yaml_config
 from console import stop_at_step
+from onmt_testkit import build_vocab, train, yaml_config
 
 from onmt_entmax.analysis.checkpoint import load_checkpoint
 
