@@ -50,7 +50,8 @@ _SPARSE_CALL: contextvars.ContextVar[Optional[_Call]] = contextvars.ContextVar("
 
 def fusable(module) -> Optional[AttentionNormalizer]:
     """The normalizer of an attention module whose call can go through the fused sparse path, else None."""
-    norm = module._modules.get("softmax")  # (a submodule: nn.Module's getattr is ~15x slower, every call)
+    # (a submodule, read from _modules: nn.Module's __getattr__ searches three dicts after a miss, at every call)
+    norm = module._modules.get("softmax")
     ok = (isinstance(norm, AttentionNormalizer) and norm.transformation.name in KINDS
           and not getattr(module, "flash2", False)
           and getattr(module, "max_relative_positions", 0) in (0, -1)

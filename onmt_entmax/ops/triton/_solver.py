@@ -270,8 +270,8 @@ def lane_cols(rows, rmask, n_cols, BR: tl.constexpr, BC: tl.constexpr, LANES: tl
     the tile reshaped to [BR, BC] holds each row in order. Built this way, the compiler gives
     each row its own J lanes, each holding BC // J of its entries; from a [BR, BC] tile of rows
     shorter than a warp it spreads every row over all the lanes, each lane holding entries of
-    every row and repeating the per-row work (the solver's update, one shuffle level more):
-    2 rows of 50 a warp ran 1.6x the instructions a solver pass."""
+    every row and repeating the per-row work (the solver's update, one shuffle level more; the
+    instruction counts: docs/kernels.md, "Short rows")."""
     J: tl.constexpr = LANES // BR
     cols = tl.arange(0, BC // J)[None, :, None] * J + tl.arange(0, J)[None, None, :]
     return rows.to(tl.int64)[:, None, None], cols, rmask[:, None, None] & (cols < n_cols)
