@@ -5,7 +5,11 @@ name): the wrapper receives the upstream object and calls it, so no upstream cod
 runs a registration function (``apply``). Several patches may wrap one target: each wraps what the
 patches before it in the list left there (the first is innermost), each wrapper is marked with its own
 patch's name, and ``PatchSet.apply`` is idempotent per patch (a patch already in the target's chain of
-wrappers is skipped). Each wrapper keeps what it wrapped as ``__wrapped__``; ``PatchSet.original(name)``
+wrappers is skipped). A registration patch declares, as data, what its function installs where: the names it
+binds to an object of the plugin (``rebinds``: ``"module:name"``, e.g. a module's ``torch`` bound to a proxy)
+and the upstream objects it adds to in place (``extends``: a config class's fields, a logger's filters), so
+the list names every upstream place an adapter touches; tests/patch_table.py checks the declarations against
+what activation installed. Each wrapper keeps what it wrapped as ``__wrapped__``; ``PatchSet.original(name)``
 returns the stock object at the bottom of the chain. Each adapter
 (``onmt_entmax.onmt``, ``onmt_entmax.eole``) keeps its own list in its ``patches.py``; this module
 imports neither toolkit. The wrappers both lists install live with their features
@@ -31,6 +35,8 @@ class Patch:
     wrapper: Optional[Callable[[Callable], Callable]] = None  # upstream -> replacement
     aliases: tuple = ()  # "module:name" bindings made by ``from m import f`` before we ran
     apply: Optional[Callable[[], None]] = None  # registration-style patch
+    rebinds: tuple = ()  # with apply: "module:Attr.path" names it binds to an object of ours
+    extends: tuple = ()  # with apply: "module:Attr.path" upstream objects it adds to in place (no name rebound)
     deferred: bool = False  # wrap when the target's module is first imported, without importing it now
 
 

@@ -37,13 +37,19 @@ MHA = "eole.modules.multi_headed_attn"
 
 PATCHES: list[Patch] = [
     Patch("upstream_noise", "upstream's import-time and config warnings (at their source), the 1-layer LSTM's "
-          "dropout warning and repeated corpus lines filtered", apply=upstream_noise.quiet),
+          "dropout warning and repeated corpus lines filtered", apply=upstream_noise.quiet,
+          extends=("warnings:filters", "eole.utils.logging:logger.filters")),
     Patch("config_fields", "our model options in every model config, decoding options in PredictConfig, "
           "shuffle_each_pass, rnn_cuda_graphs, valid_lr_halving(_every) and adam_fused in TrainingConfig",
-          apply=options.extend_configs),
+          apply=options.extend_configs,  # (each class and its subclasses; then the schemas embedding them rebuilt)
+          extends=("eole.config.models:BaseModelConfig.__pydantic_fields__",
+                   "eole.config.models:DecoderConfig.__pydantic_fields__",
+                   "eole.config.training:TrainingConfig.__pydantic_fields__",
+                   "eole.config.run:PredictConfig.__pydantic_fields__")),
     Patch("config_checks", "cross-option checks on a run's config; config errors as one line naming the option",
           "eole.bin.run:RunBin.build_config", validation.wrap_build_config, deferred=True),
-    Patch("one_line_errors", "our refusals print one line, not a traceback", apply=install_one_line_hook),
+    Patch("one_line_errors", "our refusals print one line, not a traceback", apply=install_one_line_hook,
+          rebinds=("sys:excepthook",)),
     Patch("build_model", "our generator and attention normalizers, before weights load; flash KV cache off "
           "for sparse decoder self-attention", "eole.models.model:BaseModel.build", building.wrap_build),
     Patch("init_weights", "learnable alphas start at the configured alpha, not param_init noise",
@@ -64,7 +70,7 @@ PATCHES: list[Patch] = [
     Patch("attention_compute", "while a sparse attention module runs, both of its branches use its normalizer",
           f"{MHA}:MultiHeadedAttention._compute_attention", attention.wrap_compute_attention),
     Patch("attention_eager", "the eager branch's F.softmax is the module's normalizer",
-          apply=attention.install_functional),
+          apply=attention.install_functional, rebinds=(f"{MHA}:F",)),
     Patch("attention_sdpa", "the SDPA branch (CUDA) runs the module's normalizer in one call",
           f"{MHA}:_sdpa", attention.make_sdpa),
     Patch("rnn_attention_check", "GlobalAttention accepts every registered attention normalizer",
@@ -88,7 +94,7 @@ PATCHES: list[Patch] = [
           "folder and renamed into place whole; a full disk ends the run in one line",
           "eole.models.model_saver:TrainingModelSaver._save", saving.wrap_save),
     Patch("atomic_torch_save", "the saver's torch.save writes a temporary file and renames it (a full disk says so)",
-          apply=saving.install_atomic_torch_save),
+          apply=saving.install_atomic_torch_save, rebinds=("eole.models.model_saver:torch",)),
     Patch("loss_criterion", "Fenchel-Young criterion of the model's generator (upstream sparsemax crashes)",
           "eole.utils.loss:LossCompute.from_config", loss.wrap_from_config),
     Patch("shuffle_each_pass_seed", "a training data iterator of a run with shuffle_each_pass carries the run's seed",

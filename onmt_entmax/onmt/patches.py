@@ -34,7 +34,7 @@ def _decoding(module: str):
 
 PATCHES: list[Patch] = [
     Patch("upstream_noise", "upstream's deprecation warnings (at their source) and repeated corpus lines filtered",
-          apply=upstream_noise.quiet),
+          apply=upstream_noise.quiet, extends=("warnings:filters", "onmt.utils.logging:logger.filters")),
     Patch("model_options", "add the Entmax group to model_opts (train -h, checkpoints, defaults for old ones)",
           "onmt.opts:model_opts", options.wrap_model_opts),
     Patch("translate_options", "translate-time overrides of the Entmax options, under the same group",
@@ -160,14 +160,15 @@ PATCHES: list[Patch] = [
           "onmt_average_models, onmt_release_model) is read weights-only, whatever torch's default; every "
           "one they save is written whole or not at all (temporary file, then renamed; a full disk in one line); "
           "a file read that is no checkpoint or holds a NaN / inf weight is refused naming it",
-          apply=checkpoint.install_weights_only_loading),
+          apply=checkpoint.install_weights_only_loading,
+          rebinds=("onmt.models.model_saver:torch", "onmt.bin.average_models:torch", "onmt.bin.release_model:torch")),
     Patch("average_same_options", "onmt_average_models refuses checkpoints with different Entmax options, "
           "parameters (names, shapes) or vocabularies, as each loads", "onmt.bin.average_models:average_models",
           checkpoint.wrap_average_models),
     Patch("average_output", "onmt_average_models refuses an -output that is one of its -models",
           "onmt.bin.average_models:main", checkpoint.wrap_average_main),
     Patch("one_line_refusals", "a refusal (ValueError subclass) ending a command prints one line, no traceback",
-          apply=errors.install_excepthook),
+          apply=errors.install_excepthook, rebinds=("sys:excepthook",)),
     Patch("decoding_options", "the sparse-decoding options (certificate, analyses, report), translate only",
           "onmt.opts:translate_opts", lambda up: _decoding("translator")._translate_opts(up),
           aliases=("onmt.bin.translate:translate_opts",)),
