@@ -1,12 +1,13 @@
 """Decoding and analysis options of sparse models (``onmt_translate`` / ``eole predict``) and their checks.
 
 ``DECODING_OPTIONS`` declares each option once (``options.table.Option``, section ``decoding``); each
-adapter renders them into its toolkit's options. ``DecodingConfig.from_opts`` resolves them against the
-model's output layers and refuses requests that cannot be answered, naming the option.
+adapter renders them into its toolkit's options, and ``DecodingConfig`` is a dataclass generated from them (a
+field per row, of its type and default). ``DecodingConfig.from_opts`` resolves them against the model's output
+layers and refuses requests that cannot be answered, naming the option.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import make_dataclass
 from typing import Optional, Sequence
 
 from onmt_entmax.errors import EntmaxOptionError
@@ -52,27 +53,12 @@ DECODING_OPTIONS = (
 )
 
 
-@dataclass
-class DecodingConfig:
-    """What the translator hooks do, resolved from the translate opt and the checkpoint's opt (an option
-    the opt lacks takes its default from ``DECODING_OPTIONS``; ``DecodingConfig()`` is the inactive one)."""
+class DecodingChecks:
+    """The behaviour of a ``DecodingConfig``: what its options ask of the hooks, and ``from_opts``, which
+    resolves them and refuses what cannot be answered. Its fields come from the option rows
+    (``decoding_config_class``)."""
 
-    sparse_output: bool = False
-    unnormalised: bool = False  # alpha-ReLU: scores are not probabilities
-    certificate: bool = False
-    enumerate_support: bool = False
-    enumerate_cap: int = 100
-    exact_search: bool = False
-    exact_max_expansions: int = 20000
-    empty_check: bool = False
-    sparsity_stats: bool = False
-    forced_support: bool = False
-    forced_max_support: int = 50
-    attn_heatmap: Optional[str] = None
-    heatmap_sentence: int = 1
-    entmax_report: Optional[str] = None
-    plain_scores: bool = True  # no length / coverage penalty: scores are summed log-probs
-    length_penalty: str = "none"  # what the beam ranks finished hypotheses by (named in the summary)
+    TABLE: tuple = ()  # the option rows the class has a field for
 
     @property
     def needs_scorer(self) -> bool:
@@ -84,7 +70,7 @@ class DecodingConfig:
         return self.certificate or self.needs_scorer or bool(self.entmax_report)
 
     @classmethod
-    def from_opts(cls, opt, transformations: Sequence) -> "DecodingConfig":
+    def from_opts(cls, opt, transformations: Sequence) -> DecodingConfig:
         """``transformations``: each ensemble member's output transformation (None = stock softmax)."""
         def get(name, default=None):
             v = getattr(opt, name, None)
@@ -94,7 +80,7 @@ class DecodingConfig:
         cfg = cls(
             sparse_output=all(t is not None and t.sparse for t in transformations) and bool(transformations),
             unnormalised=any(t is not None and t.name == "alpha_relu" for t in transformations),
-            **{o.name: get(o.name, o.default) for o in DECODING_OPTIONS if o.name != "certificate"},
+            **{o.name: get(o.name, o.default) for o in cls.TABLE if o.name != "certificate"},
         )
         dense = f"generator_function {'/'.join(sorted(set(names)))}"
         cfg.certificate = bool(get("certificate", False)) or cfg.sparse_output
@@ -122,3 +108,22 @@ class DecodingConfig:
         cfg.plain_scores = length_pen in (None, "none") and cov_pen in (None, "none")
         cfg.length_penalty = length_pen or "none"
         return cfg
+
+
+def decoding_config_class(options: Sequence[Option]) -> type:
+    """The dataclass ``DecodingConfig`` with a field per row of ``options`` (the row's type, Optional where its
+    default is None, and its default), between what the model's output layers decide and what the search's
+    penalties do: a row added to ``DECODING_OPTIONS`` is a field with no other edit."""
+    resolved_from_model = [("sparse_output", bool, False),
+                           ("unnormalised", bool, False)]  # alpha-ReLU: scores are not probabilities
+    rows = [(o.name, o.type if o.default is not None else Optional[o.type], o.default) for o in options]
+    resolved_from_search = [("plain_scores", bool, True),  # no length / coverage penalty: scores are summed log-probs
+                            ("length_penalty", str, "none")]  # what the beam ranks finished hypotheses by
+    namespace = {"__module__": __name__, "TABLE": tuple(options), "__doc__": (
+        "What the translator hooks do, resolved from the translate opt and the checkpoint's opt (an option the "
+        "opt lacks takes its default from the table; ``DecodingConfig()`` is the inactive one).")}
+    return make_dataclass("DecodingConfig", resolved_from_model + rows + resolved_from_search,
+                          bases=(DecodingChecks,), namespace=namespace)
+
+
+DecodingConfig = decoding_config_class(DECODING_OPTIONS)

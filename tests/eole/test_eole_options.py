@@ -9,15 +9,19 @@ import yaml
 from eole.config import recursive_model_fields_set
 from eole.config.models import build_model_config
 from eole.config.run import PredictConfig, TrainConfig
-from pydantic import ValidationError
+from pydantic import ValidationError, create_model
 
 from eole_testkit import CONFIGS
 
+import onmt_entmax.eole.options as eole_options
 from onmt_entmax.eole.options import family
 from onmt_entmax.eole.validation import check_model_config, describe
 from onmt_entmax.errors import ConfigError
-from onmt_entmax.options import DECODING_OPTIONS, OPTIONS, model_option_names, of_toolkit
+from onmt_entmax.options import DECODING_OPTIONS, OPTIONS, Option, model_option_names, of_toolkit
+from onmt_entmax.options.decoding import decoding_config_class
+from onmt_entmax.registry import get_transformation
 
+ENTMAX = [get_transformation("entmax15")]
 TINY = {"architecture": "transformer", "layers": 1, "heads": 2, "hidden_size": 16, "transformer_ff": 32}
 
 
@@ -94,6 +98,18 @@ def test_predict_config_has_the_decoding_options_of_onmt_translate():
         assert fields[option.name].default == option.default and fields[option.name].description == option.help
     with pytest.raises(ValidationError, match="exact_serch"):
         PredictConfig(model_path=["m"], src="s.txt", exact_serch=True)
+
+
+def test_a_decoding_row_added_to_the_table_is_an_eole_predict_field_its_config_reads(monkeypatch):
+    extra = Option("toy_depth", int, 7, "A decoding option no release has, to add to the table.", "decoding")
+    monkeypatch.setattr(eole_options, "OPTIONS", OPTIONS + (extra,))  # the table with one more row
+    added = eole_options.fields("decoding")  # what extend_configs puts in PredictConfig
+    assert added["toy_depth"].default == 7 and added["toy_depth"].description == extra.help
+    predict = create_model("Predict", __base__=PredictConfig, **{n: (f.annotation, f) for n, f in added.items()})
+    config = predict(model_path=["m"], src="s.txt", toy_depth=3)
+    assert decoding_config_class(DECODING_OPTIONS + (extra,)).from_opts(config, ENTMAX).toy_depth == 3
+    with pytest.raises(ValidationError, match="toy_depth"):
+        predict(model_path=["m"], src="s.txt", toy_depth="deep")
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from onmt_entmax.options import (
     SECTIONS,
     TOOLKITS,
     TRAINING_OPTIONS,
-    DecodingConfig,
     model_option_names,
 )
 from onmt_entmax.registry import transformation_names
@@ -59,10 +58,3 @@ def test_a_number_or_word_option_parses_a_finite_number_or_one_of_its_words():
     assert parse.__name__ == "number, 'auto' or 'formula'"  # argparse's "invalid number, 'auto' or ... value"
     assert [o.text_type() for o in OPTIONS if not o.words and o.type is not bool] == \
         [o.type for o in OPTIONS if not o.words and o.type is not bool]
-
-
-def test_the_resolved_decoding_config_starts_from_the_tables_defaults():
-    """``DecodingConfig.from_opts`` falls back on its own defaults for an option the opt lacks."""
-    plain = DecodingConfig()
-    for option in DECODING_OPTIONS:
-        assert getattr(plain, option.name) == option.default, option.name

@@ -5,8 +5,10 @@ import pytest
 
 pytest.importorskip("onmt")
 
+import onmt_entmax.onmt.options as onmt_options  # noqa: E402
 from onmt_entmax.onmt.options import add_decoding_options  # noqa: E402
-from onmt_entmax.options.decoding import DecodingConfig  # noqa: E402
+from onmt_entmax.options import DECODING_OPTIONS, OPTIONS, Option  # noqa: E402
+from onmt_entmax.options.decoding import DecodingConfig, decoding_config_class  # noqa: E402
 from onmt_entmax.registry import get_transformation  # noqa: E402
 
 
@@ -73,3 +75,15 @@ def test_enumerate_cap_defaults_to_100_in_onmt_translate():
     assert opt.enumerate_cap == 100 == DecodingConfig.enumerate_cap
     assert DecodingConfig.from_opts(opt, ENTMAX).enumerate_cap == 100
     assert opt.exact_max_expansions == 20000 and opt.forced_max_support == 50
+
+
+def test_a_decoding_row_added_to_the_table_is_an_onmt_translate_option_its_config_reads(monkeypatch):
+    from onmt.bin.translate import _get_parser
+
+    extra = Option("toy_depth", int, 7, "A decoding option no release has, to add to the table.", "decoding")
+    monkeypatch.setattr(onmt_options, "OPTIONS", OPTIONS + (extra,))  # the table with one more row
+    parser = _get_parser()
+    assert "--toy_depth" in parser.format_help().split("Entmax:", 1)[1]
+    opt = parser.parse_args(["-model", "m.pt", "-src", "s.txt", "-toy_depth", "3"])
+    assert decoding_config_class(DECODING_OPTIONS + (extra,)).from_opts(opt, ENTMAX).toy_depth == 3
+    assert parser.parse_args(["-model", "m.pt", "-src", "s.txt"]).toy_depth == 7
