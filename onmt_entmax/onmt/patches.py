@@ -32,6 +32,14 @@ def _decoding(module: str):
     return importlib.import_module(f"onmt_entmax.onmt.decoding.{module}")
 
 
+TRAIN_OPTS = "onmt.utils.parse:ArgumentParser.validate_train_opts"
+
+
+def _train_check(check):
+    """The wrapper of a row of ``TRAIN_OPTS``: what ran before, then ``check(opt)``."""
+    return lambda up: validation.wrap_validate_train_opts(up, check)
+
+
 PATCHES: list[Patch] = [
     Patch("upstream_noise", "upstream's deprecation warnings (at their source) and repeated corpus lines filtered",
           apply=upstream_noise.quiet, extends=("warnings:filters", "onmt.utils.logging:logger.filters")),
@@ -45,12 +53,23 @@ PATCHES: list[Patch] = [
           "onmt.utils.parse:ArgumentParser.error", options.wrap_error),
     Patch("validate_options", "check Entmax options (alpha >= 1, tau, copy_attn, learn_alpha) before training",
           "onmt.utils.parse:ArgumentParser.validate_model_opts", validation.wrap_validate_model_opts),
-    Patch("validate_train_options", "training only: options the new model would ignore are refused; "
-          "valid_lr_halving needs validation data and world_size 1; -save_model's folder makeable",
-          "onmt.utils.parse:ArgumentParser.validate_train_opts",
-          lambda up: validation.wrap_validate_train_opts(up, lr_halving.check_train_opts, cuda_graphs.check_train_opts,
-                                                         fork_settings.check_train_opts, adam_fused.check_train_opts,
-                                                         files.check_save_model)),
+    # onmt_train's option checks, one row a feature: each runs after the rows above it, so the first refusal in
+    # table order is the one given
+    Patch("valid_lr_halving_options", "training only: valid_lr_halving needs validation data, world_size 1 and no "
+          "other schedule", TRAIN_OPTS, _train_check(lr_halving.check_train_opts)),
+    Patch("rnn_cuda_graphs_options", "training only: rnn_cuda_graphs needs what its graphs replay (the input-feed "
+          "LSTM decoder, accum_count 1, float32)", TRAIN_OPTS,
+          _train_check(cuda_graphs.check_train_opts)),
+    Patch("embeddings_dropout_options", "training only: embeddings_dropout a probability, without a dropout schedule",
+          TRAIN_OPTS, _train_check(fork_settings.check_embeddings_dropout)),
+    Patch("adam_eps_options", "training only: adam_eps above 0, for an Adam optimizer", TRAIN_OPTS,
+          _train_check(fork_settings.check_adam_eps)),
+    Patch("adam_fused_options", "training only: adam_fused for an Adam optimizer", TRAIN_OPTS,
+          _train_check(adam_fused.check_train_opts)),
+    Patch("save_model_folder", "training only: -save_model's folder a folder or makeable", TRAIN_OPTS,
+          _train_check(files.check_save_model)),
+    Patch("validate_train_options", "training only: label_smoothing in [0, 1); options the new model would ignore "
+          "are refused", TRAIN_OPTS, _train_check(validation.check_training_opts)),
     Patch("corpus_files", "onmt_train, onmt_build_vocab: a missing corpus file named in one line, not a traceback; "
           "onmt_build_vocab's vocabularies never a corpus file",
           "onmt.utils.parse:DataOptsCheckerMixin.validate_prepare_opts", files.wrap_validate_prepare_opts),

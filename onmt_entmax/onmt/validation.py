@@ -2,7 +2,7 @@
 ``validate_train_opts`` (training) and ``validate_translate_opts`` (before the model loads)."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 from onmt_entmax.errors import EntmaxOptionError
 from onmt_entmax.options.model import (
@@ -19,15 +19,14 @@ __all__ = ["EntmaxOptionError", "attention_spec", "check_applicable", "check_tra
            "wrap_validate_translate_opts"]
 
 
-def wrap_validate_train_opts(upstream, *more_checks):
-    """``ArgumentParser.validate_train_opts`` (classmethod, training only): stock checks, then
-    ``more_checks`` (valid_lr_halving's, passed in by patches.py) and the options a new model would ignore."""
+def wrap_validate_train_opts(upstream, check: Callable[[object], None]):
+    """``ArgumentParser.validate_train_opts`` (classmethod, training only): what it checked before (stock, then
+    the rows of patches.py stacked below this one), then ``check(opt)``, one feature's refusals: the rows'
+    checks run in table order and the first refusal ends the run."""
 
     def validate_train_opts(cls, opt):
         upstream(cls, opt)
-        for check in more_checks:
-            check(opt)
-        check_training_opts(opt)
+        check(opt)
 
     return validate_train_opts
 

@@ -171,6 +171,30 @@ def test_valid_lr_halving_without_validation_data_is_refused(toy):
         train(config)
 
 
+# one option breaking each training check of onmt_train, in the order of the checks' rows in patches.py
+BROKEN_TRAINING = {"valid_lr_halving": ["-valid_lr_halving"],  # (the corpora below have no 'valid')
+                   "rnn_cuda_graphs": ["-rnn_cuda_graphs", "-decoder_type", "transformer"],
+                   "embeddings_dropout": ["-embeddings_dropout", "2"], "adam_eps": ["-adam_eps", "0"],
+                   "adam_fused": ["-adam_fused"], "save_model": ["-save_model", "{file}/model"],
+                   "label_smoothing": ["-label_smoothing", "2"]}
+
+
+@pytest.mark.parametrize("first", range(len(BROKEN_TRAINING)), ids=list(BROKEN_TRAINING))
+def test_of_several_broken_training_options_the_first_checks_refusal_is_the_one_given(tmp_path, first):
+    """validate_train_opts with the options of ``BROKEN_TRAINING`` from ``first`` on all broken: the refusal names
+    the first of them, whichever row of the table its check is."""
+    from onmt.bin.train import _get_parser
+    from onmt.utils.parse import ArgumentParser
+
+    (tmp_path / "a_file").write_text("x\n")
+    names = list(BROKEN_TRAINING)[first:]
+    args = [a.format(file=tmp_path / "a_file") for name in names for a in BROKEN_TRAINING[name]]
+    data = "{'corpus_1': {'path_src': 's', 'path_tgt': 't'}}"
+    opt = _get_parser().parse_known_args(["-data", data, "-src_vocab", "v", *args])[0]
+    with pytest.raises(ValueError, match=rf"^-?{names[0]}\b"):
+        ArgumentParser.validate_train_opts(opt)
+
+
 def test_train_from_names_the_model_options_the_checkpoint_replaces(toy, caplog):
     import torch
 

@@ -20,9 +20,9 @@ from onmt_entmax.errors import EntmaxOptionError
 ADAM_OPTIMS = ("adam", "sparseadam")  # the -optim values whose torch optimizers OpenNMT-py builds with eps
 
 
-def check_train_opts(opt) -> None:
+def check_embeddings_dropout(opt) -> None:
     """A probability in [0, 1), not beside a dropout schedule (whose later values upstream's
-    ``update_dropout`` would give the embeddings); an ε above 0, for an Adam optimizer."""
+    ``update_dropout`` would give the embeddings)."""
     p = getattr(opt, "embeddings_dropout", None)
     if p is not None:
         if not 0 <= p < 1:
@@ -30,6 +30,10 @@ def check_train_opts(opt) -> None:
         if len(getattr(opt, "dropout_steps", None) or [0]) > 1:
             raise EntmaxOptionError("-embeddings_dropout with a -dropout_steps schedule: the schedule would set "
                                     "the embeddings' dropout to its -dropout values; drop one of the two")
+
+
+def check_adam_eps(opt) -> None:
+    """An ε above 0, for an Adam optimizer."""
     eps = getattr(opt, "adam_eps", None)
     if eps is not None:
         if not eps > 0:
