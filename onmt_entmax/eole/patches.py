@@ -34,6 +34,13 @@ from .training import (
 )
 
 MHA = "eole.modules.multi_headed_attn"
+BUILD_CONFIG = "eole.bin.run:RunBin.build_config"
+
+
+def _config_check(check):
+    """The wrapper of a row of ``BUILD_CONFIG`` over ``config_checks``: what ran before, then ``check(config)``."""
+    return lambda up: validation.wrap_config_check(up, check)
+
 
 PATCHES: list[Patch] = [
     Patch("upstream_noise", "upstream's import-time and config warnings (at their source), the 1-layer LSTM's "
@@ -46,8 +53,19 @@ PATCHES: list[Patch] = [
                    "eole.config.models:DecoderConfig.__pydantic_fields__",
                    "eole.config.training:TrainingConfig.__pydantic_fields__",
                    "eole.config.run:PredictConfig.__pydantic_fields__")),
-    Patch("config_checks", "cross-option checks on a run's config; config errors as one line naming the option",
-          "eole.bin.run:RunBin.build_config", validation.wrap_build_config, deferred=True),
+    # the checks of the config a command builds, one row a feature: each runs after the rows above it, so the first
+    # refusal in table order is the one given
+    Patch("config_checks", "config errors as one line naming the option; the model's cross-option checks",
+          BUILD_CONFIG, validation.wrap_build_config, deferred=True),
+    Patch("rnn_cuda_graphs_config", "training.rnn_cuda_graphs needs what its graphs replay", BUILD_CONFIG,
+          _config_check(cuda_graphs.check), deferred=True),
+    Patch("valid_lr_halving_config", "training.valid_lr_halving needs validation data and no other schedule",
+          BUILD_CONFIG, _config_check(lr_halving.check), deferred=True),
+    Patch("adam_fused_config", "training.adam_fused needs an Adam optimizer", BUILD_CONFIG,
+          _config_check(adam_fused.check), deferred=True),
+    Patch("command_config_checks", "eole predict: its files and decoding options against the model; eole train, "
+          "build_vocab: the training checks of onmt_train and the run's files", BUILD_CONFIG,
+          _config_check(validation.check_command_config), deferred=True),
     Patch("one_line_errors", "our refusals print one line, not a traceback", apply=install_one_line_hook,
           rebinds=("sys:excepthook",)),
     Patch("build_model", "our generator and attention normalizers, before weights load; flash KV cache off "

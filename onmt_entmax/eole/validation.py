@@ -29,7 +29,6 @@ from onmt_entmax.options.model import (
 
 from .files import check_predict_files, check_train_files
 from .options import family
-from .training import adam_fused, cuda_graphs, lr_halving
 from .training.loss import eole_logger
 
 
@@ -148,8 +147,9 @@ def _drop_tags(loc: list) -> list:
 
 
 def wrap_build_config(upstream: Callable) -> Callable:
-    """``RunBin.build_config`` (``eole train`` / ``predict`` / ``build_vocab``): our cross-option checks on
-    the built config, and every config error as one line naming the option."""
+    """``RunBin.build_config`` (``eole train`` / ``predict`` / ``build_vocab``): every config error as one line
+    naming the option, and the model's cross-option checks. The rows stacked on it in patches.py
+    (``wrap_config_check``) check the rest, in table order."""
 
     def build_config(cls, args):
         try:
@@ -159,15 +159,30 @@ def wrap_build_config(upstream: Callable) -> Callable:
             raise ConfigError(where + describe(err, _known_keys)) from None
         if getattr(config, "model", None) is not None:
             check_model_config(config.model)
-            cuda_graphs.check(config)
-        lr_halving.check(config)
-        adam_fused.check(config)
-        if hasattr(config, "entmax_report"):
-            check_predict_files(config)
-            check_predict_config(config)
-        else:
-            check_train_config(config)
-            check_train_files(config)
         return config
 
     return build_config
+
+
+def wrap_config_check(upstream: Callable, check: Callable[[object], None]) -> Callable:
+    """``RunBin.build_config`` of a row stacked on ``wrap_build_config``'s: the config built and checked by the
+    rows below this one, then ``check(config)``, one feature's refusals: the first refusal in table order ends
+    the command."""
+
+    def build_config(cls, args):
+        config = upstream(cls, args)
+        check(config)
+        return config
+
+    return build_config
+
+
+def check_command_config(config) -> None:
+    """The checks of the command a config is for: ``eole predict``'s files and decoding options; ``eole
+    train``'s (and ``build_vocab``'s) training options and files."""
+    if hasattr(config, "entmax_report"):
+        check_predict_files(config)
+        check_predict_config(config)
+    else:
+        check_train_config(config)
+        check_train_files(config)

@@ -3,6 +3,7 @@
 option; what one warns of, the other does."""
 import argparse
 import logging
+import re
 
 import pytest
 import yaml
@@ -98,3 +99,34 @@ def test_eole_train_and_predict_run_these_checks_when_they_read_the_config(tmp_p
         command.add_args(parser)
         with pytest.raises(ConfigError, match=option):
             command.build_config(parser.parse_args(args))
+
+
+# one setting breaking each check of the config eole train builds, in the order of the checks' rows in patches.py
+BROKEN_TRAINING = {"model": {"model": {"generator_function": "alpha_relu"}},  # (without generator_tau)
+                   "training.rnn_cuda_graphs": {"training": {"rnn_cuda_graphs": True}, "model": {"input_feed": 0}},
+                   "training.valid_lr_halving": {"training": {"valid_lr_halving": True}},  # (no 'valid' corpus)
+                   "training.adam_fused": {"training": {"adam_fused": True, "optim": "sgd"}},
+                   "training.label_smoothing": {"training": {"label_smoothing": 2}},
+                   "data.corpus_1.path_src": {"data": {"corpus_1": {"path_src": "missing.txt"}}}}
+
+
+@pytest.mark.parametrize("first", range(len(BROKEN_TRAINING)), ids=list(BROKEN_TRAINING))
+def test_of_several_broken_training_settings_the_first_checks_refusal_is_the_one_given(tmp_path, monkeypatch, first):
+    """eole train's config with the settings of ``BROKEN_TRAINING`` from ``first`` on all broken: the refusal
+    names the first of them, whichever row of the table its check is."""
+    from eole.bin.run.train import Train
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "src.txt").write_text("a b\n")
+    config = {"src_vocab": "v.src", "tgt_vocab": "v.tgt", "training": {"model_path": "run/model"},
+              "data": {"corpus_1": {"path_src": "src.txt", "path_tgt": "src.txt"}}, "model": dict(RNN)}
+    names = list(BROKEN_TRAINING)[first:]
+    for name in names:
+        for section, settings in BROKEN_TRAINING[name].items():
+            for key, value in settings.items():
+                config[section][key] = {**config[section][key], **value} if isinstance(value, dict) else value
+    (tmp_path / "train.yaml").write_text(yaml.safe_dump(config))
+    parser = argparse.ArgumentParser()
+    Train.add_args(parser)
+    with pytest.raises(ConfigError, match=rf"^{re.escape(names[0])}\b"):
+        Train.build_config(parser.parse_args(["-config", "train.yaml"]))

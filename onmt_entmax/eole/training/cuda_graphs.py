@@ -19,10 +19,9 @@ from onmt_entmax.training.cuda_graphs import S_STEP, DecoderGraphs, attach, eage
 
 def check(config) -> None:
     """A run with training.rnn_cuda_graphs: what its graphs cannot replay, refused by name."""
-    training = getattr(config, "training", None)
-    if not getattr(training, "rnn_cuda_graphs", False):
+    training, model = getattr(config, "training", None), getattr(config, "model", None)
+    if not getattr(training, "rnn_cuda_graphs", False) or model is None:  # no model section: nothing to replay here
         return
-    model = getattr(config, "model", None)
     decoder = getattr(model, "decoder", None)
     refusals = [
         (getattr(decoder, "decoder_type", None) != "rnn", f"model.decoder.decoder_type "
