@@ -1,6 +1,6 @@
 """OpenNMT-py Transformer training speed: sparse variants as a ratio to softmax, same config otherwise.
 
-Runs the stock `onmt_build_vocab` and `onmt_train` (with this plugin active) once per variant on the
+Runs the stock `onmt_build_vocab` (once) and `onmt_train` (with this plugin active) once per variant on the
 same data and reads the target tokens/s that OpenNMT-py reports, averaged over the report windows
 after the first (warm-up: CUDA context, Triton compilation, allocator). This is a benchmark, not a
 test. With --rounds N the variants are trained in turn N times (softmax, A, B, ..., softmax, A, ...)
@@ -18,6 +18,11 @@ machine.
     python benchmarks/bench_train.py --gpu --data multi30k --in-process --steps 20 --rounds 12
     # CPU smoke run (tiny model), to check the script itself:
     python benchmarks/bench_train.py --tiny --steps 20
+    # documents of 4,096 tokens (issue 62 item 5): a synthetic copy whose target holds the source's
+    # sentences in reverse order (attention reaches across the document), or Multi30k captions
+    # concatenated into documents; softmax (SDPA on a GPU) against 1.5-entmax and learned-alpha attention
+    python benchmarks/bench_train.py --gpu --data long-copy --length 4096 --in-process --steps 10 --rounds 8
+    python benchmarks/bench_train.py --gpu --data multi30k-docs --length 4096 --multi30k-dir ../shared/data/multi30k
     # a kernel change: every short-row kernel call of training against the float64 reference
     python benchmarks/bench_train.py --gpu --data multi30k --steps 100 --check-kernels runs/check
 """
@@ -29,6 +34,7 @@ import gzip
 import json
 import random
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,10 +48,18 @@ from paired_rounds import describe, median_interval
 VARIANTS = {
     "softmax": {},
     "entmax15 (output + all attention)": {"generator_function": "entmax15", "attention_function": "entmax15"},
+    "entmax15 (all attention)": {"attention_function": "entmax15"},
     "learned alpha (all attention)": {"attention_function": "entmax_bisect", "attention_alpha": 1.5,
                                       "learn_alpha": True},
     "1.5-ReLU output": {"generator_function": "alpha_relu", "generator_alpha": 1.5, "generator_tau": "auto"},
 }
+
+# the variants run unless --variants names others: sentence data keeps its four; on documents the attention
+# is what is measured, so the output stays softmax
+SENTENCE_VARIANTS = ["softmax", "entmax15 (output + all attention)", "learned alpha (all attention)",
+                     "1.5-ReLU output"]
+DOCUMENT_VARIANTS = ["softmax", "entmax15 (all attention)", "learned alpha (all attention)"]
+DOCUMENTS = ("long-copy", "multi30k-docs")
 
 STEP_LINE = re.compile(r"Step\s+(\d+)/\s*\d+;.*?(\d+)/\s*(\d+) tok/s")
 
@@ -64,6 +78,25 @@ def synthetic_corpus(folder: Path, vocab: int, sentences: int, seed: int = 0) ->
     return src, tgt
 
 
+def long_copy_corpus(folder: Path, vocab: int, documents: int, length: int, seed: int = 0) -> tuple[Path, Path]:
+    """Documents of exactly `length` source tokens: sentences of 10-40 Zipf-drawn types, each ended by
+    `s.` (the last one cut to fit); the target holds the same sentences (types `t*`, end `t.`) in reverse
+    order, so its first words attend to the end of the source and its last to the start."""
+    rng = random.Random(seed)
+    weights = [1.0 / (r + 10) for r in range(vocab)]
+    src, tgt = folder / "train.src", folder / "train.tgt"
+    with src.open("w") as fs, tgt.open("w") as ft:
+        for _ in range(documents):
+            sentences, n = [], 0
+            while n < length:
+                k = min(rng.randint(10, 40), length - n)
+                sentences.append([f"s{w}" for w in rng.choices(range(vocab), weights, k=k - 1)] + ["s."])
+                n += k
+            fs.write(" ".join(w for s in sentences for w in s) + "\n")
+            ft.write(" ".join("t" + w[1:] for s in reversed(sentences) for w in s) + "\n")
+    return src, tgt
+
+
 def multi30k_corpus(folder: Path, source_dir: Path, src_lang: str, tgt_lang: str) -> tuple[Path, Path]:
     """Multi30k train, lowercased and split on whitespace (speed, not BLEU, is measured here)."""
     out = []
@@ -74,6 +107,50 @@ def multi30k_corpus(folder: Path, source_dir: Path, src_lang: str, tgt_lang: str
                 g.write(" ".join(line.lower().split()) + "\n")
         out.append(dest)
     return out[0], out[1]
+
+
+def multi30k_documents(folder: Path, source_dir: Path, src_lang: str, tgt_lang: str,
+                       length: int) -> tuple[Path, Path]:
+    """Multi30k train as documents: consecutive caption pairs (lowercased, split on whitespace) joined
+    while neither side passes `length` tokens; the target document translates the source document
+    caption by caption. The last, shorter document is dropped (every document ~`length` tokens)."""
+    pairs = []
+    for lang in (src_lang, tgt_lang):
+        with gzip.open(source_dir / f"train.{lang}.gz", "rt", encoding="utf-8") as f:
+            pairs.append([line.lower().split() for line in f])
+    src, tgt = folder / f"train.{src_lang}", folder / f"train.{tgt_lang}"
+    with src.open("w") as fs, tgt.open("w") as ft:
+        doc_s, doc_t = [], []
+        for s, t in zip(*pairs):
+            if not s or not t or len(s) > length or len(t) > length:  # (no empty line, no document too long)
+                continue
+            if len(doc_s) + len(s) > length or len(doc_t) + len(t) > length:
+                fs.write(" ".join(doc_s) + "\n")
+                ft.write(" ".join(doc_t) + "\n")
+                doc_s, doc_t = [], []
+            doc_s += s
+            doc_t += t
+    return src, tgt
+
+
+def position_rows() -> int:
+    """Rows of OpenNMT-py's sinusoidal position table (`position_encoding: true`): the default of
+    PositionalEncoding's max_len, which no option changes."""
+    import inspect
+
+    from onmt.modules.embeddings import PositionalEncoding
+    return inspect.signature(PositionalEncoding.__init__).parameters["max_len"].default
+
+
+def data_label(args: argparse.Namespace) -> str:
+    """The data column of the tables and CSV rows."""
+    if args.data == "multi30k":
+        return "multi30k"
+    if args.data == "multi30k-docs":
+        return f"multi30k documents of {args.length} tokens"
+    if args.data == "long-copy":
+        return f"long copy {args.length} tokens, synthetic {args.vocab // 1000}k"
+    return f"synthetic {args.vocab // 1000}k"
 
 
 def write_config(path: Path, src: Path, tgt: Path, work: Path, args: argparse.Namespace, extra: dict) -> None:
@@ -88,6 +165,8 @@ def write_config(path: Path, src: Path, tgt: Path, work: Path, args: argparse.Na
         f"train_steps: {args.steps}", "valid_steps: 1000000", f"report_every: {args.report_every}",
         "batch_type: tokens", f"batch_size: {args.batch_tokens}", "bucket_size: 20000",
         "encoder_type: transformer", "decoder_type: transformer", "position_encoding: true",
+        *([] if args.data not in DOCUMENTS else [  # every document passes; a longer line is dropped, not a traceback
+            "transforms: [filtertoolong]", f"src_seq_length: {args.length}", f"tgt_seq_length: {args.length + 2}"]),
         f"enc_layers: {size['layers']}", f"dec_layers: {size['layers']}", f"heads: {size['heads']}",
         f"hidden_size: {size['hidden']}", f"word_vec_size: {size['hidden']}", f"transformer_ff: {size['ff']}",
         "dropout: [0.1]", "attention_dropout: [0.1]",
@@ -202,7 +281,7 @@ def training_row(args: argparse.Namespace, name: str, rate: float, base: float |
     model = f"{'tiny' if args.tiny else f'{args.layers}-layer'} Transformer, {args.dtype if args.gpu else 'fp32'}"
     return {"case": name, "ours": f"{rate:.0f}", "baseline": f"{base:.0f}" if base else "",
             "ratio": f"{rate / base:.2f}" if base else "",
-            "data": args.data if args.data == "multi30k" else f"synthetic {args.vocab // 1000}k", "mode": mode,
+            "data": data_label(args), "mode": mode,
             "setup": f"{args.steps} steps, batch {args.batch_tokens} tokens, {model}"
                      + (f", median of {args.rounds} rounds" if args.rounds > 1 else ""),
             "median_ratio": f"{mid:.2f}" if mid is not None else "",
@@ -214,20 +293,25 @@ def training_row(args: argparse.Namespace, name: str, rate: float, base: float |
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", choices=["synthetic", "multi30k"], default="synthetic")
+    ap.add_argument("--data", choices=["synthetic", "multi30k", *DOCUMENTS], default="synthetic")
+    ap.add_argument("--length", type=int, default=4096,
+                    help="tokens a document (long-copy: exactly; multi30k-docs: at most, captions kept whole)")
     ap.add_argument("--multi30k-dir", type=Path, default=Path("../shared/data/multi30k"))
     ap.add_argument("--langs", nargs=2, default=["de", "en"])
     ap.add_argument("--vocab", type=int, default=32000, help="synthetic vocabulary size (and vocab cap)")
-    ap.add_argument("--sentences", type=int, default=60000)
+    ap.add_argument("--sentences", type=int, default=None,
+                    help="synthetic sentences (default 60000), or long-copy documents (default 256)")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=1, help="train every variant this many times, in turn")
     ap.add_argument("--report-every", type=int, default=50)
-    ap.add_argument("--batch-tokens", type=int, default=4096)
+    ap.add_argument("--batch-tokens", type=int, default=None,
+                    help="tokens a batch (default 4096; on documents two documents, 2 x (--length + 2))")
     ap.add_argument("--layers", type=int, default=3)
     ap.add_argument("--dtype", default="fp32", help="model_dtype on GPU (fp32 or fp16)")
     ap.add_argument("--gpu", action="store_true")
     ap.add_argument("--tiny", action="store_true", help="a tiny model and corpus (CPU check of the script)")
-    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS), metavar="VARIANT")
+    ap.add_argument("--variants", nargs="+", default=None, choices=list(VARIANTS), metavar="VARIANT",
+                    help=f"default: {', '.join(SENTENCE_VARIANTS)}; on documents {', '.join(DOCUMENT_VARIANTS)}")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     ap.add_argument("--csv", type=Path, default=None, metavar="DIR",
@@ -242,13 +326,30 @@ def main() -> None:
                          "(onmt_entmax.ops.triton.check), wrong programs saved to DIR, exit status 1 if "
                          "any; tokens/s are then not a measurement")
     args = ap.parse_args()
+    documents = args.data in DOCUMENTS
+    args.variants = args.variants or (DOCUMENT_VARIANTS if documents else SENTENCE_VARIANTS)
+    args.sentences = args.sentences or (256 if documents else 60000)
     if args.tiny:
-        args.vocab, args.sentences, args.batch_tokens = min(args.vocab, 500), min(args.sentences, 400), 512
+        args.vocab, args.sentences = min(args.vocab, 500), min(args.sentences, 400)
         args.report_every = min(args.report_every, 5)
+    args.batch_tokens = args.batch_tokens or (2 * (args.length + 2) if documents else 512 if args.tiny else 4096)
+    if documents:
+        rows = position_rows()  # a target document with its <s> and </s> takes --length + 2 positions
+        if args.length < 1 or args.length + 2 > rows:
+            sys.exit(f"--length {args.length}: a target document with its <s> and </s> takes --length + 2 positions "
+                     f"and OpenNMT-py's sinusoidal position table has {rows} (no option changes it); give --length "
+                     f"1 to {rows - 2}")
+        if args.batch_tokens < args.length + 2:
+            sys.exit(f"--batch-tokens {args.batch_tokens}: a batch must hold one document of --length {args.length} "
+                     f"tokens and its <s> and </s>; give --batch-tokens {args.length + 2} or more")
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench_train_"))
     work.mkdir(parents=True, exist_ok=True)
     if args.data == "synthetic":
         src, tgt = synthetic_corpus(work, args.vocab, args.sentences)
+    elif args.data == "long-copy":
+        src, tgt = long_copy_corpus(work, args.vocab, args.sentences, args.length)
+    elif args.data == "multi30k-docs":
+        src, tgt = multi30k_documents(work, args.multi30k_dir, *args.langs, args.length)
     else:
         src, tgt = multi30k_corpus(work, args.multi30k_dir, *args.langs)
     device = "cpu"
@@ -261,7 +362,12 @@ def main() -> None:
         vdir.mkdir(exist_ok=True)
         cfgs[name] = vdir / "config.yaml"
         write_config(cfgs[name], src, tgt, vdir, args, VARIANTS[name])
-        run(["onmt_build_vocab", "-config", str(cfgs[name]), "-n_sample", "-1"], vdir / "vocab.log")
+        if name == args.variants[0]:
+            run(["onmt_build_vocab", "-config", str(cfgs[name]), "-n_sample", "-1"], vdir / "vocab.log")
+            first = vdir
+        else:  # the vocabularies depend on the data alone: built once, the same files for every variant
+            for side in ("src", "tgt"):
+                shutil.copyfile(first / f"vocab.{side}", vdir / f"vocab.{side}")
     if args.in_process:
         trainers = in_process_trainers(cfgs, args.in_process_batches, 0 if args.gpu else -1)
         for name, rates in in_process_rounds(trainers, args.rounds, args.steps).items():
@@ -278,7 +384,7 @@ def main() -> None:
     results = {name: (statistics.median(rate for rate, _ in rs), rs[0][1]) for name, rs in runs.items()}
     base = results.get("softmax", (None, 0))[0]
     what = "training steps in one process (batching excluded)" if args.in_process else "onmt_train"
-    print(f"\n{what} tokens/s ({args.data}, {device}, {args.steps} steps, batch {args.batch_tokens} tokens, "
+    print(f"\n{what} tokens/s ({data_label(args)}, {device}, {args.steps} steps, batch {args.batch_tokens} tokens, "
           f"{'tiny' if args.tiny else f'{args.layers}-layer'} Transformer, {args.dtype if args.gpu else 'fp32'}"
           f"{f', median of {args.rounds} rounds' if args.rounds > 1 else ''})")
     print(f"| variant | target tok/s | vs softmax | median of round ratios (95% interval) | "

@@ -212,3 +212,76 @@ def test_bench_mps_refuses_a_malformed_set_and_mps_without_a_gpu_in_one_line(tmp
                           timeout=HANG_S)
     assert proc.returncode != 0 and proc.stderr.strip().splitlines() == [proc.stderr.strip()]
     assert message in proc.stderr
+
+
+DOCUMENT_VARIANTS = ("softmax", "entmax15 (all attention)", "learned alpha (all attention)")
+
+
+def test_bench_train_on_long_documents_trains_each_attention_writes_its_rows_and_its_models_decode(tmp_path):
+    """--data long-copy (issue 62 item 5, here 64 tokens and a tiny model): every document has the tokens
+    asked on both sides, the target the source's sentences in reverse order; softmax, 1.5-entmax and
+    learned-alpha attention train through onmt_train and write the training.csv rows docs/benchmarks.md
+    shows; a model decodes whole documents with onmt_translate."""
+    work = tmp_path / "work"
+    rows = _table(_run("benchmarks/bench_train.py", "--tiny", "--data", "long-copy", "--length", "64",
+                       "--sentences", "12", "--steps", "4", "--report-every", "2", "--workdir", str(work),
+                       "--csv", str(tmp_path / "csv")))
+    src = (work / "train.src").read_text().splitlines()
+    tgt = (work / "train.tgt").read_text().splitlines()
+    assert len(src) == len(tgt) == 12
+    for s, t in zip(src, tgt):
+        assert len(s.split()) == len(t.split()) == 64
+        sentences = [x.split() for x in s.replace("s. ", "s.\n").splitlines()]
+        assert t.split() == ["t" + w[1:] for x in reversed(sentences) for w in x] and len(sentences) > 1
+    assert set(rows) >= set(DOCUMENT_VARIANTS) and rows["softmax"][1] == "1.00x"
+    written, rendered = _csv(tmp_path / "csv", "training")
+    assert set(written) == set(DOCUMENT_VARIANTS)
+    for variant in DOCUMENT_VARIANTS:
+        assert float(written[variant]["ours"]) > 0 and written[variant]["data"] == "long copy 64 tokens, synthetic 0k"
+        assert ["long copy 64 tokens, synthetic 0k", variant, rows[variant][0]] in [r[:3] for r in rendered]
+    model = next((work / "learned_alpha_all_attention_").glob("model_step_*.pt"))
+    (tmp_path / "docs.src").write_text("\n".join(src[:2]) + "\n")
+    subprocess.run(["onmt_translate", "-model", str(model), "-src", str(tmp_path / "docs.src"), "-output",
+                    str(tmp_path / "docs.out"), "-beam_size", "2", "-min_length", "64", "-max_length", "66"],
+                   cwd=ROOT, check=True, capture_output=True, timeout=HANG_S)
+    out = (tmp_path / "docs.out").read_text().splitlines()
+    assert len(out) == 2 and all(len(line.split()) >= 64 for line in out), out
+
+
+def test_bench_train_multi30k_documents_join_whole_captions_up_to_the_length(tmp_path):
+    """--data multi30k-docs: consecutive caption pairs joined into documents of at most --length tokens a
+    side, each caption whole and beside its translation, a document ended only where the next pair
+    would not fit; a blank caption and one longer than a document left out."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gzip
+
+    from bench_train import multi30k_documents
+
+    de = [f"Ein Hund c{i} läuft" + " weit" * (i % 5) for i in range(40)]
+    en = [f"A dog c{i} runs" + " far" * (i % 3) for i in range(40)]
+    de[7], en[12] = "", "A dog c12" + " far" * 30  # left out: a blank caption, one longer than 20 tokens
+    for lang, lines in (("de", de), ("en", en)):
+        with gzip.open(tmp_path / f"train.{lang}.gz", "wt", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+    (tmp_path / "out").mkdir()
+    src, tgt = multi30k_documents(tmp_path / "out", tmp_path, "de", "en", 20)
+    docs = list(zip(src.read_text().splitlines(), tgt.read_text().splitlines()))
+    kept = [i for i in range(40) if i not in (7, 12)]
+    ids = [[int(w[1:]) for w in side.split() if re.fullmatch(r"c\d+", w)] for doc in docs for side in doc]
+    assert len(docs) > 5 and ids[0::2] == ids[1::2]  # each caption beside its translation
+    assert [i for doc in ids[0::2] for i in doc] == kept[:sum(map(len, ids[0::2]))]
+    for (s, t), doc in zip(docs, ids[0::2]):
+        assert s.split() == " ".join(de[i] for i in doc).lower().split()
+        assert t.split() == " ".join(en[i] for i in doc).lower().split()
+        assert len(s.split()) <= 20 and len(t.split()) <= 20
+        nxt = kept[kept.index(doc[-1]) + 1]
+        assert len(s.split()) + len(de[nxt].split()) > 20 or len(t.split()) + len(en[nxt].split()) > 20
+
+
+def test_bench_train_refuses_a_length_beyond_the_position_table_in_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "benchmarks/bench_train.py", "--tiny", "--data", "long-copy", "--length",
+                           "5000", "--workdir", str(tmp_path / "work")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=HANG_S)
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert "--length 5000" in proc.stderr and "5000" in proc.stderr.replace("--length 5000", "")
+    assert not (tmp_path / "work").exists()  # refused before any data is written
