@@ -51,13 +51,14 @@ SECTIONS = [
      "Transformer training tokens/s against the softmax model trained the same way: in one process on the "
      "same pre-built batches (paired rounds), then whole `onmt_train` runs; the checked run compares every "
      "short-row kernel call with the float64 reference.",
-     ["train-inproc-multi30k.md", "train-inproc-32k.md", "train-multi30k.md", "train-32k.md", "check.md"]),
+     ["train-inproc-multi30k.md", "train-inproc-32k.md", "train-multi30k.md", "train-32k.md", "check.md",
+      "train-inproc-long.md", "train-long.md"]),
     ("Decoding against softmax",
      "Beam search (beam 5) sentences/s against the softmax model: in one process (one 64-sentence batch a "
      "run, 30 steps a sentence, paired rounds), then whole `onmt_translate` processes; per beam step, kernel "
      "launches and GPU time (torch.profiler); the kernels' output against the torch reference's.",
      ["translate-inproc-multi30k.md", "translate-inproc-32k.md", "translate-multi30k.md", "translate-32k.md",
-      "profile-translate-multi30k.md", "profile-translate-32k.md"]),
+      "profile-translate-multi30k.md", "profile-translate-32k.md", "translate-long.md"]),
     ("Kernel tests on the GPU", "The kernel tests, run first by run_gpu.sh (speed of wrong kernels means nothing).",
      ["tests.txt"]),
 ]

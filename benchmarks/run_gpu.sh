@@ -9,7 +9,9 @@
 # tests (kernel tests), check (a checked training run), kernels (kernel ratios; a few minutes),
 # train-inproc (training steps in one process), multi30k and 32k (onmt_train tokens/s, then
 # onmt_translate sentences/s, in-process decoding and its per-step profile, on Multi30k and on a
-# synthetic 32k vocabulary; four variants each, ~1 min a variant on an H200). Each part stands
+# synthetic 32k vocabulary; four variants each, ~1 min a variant on an H200), long (documents of
+# 4,096 tokens, a synthetic long copy: softmax (SDPA) against 1.5-entmax and learned-alpha attention,
+# training steps in one process, then onmt_train runs whose models decode a document). Each part stands
 # alone: a part that decodes trains its own models first. DECODE_ROUNDS=N (default 120) sets the
 # in-process decoding rounds (fewer fit a time-limited machine; the interval printed widens);
 # COMMIT=HASH names the commit where the copy has no .git. Each benchmark also appends its rows to the
@@ -20,10 +22,11 @@ cd "$(dirname "$0")/.."
 out=${1:?usage: bash benchmarks/run_gpu.sh OUTDIR [MULTI30K_DIR]}
 m30k=${2:-../shared/data/multi30k}
 csv=${CSV:-benchmarks/results}
-parts=" ${PARTS:-tests check kernels train-inproc multi30k 32k} "
+parts=" ${PARTS:-tests check kernels train-inproc multi30k 32k long} "
 for p in $parts; do
-    case $p in tests|check|kernels|train-inproc|multi30k|32k) ;;
-        *) echo "run_gpu.sh: unknown part '$p' in PARTS (tests check kernels train-inproc multi30k 32k)" >&2; exit 2;;
+    case $p in tests|check|kernels|train-inproc|multi30k|32k|long) ;;
+        *) echo "run_gpu.sh: unknown part '$p' in PARTS (tests check kernels train-inproc multi30k 32k long)" >&2
+           exit 2;;
     esac
     if [[ $p =~ ^(check|train-inproc|multi30k)$ ]] && ! ls "$m30k"/train.de* > /dev/null 2>&1; then
         echo "run_gpu.sh: no train.de(.gz) in MULTI30K_DIR=$m30k (read by the part $p)" >&2; exit 2
@@ -117,6 +120,17 @@ if part 32k; then
     record translate-32k.md python3 benchmarks/bench_translate.py --workdir "$out/train-32k" --gpu --beam 5 --lines 1000 \
         --csv "$csv" --data-label "synthetic 32k"
     decode_in_process 32k "$out/train-32k" "$out/train-32k/train.src" "synthetic 32k"
+fi
+if part long; then
+    # issue 62 item 5: rows past the short-row tiles (4,096 keys) take the long-attention kernels
+    record train-inproc-long.md python3 benchmarks/bench_train.py --gpu --data long-copy --length 4096 \
+        --workdir "$out/inproc-long" --in-process --in-process-batches 8 --steps 10 --rounds 8 --csv "$csv"
+    record train-long.md python3 benchmarks/bench_train.py --gpu --data long-copy --length 4096 \
+        --workdir "$out/train-long" --steps 60 --report-every 10 --csv "$csv"
+    # greedy, exactly 4,096 steps: one whole target document a model
+    record translate-long.md python3 benchmarks/bench_translate.py --workdir "$out/train-long" \
+        --src "$out/train-long/train.src" --gpu --beam 1 --batch 1 --lines 1 --repeat 1 --fixed-length 4096 \
+        --csv "$csv" --data-label "long copy 4096 tokens"
 fi
 python3 benchmarks/report.py "$out" > "$out/benchmarks.md"
 cat "$out/benchmarks.md"
