@@ -4,11 +4,25 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 pytest.importorskip("eole")
 
 from eole_testkit import sample_vocabs, small_config  # noqa: E402
+
+_SDPA = ("flash", "mem_efficient", "math", "cudnn")
+_SDPA_AT_START = {name: getattr(torch.backends.cuda, f"{name}_sdp_enabled")() for name in _SDPA}
+
+
+@pytest.fixture(autouse=True)
+def sdpa_backends_as_at_start():
+    """Eole's ``configure_cuda_backends`` (every ``eole train`` / ``predict`` run in this process) turns SDPA's
+    math and flash backends off for the whole process: on the CPU no backend is left, and a later test on the
+    same worker (OpenNMT-py's) would fail in ``scaled_dot_product_attention``. Put them back after each test."""
+    yield
+    for name, on in _SDPA_AT_START.items():
+        getattr(torch.backends.cuda, f"enable_{name}_sdp")(on)
 
 
 @pytest.fixture(scope="module")
