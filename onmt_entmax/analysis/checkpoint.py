@@ -126,25 +126,38 @@ def check_checkpoint(ckpt, path, keys: Iterable[str] = ()) -> dict:
     return ckpt
 
 
-def check_finite(named: Iterable[tuple[str, Tensor]], source: str | Callable[[str], str]) -> None:
-    """CheckpointError naming the first parameter among ``named`` (name, tensor) that holds a NaN or an
-    infinity, and its file: ``source``, or ``source(name)``; floating-point tensors only, ``PENDING_NAN``
-    names may be NaN throughout.
+def first_not_finite(named: Iterable[tuple[str, Tensor]], may_be_nan: Iterable[str] = ()) -> tuple[str, Tensor] | None:
+    """The first (name, tensor) among ``named`` whose floating-point tensor holds a NaN or an infinity, or None;
+    a name in ``may_be_nan`` may be NaN throughout. Other values than tensors are passed over.
 
     One ``isfinite(...).all()`` a tensor, gathered without a device sync per tensor (one at the end)."""
+    may_be_nan = set(may_be_nan)
     named = [(n, t) for n, t in named if isinstance(t, Tensor) and t.is_floating_point() and not t.is_meta]
-    flags = [torch.isfinite(t).all() | torch.isnan(t).all() if n in PENDING_NAN else torch.isfinite(t).all()
+    flags = [torch.isfinite(t).all() | torch.isnan(t).all() if n in may_be_nan else torch.isfinite(t).all()
              for n, t in named]
     if not flags or bool(torch.stack([f.to(flags[0].device) for f in flags]).all()):
-        return
-    name, t = next((n, t) for (n, t), ok in zip(named, flags) if not bool(ok))
-    bad = ~torch.isfinite(t)
+        return None
+    return next((n, t) for (n, t), ok in zip(named, flags) if not bool(ok))
+
+
+def not_finite_values(t: Tensor) -> str:
+    """What of ``t`` is not finite, in words: "NaN and inf (3 of 256 values)"."""
     kinds = " and ".join(k for k, m in (("NaN", torch.isnan(t)), ("inf", torch.isinf(t))) if bool(m.any()))
+    return f"{kinds} ({int((~torch.isfinite(t)).sum())} of {t.numel()} values)"
+
+
+def check_finite(named: Iterable[tuple[str, Tensor]], source: str | Callable[[str], str]) -> None:
+    """CheckpointError naming the first parameter among ``named`` (name, tensor) that holds a NaN or an
+    infinity (``first_not_finite``), and its file: ``source``, or ``source(name)``; ``PENDING_NAN`` names may be
+    NaN throughout."""
+    bad = first_not_finite(named, PENDING_NAN)
+    if bad is None:
+        return
+    name, t = bad
     what = " (a learned attention alpha)" if name.endswith("alpha.a") else ""
     source = source(name) if callable(source) else source
-    raise CheckpointError(f"{source}: {name}{what} holds {kinds} ({int(bad.sum())} of {t.numel()} values): with a "
-                          f"weight that is not finite the model decodes nothing and trains to NaN (a diverged "
-                          f"run?); use an earlier checkpoint")
+    raise CheckpointError(f"{source}: {name}{what} holds {not_finite_values(t)}: with a weight that is not finite "
+                          f"the model decodes nothing and trains to NaN (a diverged run?); use an earlier checkpoint")
 
 
 def parameter_difference(a: Mapping[str, tuple], b: Mapping[str, tuple], a_name: str = "the first",
@@ -167,4 +180,4 @@ def parameter_difference(a: Mapping[str, tuple], b: Mapping[str, tuple], a_name:
 
 
 __all__ = ["CheckpointError", "SAFE_GLOBALS", "MIN_TORCH", "allowlisted", "check_checkpoint", "check_finite",
-           "check_torch", "load_checkpoint", "parameter_difference"]
+           "first_not_finite", "not_finite_values", "check_torch", "load_checkpoint", "parameter_difference"]
