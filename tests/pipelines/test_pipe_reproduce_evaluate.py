@@ -107,14 +107,21 @@ def test_a_run_carried_without_its_best_checkpoint_keeps_its_scores_and_is_skipp
         capsys.readouterr().err
 
 
-def test_evaluating_some_seeds_beside_a_scored_one_decodes_each_but_not_their_partial_ensemble(tmp_path, monkeypatch,
-                                                                                               capsys):
+def _medium_run_decoding(tmp_path, monkeypatch):
+    """Table 1's medium out1-attn1 under ``tmp_path``, decoding stubbed to record each call's number of models
+    (scored 80.0): (the experiment, that list)."""
     monkeypatch.setattr(common, "WORK", tmp_path)
     e = next(x for x in E.all_experiments() if x.table == "peters2019-table1" and x.name == "medium/out1-attn1")
     decoded = []
     monkeypatch.setattr(decode, "translate",
                         lambda models, src, out, gpu, extra=(), cwd=None: decoded.append(len(models)))
     monkeypatch.setattr(decode, "score", lambda e, pred: {"accuracy": 80.0})
+    return e, decoded
+
+
+def test_evaluating_some_seeds_beside_a_scored_one_decodes_each_but_not_their_partial_ensemble(tmp_path, monkeypatch,
+                                                                                               capsys):
+    e, decoded = _medium_run_decoding(tmp_path, monkeypatch)
     for seed in (1, 2, 3):
         train_log(tmp_path / e.run_dir / f"seed{seed}", 50.0)
     evaluate(e, [1], None)
@@ -129,12 +136,7 @@ def test_an_ensemble_is_not_decoded_while_a_seed_given_is_not_trained_here(tmp_p
     """--seeds 1 2 3 on a machine that holds seeds 1 and 2 only (seed 3 trains elsewhere, or has no
     validation yet): an ensemble of the two would stand in the ens. column and hold their best checkpoints,
     which pack then leaves behind, so seed 3 could never join it."""
-    monkeypatch.setattr(common, "WORK", tmp_path)
-    e = next(x for x in E.all_experiments() if x.table == "peters2019-table1" and x.name == "medium/out1-attn1")
-    decoded = []
-    monkeypatch.setattr(decode, "translate",
-                        lambda models, src, out, gpu, extra=(), cwd=None: decoded.append(len(models)))
-    monkeypatch.setattr(decode, "score", lambda e, pred: {"accuracy": 80.0})
+    e, decoded = _medium_run_decoding(tmp_path, monkeypatch)
     for seed in (1, 2):
         train_log(tmp_path / e.run_dir / f"seed{seed}", 50.0)
     evaluate(e, [1, 2, 3], None)
