@@ -60,6 +60,18 @@ def test_fused_loss_matches_reference(kind, alpha, tau, n_cols, eps):
     torch.testing.assert_close(dz.cpu().double(), zr.grad, atol=2e-6 * scale, rtol=1e-4)
 
 
+def _case(seed: str, n: int, v: int, dtype, ignore_every: int, alpha):
+    """Logits randn x 3 in ``dtype`` (generator seeded by ``seed``), targets with every ``ignore_every``-th
+    ignored, alpha (a float, or "tensor": 1.33 as a float64 tensor): (generator, z, y, alpha, and the float64
+    leaves of z and of a tensor alpha)."""
+    gen = torch.Generator().manual_seed(zlib.crc32(seed.encode()))
+    z = (torch.randn(n, v, generator=gen) * 3).to(dtype)
+    y = torch.randint(0, v, (n,), generator=gen)
+    y[::ignore_every] = -100
+    a = torch.tensor([1.33], dtype=torch.float64) if alpha == "tensor" else alpha
+    return gen, z, y, a, z.double().requires_grad_(), a.clone().requires_grad_() if alpha == "tensor" else a
+
+
 @on_kernel
 @pytest.mark.parametrize("kind,alpha", [("entmax15", 1.5), ("entmax_bisect", "tensor"), ("alpha_relu", 1.5)])
 @pytest.mark.parametrize("reduction,dtype", [("sum", torch.float32), ("mean", torch.float32), ("none", torch.float32),
@@ -67,15 +79,9 @@ def test_fused_loss_matches_reference(kind, alpha, tau, n_cols, eps):
 def test_fused_loss_reduces_in_its_kernels_as_the_reference(kind, alpha, reduction, dtype):
     """The kernel path's own reduction (one kernel; the backward reads g w in-kernel): value, dtype
     and the gradients of logits and alpha as the float64 reference reduces, ignored rows included."""
-    gen = torch.Generator().manual_seed(zlib.crc32(f"{kind}{reduction}{dtype}".encode()))
-    n, v = 37, 300
-    z = (torch.randn(n, v, generator=gen) * 3).to(dtype)
-    y = torch.randint(0, v, (n,), generator=gen)
-    y[::5] = -100
+    n = 37
+    gen, z, y, a, zr, ar = _case(f"{kind}{reduction}{dtype}", n, 300, dtype, 5, alpha)
     tensor_alpha = alpha == "tensor"
-    a = torch.tensor([1.33], dtype=torch.float64) if tensor_alpha else alpha
-    zr = z.double().requires_grad_()
-    ar = a.clone().requires_grad_() if tensor_alpha else a
     ref = ref_losses.fy_loss(zr, y, kind, ar, reduction=reduction, tau=0.2 if kind == "alpha_relu" else 0.0)
     g = (torch.rand(n, generator=gen, dtype=torch.float64) if reduction == "none"
          else torch.tensor(0.7, dtype=torch.float64))
@@ -143,16 +149,9 @@ def test_backward_after_the_forward_gradient_any_incoming_gradient_and_a_retaine
     """Autograd through the loss (the forward writing the gradient for "mean"): an incoming gradient of 1
     (the rows of "none" partly 1, partly not), then a second backward through the retained graph with
     another one; the logits' and alpha's gradients accumulate as the float64 reference's."""
-    gen = torch.Generator().manual_seed(zlib.crc32(f"{kind}{reduction}{dtype}".encode()))
-    n, v = 9, 60
-    z = (torch.randn(n, v, generator=gen) * 3).to(dtype)
-    y = torch.randint(0, v, (n,), generator=gen)
-    y[::4] = -100
+    _, z, y, a, zr, ar = _case(f"{kind}{reduction}{dtype}", 9, 60, dtype, 4, alpha)
     tensor_alpha = alpha == "tensor"
-    a = torch.tensor([1.33], dtype=torch.float64) if tensor_alpha else alpha
     tau = 0.2 if kind == "alpha_relu" else 0.0
-    zr = z.double().requires_grad_()
-    ar = a.clone().requires_grad_() if tensor_alpha else a
     zk = z.to(DEV).requires_grad_()
     ak = a.float().to(DEV).requires_grad_() if tensor_alpha else a
     ref = ref_losses.fy_loss(zr, y, kind, ar, tau=tau, reduction=reduction)
