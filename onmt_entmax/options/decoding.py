@@ -91,10 +91,11 @@ class DecodingChecks:
                 "entmax_bisect or alpha_relu.")
         if cfg.enumerate_support and not cfg.sparse_output:
             raise EntmaxOptionError(f"-enumerate_support needs a sparse output layer; this model is dense ({dense}), "
-                             "so its support is every sequence (infinite).")
+                                    "so its support is every sequence (infinite).")
         if cfg.exact_search and cfg.unnormalised:
             raise EntmaxOptionError("-exact_search needs a normalised output layer: alpha_relu scores can exceed 1, "
-                             "so a prefix's score does not bound its completions and the search's pruning is unsound.")
+                                    "so a prefix's score does not bound its completions and the search's pruning "
+                                    "is unsound.")
         if cfg.forced_support and not get("tgt"):
             raise EntmaxOptionError("-forced_support decodes the reference: give it with -tgt (one line per -src line)")
         if cfg.enumerate_cap < 1:
