@@ -50,9 +50,10 @@ SECTIONS = [
     ("Training against softmax",
      "Transformer training tokens/s against the softmax model trained the same way: in one process on the "
      "same pre-built batches (paired rounds), then whole `onmt_train` runs; the checked run compares every "
-     "short-row kernel call with the float64 reference.",
+     "short-row kernel call with the float64 reference; on documents also whole `eole train` runs, then one "
+     "`eole predict` of a document.",
      ["train-inproc-multi30k.md", "train-inproc-32k.md", "train-multi30k.md", "train-32k.md", "check.md",
-      "train-inproc-long.md", "train-long.md"]),
+      "train-inproc-long.md", "train-long.md", "eole-long.md"]),
     ("Decoding against softmax",
      "Beam search (beam 5) sentences/s against the softmax model: in one process (one 64-sentence batch a "
      "run, 30 steps a sentence, paired rounds), then whole `onmt_translate` processes; per beam step, kernel "

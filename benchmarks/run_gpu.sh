@@ -11,23 +11,30 @@
 # onmt_translate sentences/s, in-process decoding and its per-step profile, on Multi30k and on a
 # synthetic 32k vocabulary; four variants each, ~1 min a variant on an H200), long (documents of
 # 4,096 tokens, a synthetic long copy: softmax (SDPA) against 1.5-entmax and learned-alpha attention,
-# training steps in one process, then onmt_train runs whose models decode a document). Each part stands
-# alone: a part that decodes trains its own models first. DECODE_ROUNDS=N (default 120) sets the
-# in-process decoding rounds (fewer fit a time-limited machine; the interval printed widens);
-# COMMIT=HASH names the commit where the copy has no .git. Each benchmark also appends its rows to the
-# family CSVs in CSV=DIR (default benchmarks/results; on a lent machine a folder under OUTDIR), which
+# training steps in one process, then onmt_train runs whose models decode a document), long-eole
+# (the same documents, variants and model size with eole train, then eole predict of one document
+# with the 1.5-entmax model; Eole installed: docs/eole.md). Each part stands alone: a part that
+# decodes trains its own models first. DECODE_ROUNDS=N (default 120) sets the in-process decoding
+# rounds (fewer fit a time-limited machine; the interval printed widens); COMMIT=HASH names the commit
+# where the copy has no .git. Each benchmark also appends its rows to the family CSVs in CSV=DIR
+# (default benchmarks/results; on a lent machine a folder under OUTDIR), which
 # `python3 benchmarks/report.py --results DIR --into docs/benchmarks.md` renders.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bash benchmarks/run_gpu.sh OUTDIR [MULTI30K_DIR]}
 m30k=${2:-../shared/data/multi30k}
 csv=${CSV:-benchmarks/results}
-parts=" ${PARTS:-tests check kernels train-inproc multi30k 32k long} "
+parts=" ${PARTS:-tests check kernels train-inproc multi30k 32k long long-eole} "
 for p in $parts; do
-    case $p in tests|check|kernels|train-inproc|multi30k|32k|long) ;;
-        *) echo "run_gpu.sh: unknown part '$p' in PARTS (tests check kernels train-inproc multi30k 32k long)" >&2
+    case $p in tests|check|kernels|train-inproc|multi30k|32k|long|long-eole) ;;
+        *) echo "run_gpu.sh: unknown part '$p' in PARTS (tests check kernels train-inproc multi30k 32k long" \
+                "long-eole)" >&2
            exit 2;;
     esac
+    if [[ $p == long-eole ]] && ! python3 -c "import importlib.util as u, sys; sys.exit(not u.find_spec('eole'))"; then
+        echo "run_gpu.sh: the part long-eole runs eole, and this python3 has no eole (its wheels: docs/eole.md)" >&2
+        exit 2
+    fi
     if [[ $p =~ ^(check|train-inproc|multi30k)$ ]] && ! ls "$m30k"/train.de* > /dev/null 2>&1; then
         echo "run_gpu.sh: no train.de(.gz) in MULTI30K_DIR=$m30k (read by the part $p)" >&2; exit 2
     fi
@@ -131,6 +138,11 @@ if part long; then
     record translate-long.md python3 benchmarks/bench_translate.py --workdir "$out/train-long" \
         --src "$out/train-long/train.src" --gpu --beam 1 --batch 1 --lines 1 --repeat 1 --fixed-length 4096 \
         --csv "$csv" --data-label "long copy 4096 tokens"
+fi
+if part long-eole; then
+    # issue 62 item 5 with stock eole train / eole predict: the same documents, variants and model size
+    record eole-long.md python3 benchmarks/bench_eole_long.py --gpu --data long-copy --length 4096 \
+        --workdir "$out/eole-long" --steps 60 --report-every 10 --json "$out/eole-long.json" --csv "$csv"
 fi
 python3 benchmarks/report.py "$out" > "$out/benchmarks.md"
 cat "$out/benchmarks.md"

@@ -285,3 +285,52 @@ def test_bench_train_refuses_a_length_beyond_the_position_table_in_one_line(tmp_
     assert proc.returncode == 1 and proc.stderr.strip().splitlines() == [proc.stderr.strip()]
     assert "--length 5000" in proc.stderr and "5000" in proc.stderr.replace("--length 5000", "")
     assert not (tmp_path / "work").exists()  # refused before any data is written
+
+
+def test_bench_eole_long_trains_on_whole_documents_writes_its_rows_and_decodes_a_document(tmp_path):
+    """bench_eole_long.py (issue 62 item 5, Eole; here 64 tokens, a tiny model, the 1.5-entmax variant alone:
+    each `eole` process imports Eole for seconds): `eole train`'s report windows held whole documents (64
+    target tokens and </s> each: none filtered or cut), the training.csv and decoding.csv rows report.py
+    renders, and `eole predict` decoded one whole document."""
+    work, variant = tmp_path / "work", "entmax15 (all attention)"
+    out = _run("benchmarks/bench_eole_long.py", "--tiny", "--length", "64", "--documents", "12", "--steps", "4",
+               "--report-every", "2", "--variants", variant, "--workdir", str(work), "--csv", str(tmp_path / "csv"))
+    training, decoding = (_table(part) for part in out.split("eole predict of one document"))
+    rate, _, _, windows, _, per_document = training[variant][:6]
+    assert float(rate) > 0 and windows == "1" and per_document == "65-65"
+    assert float(decoding[variant][0]) > 0 and decoding[variant][2] == "64"
+    written, rendered = _csv(tmp_path / "csv", "training")
+    data = "long copy 64 tokens, synthetic 0k"
+    assert written[variant]["mode"] == "eole train" and written[variant]["data"] == data
+    assert [data, variant, rate] in [r[:3] for r in rendered]
+    decoded, _ = _csv(tmp_path / "csv", "decoding")
+    assert decoded[variant]["mode"] == "eole predict" and decoded[variant]["output_words"] == "64"
+    out = (work / "entmax15_all_attention_" / "round0" / "document.pred").read_text().splitlines()
+    assert len(out) == 1 and len(out[0].split()) == 64
+
+
+def test_bench_eole_long_reads_the_target_tokens_a_document_of_each_report_window(tmp_path):
+    """A window's documents came in report_every batches: report_every x the batch's target tokens / the
+    window's documents a document, whatever Eole's rounding of the documents a batch."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_eole_long import windows
+
+    log = "\n".join([
+        "[2026-12-01 19:19:47,223 INFO] Step  2/    4; acc: 0.4; lr: 7.91e-06; sents:       4; bsz:  128/ 130/ 2; "
+        "132/134 tok/s;      2 sec;",  # 2 batches of 2 documents of 65 target tokens
+        "[2026-12-01 19:19:48,223 INFO] Step  4/    4; acc: 0.4; lr: 7.91e-06; sents:       3; bsz:   96/  98/ 2; "
+        "100/1000 tok/s;      3 sec;",  # 2 batches of 1.5 documents (printed 2) of 65.33 target tokens
+    ])
+    (tmp_path / "train.log").write_text(log)
+    seen = windows(tmp_path / "train.log", report_every=2)
+    assert [rate for rate, _ in seen] == [134.0, 1000.0]
+    assert [round(size, 2) for _, size in seen] == [65.0, 65.33]
+
+
+def test_bench_eole_long_refuses_a_length_beyond_eoles_position_table_in_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "benchmarks/bench_eole_long.py", "--tiny", "--length", "4999",
+                           "--workdir", str(tmp_path / "work")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=HANG_S)
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert "--length 4999" in proc.stderr and "5000" in proc.stderr
+    assert not (tmp_path / "work").exists()  # refused before any data is written
