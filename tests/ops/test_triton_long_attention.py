@@ -41,7 +41,7 @@ def _case(Tq, Tk, D, Dv, seed, mask, H=1, B=2):
     """q, k, v (B, H heads) and (keep, causal) of a mask case:
     pad: keys padded per batch entry (B, 1, 1, Tk), batch 0 fully masked (uniform rows; B = 2);
     causal: causal, and the last batch entry's first key padded (its query 0 has no key: uniform over
-    all keys, as the reference);
+    all keys, as the reference); causal-only: causal and no keep mask (no row fully masked);
     dense: one mask per query (B, 1, Tq, Tk), read through its strides."""
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(B, H, Tq, D, generator=g) * 2
@@ -52,6 +52,8 @@ def _case(Tq, Tk, D, Dv, seed, mask, H=1, B=2):
         keep[..., 0] = True
         keep[0] = False
         return q, k, v, keep, False
+    if mask == "causal-only":
+        return q, k, v, None, True
     if mask == "causal":
         keep = torch.ones(B, 1, 1, Tk, dtype=torch.bool)
         keep[-1, ..., 0] = False
@@ -62,7 +64,13 @@ def _case(Tq, Tk, D, Dv, seed, mask, H=1, B=2):
 
 
 def _ref_keep(keep, causal, Tq, Tk):
+    if keep is None:
+        return torch.ones(Tq, Tk, dtype=torch.bool).tril() if causal else None
     return keep & torch.ones(Tq, Tk, dtype=torch.bool).tril() if causal else keep
+
+
+def _on(keep):
+    return keep.to(DEV) if keep is not None else None
 
 
 def _grads(out, inputs, grad):
@@ -73,10 +81,12 @@ def _grads(out, inputs, grad):
 @pytest.mark.parametrize("kind,Tq,Tk,mask", [
     ("sparsemax", 20, 150, "pad"), ("sparsemax", 130, 130, "causal"), ("sparsemax", 18, 200, "dense"),
     ("entmax15", 20, 150, "pad"), ("entmax15", 130, 130, "causal"), ("entmax15", 18, 200, "dense"),
-    ("entmax_bisect", 20, 150, "pad"), ("per_head", 18, 200, "dense")])  # (alpha-entmax causal: the support test)
+    ("entmax15", 150, 150, "causal-only"), ("entmax_bisect", 20, 150, "pad"), ("per_head", 18, 200, "dense")])
 def test_output_and_gradients_match_float64_reference(kind, Tq, Tk, mask):
     """out, dq, dk, dv and the per-head alpha-gradient against autograd through the reference:
-    cross-attention (Tq != Tk), key padding with fully masked rows, causal, a dense mask."""
+    cross-attention (Tq != Tk), key padding with fully masked rows, causal (with and without a keep mask:
+    the kernels then visit only the tiles up to the diagonal), a dense mask. (alpha-entmax causal: the
+    support test.)"""
     D = 16
     # (one batch entry where the pad case's fully masked one is not needed: the interpreter's time)
     q, k, v, keep, causal = _case(Tq, Tk, D, D, seed=Tq + Tk, mask=mask, H=H if kind == "per_head" else 1,
@@ -89,8 +99,8 @@ def test_output_and_gradients_match_float64_reference(kind, Tq, Tk, mask):
     ref_grads = _grads(ref, (q64, k64, v64, a64), grad)
     qd, kd, vd = (x.to(DEV).requires_grad_() for x in (q, k, v))
     ad = alpha.clone().requires_grad_() if torch.is_tensor(alpha) else alpha
-    assert KL.supports(qd, kd, vd, keep.to(DEV), name, ad, 0.0)
-    out = KL.sparse_attention(qd, kd, vd, keep.to(DEV), name, ad, D ** -0.5, causal=causal)
+    assert KL.supports(qd, kd, vd, _on(keep), name, ad, 0.0)
+    out = KL.sparse_attention(qd, kd, vd, _on(keep), name, ad, D ** -0.5, causal=causal)
     torch.testing.assert_close(out.double().cpu(), ref.detach(), atol=2e-5, rtol=1e-4)
     got_grads = _grads(out, (qd, kd, vd, ad), grad.float().to(DEV))
     if torch.is_tensor(alpha):  # (no alpha-gradient at alpha = 1, a softmax head)

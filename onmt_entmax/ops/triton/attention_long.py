@@ -26,14 +26,20 @@ tf32 products, tf32x3, float32's accuracy):
    f = [x - tau]_+^beta (exp(s - m) on softmax rows, alpha = 1), out = sum f v / sum f, and
    W = sum u v / sum u with u = f^(2 - alpha) on the support (dropout: f and u times m / (1 - r), the
    Philox draw of `attention.dropout_keep` at the entry's offset in (B, H, Tq, Tk)).
-A key tile none of whose entries can be in the block's supports (its maximum from pass 1 at or below
-every row's current threshold, x <= tau) is skipped in passes 2-3 and in the backward: block sparsity,
-exact (the test is on the same float32 x as the entries'). Only tiles past Tk's end or across the
-causal diagonal (or any tile, with a keep mask) are masked.
+A key tile none of whose entries can be in the block's supports is skipped in passes 2-3 and in the
+backward (block sparsity): its maximum from pass 1 at or below the block's bound `_low`, the least
+m + tau / (alpha - 1) of its rows less a rounding margin, one compare a tile. Skipping is exact (such
+a tile adds only zeros), so a block that needs at least 3 in 4 of its tiles sweeps them all in a
+loop without the test, which Triton software-pipelines (loads of the next tiles in flight during
+the products; `_dense`); the others test each tile. Causal without a keep mask, no kernel visits a
+tile after a block's last query. Only tiles past Tk's end or across the causal diagonal (or any
+tile, with a keep mask) are masked. The kernels are specialised on the q, k, v and out strides: where
+they are multiples of 16 elements, the tiles load 16 bytes a thread.
 
 Kept per row for the backward (as flash attention keeps the log-sum-exp): m, tau and sum f
-(ST, 3 float32), W (Dv float32, the analogue of rowsum(dO o O)), and TMAX, one float a (query block,
-key tile). p_j = f_j / sum f is recomputed tile by tile from s, m, tau.
+(ST, 3 float32), W (Dv float32, the analogue of rowsum(dO o O)); TMAX, one float a (query block,
+key tile), and LOW, the bound of each query block at its final thresholds. p_j = f_j / sum f is
+recomputed tile by tile from s, m, tau.
 
 Backward, with G = dL/d out, g_j = G . v_j (times the dropout mask / (1 - r)), u = p^(2 - alpha):
     ds_j = scale u_j (g_j - c),   c = sum u g / sum u = G . W,
@@ -69,15 +75,18 @@ MAX_GRID_Y = 65535  # batch x heads: the second dim of the launch grids (CUDA's 
 TILE: tuple[int, int, int] | None = None  # (BM, BN, warps) for every call (benchmark sweeps)
 SKIP = True  # skip key tiles without support (block sparsity); False: every tile (benchmark sweeps)
 STAGES: int | None = None  # software-pipelining stages (None: Triton's default; benchmark sweeps)
-BWD_STAGES = 1  # the backward kernels' pipelining stages (1 ran them fastest: docs/kernels.md)
+BWD_STAGES = 3  # the backward kernels' pipelining stages (of their loops over every tile: `_dense`)
 ITERS: torch.Tensor | None = None  # int32 (B H, query blocks): Newton passes of each block, written if set
 # without an alpha-gradient, dq, dk, dv in one kernel, dq by atomic adds: True, False (two kernels), or None: one
 # for half inputs, two for float32 (whose tf32x3 atomics-path ran slower than the two kernels: docs/kernels.md)
 FUSED_BWD: bool | None = None
 TOPK: int | None = None  # entries kept a key position for the threshold's start, 1, 2 or 4 (None: by `_tiles`)
 
-_INTS = ["Tq", "H", "Tk", "D", "Dv", "sq_b", "sq_h", "sq_t", "sk_b", "sk_h", "sk_t", "sv_b", "sv_h", "sv_t",
-         "so_b", "so_h", "so_t", "sm_b", "sm_h", "sm_q", "sm_k", "sa_h", "n_qb", "n_kt", "seed"]
+BWD_WARPS: int | None = None  # the backward kernels' warps (None: the forward's, from `_tiles`; benchmark sweeps)
+# ints the kernels are not specialised on (a new length or batch compiles nothing). The head dims and the q, k, v,
+# out strides are: Triton then knows a tile's rows 16-byte aligned where they are, and loads them 16 bytes at a time
+# into the pipelined copies (unspecialised, every entry was its own 2-byte load)
+_INTS = ["Tq", "H", "Tk", "sm_b", "sm_h", "sm_q", "sm_k", "sa_h", "n_qb", "n_kt", "seed"]
 
 
 @triton.jit
@@ -108,15 +117,47 @@ def _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j0
 
 
 @triton.jit
-def _needed(TMAX, j, m, a1s, tau, live, soft, SKIP: tl.constexpr):
-    """(SKIP; else True) Whether a key tile of maximum TM (over the block) can hold support of a live row: some entry
-    with x = (s - m)(alpha - 1) > tau (x <= (TM - m)(alpha - 1), the same float32 operations), or a
-    softmax row."""
+def _key_end(Tk, q0, BM: tl.constexpr, CAUSAL: tl.constexpr, HAS_KEEP: tl.constexpr):
+    """The end of the keys a block of queries from q0 visits: Tk, or, causal without a keep mask, its
+    last query + 1 (each row then attends its first key; with a keep mask a row may have none, and a fully
+    masked row attends every key uniformly, as the reference)."""
+    end = Tk
+    if CAUSAL:
+        if not HAS_KEEP:
+            end = tl.minimum(Tk, q0 + BM)
+    return end
+
+
+@triton.jit
+def _low(m, a1s, tau, live, soft):
+    """The score a key tile's maximum TM must pass to hold support of a live row: min over the live rows
+    of m + tau / (alpha - 1), less 4e-6 of |m| + |tau / (alpha - 1)| (the float32 rounding of both sides,
+    ~100 times over); -inf with a live softmax row, +inf with none. A tile with TM at or below it has
+    x = (s - m)(alpha - 1) <= tau, f = 0, at every entry of every live row: skipping it is exact."""
+    reach = tau / a1s
+    bound = m + reach - 4e-6 * (tl.abs(m) + tl.abs(reach))
+    return tl.min(tl.where(live, tl.where(soft, float("-inf"), bound), float("inf")), 0)
+
+
+@triton.jit
+def _dense(TM, stride, LOWS, low, lo, hi, SKIP: tl.constexpr):
+    """Whether to sweep every tile i in lo..hi (of maxima TM[i stride]) in the pipelined loop rather than
+    test each (a loop whose loads sit under a branch is not software-pipelined): without SKIP, or where at
+    least 3 in 4 of them pass their bound, `low` or (LOWS) LOWS[i] (the tiles swept needlessly add exact
+    zeros)."""
     if SKIP:
-        need = tl.max((live & (soft | ((tl.load(TMAX + j) - m) * a1s > tau))).to(tl.int32), 0) > 0
+        n = 0
+        for c in range(lo, hi, 128):
+            i = c + tl.arange(0, 128)
+            tm = tl.load(TM + i.to(tl.int64) * stride, mask=i < hi, other=float("-inf"))
+            if LOWS is not None:
+                n += tl.sum((tm > tl.load(LOWS + i, mask=i < hi, other=0.0)).to(tl.int32), 0)
+            else:
+                n += tl.sum((tm > low).to(tl.int32), 0)
+        dense = 4 * n >= 3 * (hi - lo)
     else:
-        need = True
-    return need
+        dense = True
+    return dense
 
 
 @triton.jit
@@ -226,8 +267,68 @@ def _fused_rows(tau_used, out_tau, newly, kk, aa, bb, acc0, acc1, acc2, MODE: tl
     return ok, o * (1.0 / tot)[:, None], w * (1.0 / su)[:, None], tot
 
 
+@triton.jit
+def _newton_tile(kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP, b, h, bh, t, q0, dd, dv, m, a1s, tau, beta, Tq,
+                 Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop,
+                 MODE: tl.constexpr, BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
+                 HAS_DROP: tl.constexpr, PREC: tl.constexpr):
+    """A Newton pass over key tile j: the rows' k, A, B, min_S d added in, and (sparsemax, 1.5-entmax)
+    the tile products sum d^2 v (acc2), sum d v (acc1), sum v (acc0) on the pass's support."""
+    keys = j * BN + tl.arange(0, BN)
+    k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
+    s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN, HAS_KEEP,
+                    CAUSAL, PREC)
+    x = (s - m[:, None]) * a1s[:, None]
+    kf, a, bt, mnt = S.stats_elems(x, tau, beta, MODE)
+    k_, a_, b_, mn_ = S.reduce_stats(kf, a, bt, mnt, MODE)
+    kk += k_
+    aa += a_
+    bb += b_
+    mn = tl.minimum(mn, mn_)
+    if MODE != 2:
+        v = load_tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
+        if MODE == 0:
+            w1 = a
+        else:
+            w1 = bt
+        if HAS_DROP:
+            kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
+            r = tl.where(kept, 1.0 / (1.0 - drop), 0.0)
+            kf = kf * r
+            w1 = w1 * r
+            a = a * r
+        acc0 += tl.dot(kf.to(v.dtype), v, input_precision=PREC)
+        acc1 += tl.dot(w1.to(v.dtype), v, input_precision=PREC)
+        if MODE == 1:
+            acc2 += tl.dot(a.to(v.dtype), v, input_precision=PREC)
+    return kk, aa, bb, mn, acc0, acc1, acc2
+
+
+@triton.jit
+def _sum_tile(acc, accw, tot_p, su, j, q, K, V, KEEP, b, h, bh, t, q0, dd, dv, m, a1s, tau, beta, soft, Tq, Tk, D, Dv,
+              sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, MODE: tl.constexpr,
+              BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr,
+              PREC: tl.constexpr):
+    """The weighted-sum pass over key tile j: sum f v, sum u v, sum f, sum u added in."""
+    keys = j * BN + tl.arange(0, BN)
+    k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
+    s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN, HAS_KEEP,
+                    CAUSAL, PREC)
+    f, u, _lg = _weights(s, m, a1s, tau, beta, soft, MODE)
+    tot_p += tl.sum(f, 1)
+    su += tl.sum(u, 1)
+    if HAS_DROP:
+        kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
+        f = tl.where(kept, f * (1.0 / (1.0 - drop)), 0.0)
+        u = tl.where(kept, u * (1.0 / (1.0 - drop)), 0.0)
+    v = load_tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
+    acc += tl.dot(f.to(v.dtype), v, input_precision=PREC)
+    accw += tl.dot(u.to(v.dtype), v, input_precision=PREC)
+    return acc, accw, tot_p, su
+
+
 @triton.jit(do_not_specialize=_INTS)
-def _fwd_kernel(Q, K, V, O, W, ST, TMAX, KEEP, ALPHA, ITERS, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, sk_b, sk_h, sk_t,
+def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, ALPHA, ITERS, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, sk_b, sk_h, sk_t,
                 sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, n_qb, n_kt, seed, scale, drop,
                 tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, GROUP_ITER: tl.constexpr, BM: tl.constexpr,
                 BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr,
@@ -245,12 +346,10 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, KEEP, ALPHA, ITERS, Tq, H, Tk, D, Dv, s
     q = load_tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
     a1, _chain, soft, a1s, beta = _head(ALPHA, h, sa_h, t, tin, BM, MODE, LOGIT, LO, HI)
     tmax = TMAX + (bh * n_qb + qb).to(tl.int64) * n_kt
-    # 1. row max; the TOPK largest entries at each key position mod BN; the tiles' maxima (causal: the
-    # tiles after the block's last query hold -1e18 only, as the host filled TMAX)
-    if CAUSAL:
-        hi_max = tl.minimum(Tk, q0 + BM)
-    else:
-        hi_max = Tk
+    # 1. row max; the TOPK largest entries at each key position mod BN; the tiles' maxima (of the tiles any kernel
+    # visits: `_key_end`)
+    hi_max = _key_end(Tk, q0, BM, CAUSAL, HAS_KEEP)
+    n_hi = tl.cdiv(hi_max, BN)  # (causal: the key tiles up to the block's last query)
     m1 = tl.full([BM, BN], float("-inf"), tl.float32)
     m2 = m1
     m3 = m1
@@ -287,35 +386,20 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, KEEP, ALPHA, ITERS, Tq, H, Tk, D, Dv, s
         acc0 = tl.zeros([BM, BDV], tl.float32)
         acc1 = tl.zeros([BM, BDV], tl.float32)
         acc2 = tl.zeros([BM, BDV], tl.float32)
-        for j in range(0, n_kt):
-            if _needed(tmax, j, m, a1s, tau, done == 0, soft == 1, SKIP):
-                keys = j * BN + tl.arange(0, BN)
-                k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
-                s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN,
-                                HAS_KEEP, CAUSAL, PREC)
-                x = (s - m[:, None]) * a1s[:, None]
-                kf, a, bt, mnt = S.stats_elems(x, tau, beta, MODE)
-                k_, a_, b_, mn_ = S.reduce_stats(kf, a, bt, mnt, MODE)
-                kk += k_
-                aa += a_
-                bb += b_
-                mn = tl.minimum(mn, mn_)
-                if FUSE:
-                    v = load_tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
-                    if MODE == 0:
-                        w1 = a
-                    else:
-                        w1 = bt
-                    if HAS_DROP:
-                        kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
-                        r = tl.where(kept, 1.0 / (1.0 - drop), 0.0)
-                        kf = kf * r
-                        w1 = w1 * r
-                        a = a * r
-                    acc0 += tl.dot(kf.to(v.dtype), v, input_precision=PREC)
-                    acc1 += tl.dot(w1.to(v.dtype), v, input_precision=PREC)
-                    if MODE == 1:
-                        acc2 += tl.dot(a.to(v.dtype), v, input_precision=PREC)
+        low = _low(m, a1s, tau, done == 0, soft == 1)
+        if _dense(tmax, 1, None, low, 0, n_hi, SKIP):
+            for j in range(0, n_hi):
+                kk, aa, bb, mn, acc0, acc1, acc2 = _newton_tile(
+                    kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP, b, h, bh, t, q0, dd, dv, m, a1s, tau, beta,
+                    Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop,
+                    MODE, BN, HAS_KEEP, CAUSAL, HAS_DROP, PREC)
+        else:
+            for j in range(0, n_hi):
+                if tl.load(tmax + j) > low:
+                    kk, aa, bb, mn, acc0, acc1, acc2 = _newton_tile(
+                        kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP, b, h, bh, t, q0, dd, dv, m, a1s, tau,
+                        beta, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale,
+                        drop, MODE, BN, HAS_KEEP, CAUSAL, HAS_DROP, PREC)
         prev = tau
         live = done == 0
         tau, done, out_tau, out_norm, lo, hi = S.newton_step(tau, done, out_tau, out_norm, lo, hi, kk, aa, bb, mn,
@@ -344,22 +428,20 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, KEEP, ALPHA, ITERS, Tq, H, Tk, D, Dv, s
         accw = tl.zeros([BM, BDV], tl.float32)
         tot_p = tl.zeros([BM], tl.float32)
         su = tl.zeros([BM], tl.float32)
-        for j in range(0, n_kt):
-            if _needed(tmax, j, m, a1s, tau, need & row_ok, soft, SKIP):
-                keys = j * BN + tl.arange(0, BN)
-                k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
-                s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN,
-                                HAS_KEEP, CAUSAL, PREC)
-                f, u, _lg = _weights(s, m, a1s, tau, beta, soft, MODE)
-                tot_p += tl.sum(f, 1)
-                su += tl.sum(u, 1)
-                if HAS_DROP:
-                    kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
-                    f = tl.where(kept, f * (1.0 / (1.0 - drop)), 0.0)
-                    u = tl.where(kept, u * (1.0 / (1.0 - drop)), 0.0)
-                v = load_tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
-                acc += tl.dot(f.to(v.dtype), v, input_precision=PREC)
-                accw += tl.dot(u.to(v.dtype), v, input_precision=PREC)
+        low = _low(m, a1s, tau, need & row_ok, soft)
+        if _dense(tmax, 1, None, low, 0, n_hi, SKIP):
+            for j in range(0, n_hi):
+                acc, accw, tot_p, su = _sum_tile(
+                    acc, accw, tot_p, su, j, q, K, V, KEEP, b, h, bh, t, q0, dd, dv, m, a1s, tau, beta, soft, Tq, Tk,
+                    D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, MODE, BN,
+                    HAS_KEEP, CAUSAL, HAS_DROP, PREC)
+        else:
+            for j in range(0, n_hi):
+                if tl.load(tmax + j) > low:
+                    acc, accw, tot_p, su = _sum_tile(
+                        acc, accw, tot_p, su, j, q, K, V, KEEP, b, h, bh, t, q0, dd, dv, m, a1s, tau, beta, soft, Tq,
+                        Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, MODE,
+                        BN, HAS_KEEP, CAUSAL, HAS_DROP, PREC)
         tot_p = tl.where(tot_p > 0, tot_p, 1.0)
         rows = tl.where(need, t, Tq)
         store_tile(O, acc * (1.0 / tot_p)[:, None], b, h, so_b, so_h, so_t, rows, Tq, dv, Dv)
@@ -371,6 +453,7 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, KEEP, ALPHA, ITERS, Tq, H, Tk, D, Dv, s
     tl.store(rows, m, mask=tin)
     tl.store(rows + n_rows, tau, mask=tin)
     tl.store(rows + 2 * n_rows, tot, mask=tin)
+    tl.store(LOWB + bh * n_qb + qb, _low(m, a1s, tau, row_ok, soft))
 
 
 @triton.jit
@@ -410,8 +493,63 @@ def _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1s, beta, soft, scale, HAS_
     return p, lg, ds
 
 
+@triton.jit
+def _dq_tile(dq, sgp, splp, sgplp, j, q, go, K, V, KEEP, b, h, bh, t, q0, dd, dv, m, tau, tot, c, a1, a1s, beta, soft,
+             Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop,
+             MODE: tl.constexpr, BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
+             HAS_DROP: tl.constexpr, PREC: tl.constexpr, HAS_DALPHA: tl.constexpr):
+    """dq += ds k over key tile j; with HAS_DALPHA the rows' sum g p, sum p log p, sum g p log p added in."""
+    keys = j * BN + tl.arange(0, BN)
+    k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
+    s, allowed = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN, HAS_KEEP,
+                         CAUSAL, PREC)
+    v = load_tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
+    g = tl.dot(go, tl.trans(v), input_precision=PREC)
+    if HAS_DROP:
+        kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
+        g = tl.where(kept, g * (1.0 / (1.0 - drop)), 0.0)
+    p, lg, ds = _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1s, beta, soft, scale, HAS_KEEP, MODE)
+    dq += tl.dot(ds.to(k.dtype), k, input_precision=PREC)
+    if HAS_DALPHA:
+        plogp = p * lg * 0.6931471805599453
+        sgp += tl.sum(g * p, 1)
+        splp += tl.sum(plogp, 1)
+        sgplp += tl.sum(g * plogp, 1)
+    return dq, sgp, splp, sgplp
+
+
+@triton.jit
+def _dkv_tile(dk, dvv, qb, k, v, Q, GO, DQA, C, ST, KEEP, b, h, bh, ar, keys, j, dd, dv, a1, a1s, beta, soft, Tq, Tk,
+              D, Dv, sq_b, sq_h, sq_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, n_bh,
+              MODE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
+              HAS_DROP: tl.constexpr, PREC: tl.constexpr, FUSED_DQ: tl.constexpr):
+    """dk += ds^T q and dv += (p m / (1 - r))^T G over query block qb; FUSED_DQ: dq = ds k added to DQA."""
+    t = qb * BM + ar
+    tin = t < Tq
+    m, tau, tot = _row_stats(ST, bh, t, tin, Tq, n_bh)
+    q = load_tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
+    go = load_tile(GO, b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
+    c = tl.load(C + (bh * Tq).to(tl.int64) + t, mask=tin, other=0.0)
+    s, allowed = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, qb * BM, BN,
+                         HAS_KEEP, CAUSAL, PREC)
+    g = tl.dot(go, tl.trans(v), input_precision=PREC)
+    if HAS_DROP:
+        kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
+        g = tl.where(kept, g * (1.0 / (1.0 - drop)), 0.0)
+    p, _lg, ds = _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1s, beta, soft, scale, HAS_KEEP, MODE)
+    if HAS_DROP:
+        p = tl.where(kept, p * (1.0 / (1.0 - drop)), 0.0)
+    dvv += tl.dot(tl.trans(p).to(go.dtype), go, input_precision=PREC)
+    dk += tl.dot(tl.trans(ds).to(q.dtype), q, input_precision=PREC)
+    if FUSED_DQ:
+        dqp = tl.dot(ds.to(k.dtype), k, input_precision=PREC)
+        tl.atomic_add(DQA + ((bh * Tq).to(tl.int64) + t)[:, None] * D + dd[None, :], dqp,
+                      mask=tin[:, None] & (dd < D)[None, :], sem="relaxed")
+    return dk, dvv
+
+
 @triton.jit(do_not_specialize=_INTS)
-def _bwd_dq_kernel(Q, K, V, GO, DQ, W, C, ST, TMAX, KEEP, ALPHA, DALPHA, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t,
+def _bwd_dq_kernel(Q, K, V, GO, DQ, W, C, ST, TMAX, LOWB, KEEP, ALPHA, DALPHA, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t,
                    sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, n_qb, n_kt,
                    seed, scale, drop, MODE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
                    BDV: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr,
@@ -440,24 +578,21 @@ def _bwd_dq_kernel(Q, K, V, GO, DQ, W, C, ST, TMAX, KEEP, ALPHA, DALPHA, Tq, H, 
     sgp = tl.zeros([BM], tl.float32)
     splp = tl.zeros([BM], tl.float32)
     sgplp = tl.zeros([BM], tl.float32)
-    for j in range(0, n_kt):
-        if _needed(tmax, j, m, a1s, tau, tin, soft, SKIP):
-            keys = j * BN + tl.arange(0, BN)
-            k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
-            s, allowed = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN,
-                                 HAS_KEEP, CAUSAL, PREC)
-            v = load_tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
-            g = tl.dot(go, tl.trans(v), input_precision=PREC)
-            if HAS_DROP:
-                kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
-                g = tl.where(kept, g * (1.0 / (1.0 - drop)), 0.0)
-            p, lg, ds = _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1s, beta, soft, scale, HAS_KEEP, MODE)
-            dq += tl.dot(ds.to(k.dtype), k, input_precision=PREC)
-            if HAS_DALPHA:
-                plogp = p * lg * 0.6931471805599453
-                sgp += tl.sum(g * p, 1)
-                splp += tl.sum(plogp, 1)
-                sgplp += tl.sum(g * plogp, 1)
+    n_end = tl.cdiv(_key_end(Tk, q0, BM, CAUSAL, HAS_KEEP), BN)
+    low = tl.load(LOWB + bh * n_qb + qb)
+    if _dense(tmax, 1, None, low, 0, n_end, SKIP):
+        for j in range(0, n_end):
+            dq, sgp, splp, sgplp = _dq_tile(
+                dq, sgp, splp, sgplp, j, q, go, K, V, KEEP, b, h, bh, t, q0, dd, dv, m, tau, tot, c, a1, a1s, beta,
+                soft, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop,
+                MODE, BN, HAS_KEEP, CAUSAL, HAS_DROP, PREC, HAS_DALPHA)
+    else:
+        for j in range(0, n_end):
+            if tl.load(tmax + j) > low:
+                dq, sgp, splp, sgplp = _dq_tile(
+                    dq, sgp, splp, sgplp, j, q, go, K, V, KEEP, b, h, bh, t, q0, dd, dv, m, tau, tot, c, a1, a1s,
+                    beta, soft, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed,
+                    scale, drop, MODE, BN, HAS_KEEP, CAUSAL, HAS_DROP, PREC, HAS_DALPHA)
     store_tile(DQ, dq, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
     if HAS_DALPHA:
         da = tl.where(tin, alpha_grad(a1, c, sgp, splp, sgplp) * chain, 0.0)
@@ -465,7 +600,7 @@ def _bwd_dq_kernel(Q, K, V, GO, DQ, W, C, ST, TMAX, KEEP, ALPHA, DALPHA, Tq, H, 
 
 
 @triton.jit(do_not_specialize=_INTS)
-def _bwd_dkv_kernel(Q, K, V, GO, DK, DV, DQA, C, ST, TMAX, KEEP, ALPHA, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t,
+def _bwd_dkv_kernel(Q, K, V, GO, DK, DV, DQA, C, ST, TMAX, LOWB, KEEP, ALPHA, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t,
                     sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, n_qb, n_kt,
                     seed, scale, drop, MODE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
                     BDV: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr,
@@ -489,34 +624,28 @@ def _bwd_dkv_kernel(Q, K, V, GO, DK, DV, DQA, C, ST, TMAX, KEEP, ALPHA, Tq, H, T
     dk = tl.zeros([BN, BD], tl.float32)
     dvv = tl.zeros([BN, BDV], tl.float32)
     tmax = TMAX + (bh * n_qb).to(tl.int64) * n_kt + j
-    for qb in range(0, n_qb):
-        t = qb * BM + ar
-        tin = t < Tq
-        m, tau, tot = _row_stats(ST, bh, t, tin, Tq, tl.num_programs(1))
-        if _needed(tmax, qb * n_kt, m, a1s, tau, tin, soft, SKIP):
-            q = load_tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
-            go = load_tile(GO, b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
-            c = tl.load(C + (bh * Tq).to(tl.int64) + t, mask=tin, other=0.0)
-            s, allowed = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, qb * BM,
-                                 BN, HAS_KEEP, CAUSAL, PREC)
-            g = tl.dot(go, tl.trans(v), input_precision=PREC)
-            if HAS_DROP:
-                kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
-                g = tl.where(kept, g * (1.0 / (1.0 - drop)), 0.0)
-            p, _lg, ds = _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1s, beta, soft, scale, HAS_KEEP, MODE)
-            if HAS_DROP:
-                p = tl.where(kept, p * (1.0 / (1.0 - drop)), 0.0)
-            dvv += tl.dot(tl.trans(p).to(go.dtype), go, input_precision=PREC)
-            dk += tl.dot(tl.trans(ds).to(q.dtype), q, input_precision=PREC)
-            if FUSED_DQ:
-                dqp = tl.dot(ds.to(k.dtype), k, input_precision=PREC)
-                tl.atomic_add(DQA + ((bh * Tq).to(tl.int64) + t)[:, None] * D + dd[None, :], dqp,
-                              mask=tin[:, None] & (dd < D)[None, :], sem="relaxed")
+    # (causal without a keep mask: the query blocks from the one holding the tile's first key, qb0; the earlier
+    # ones attend none of its keys)
+    qb0 = ((j * BN) // BM) if CAUSAL and not HAS_KEEP else 0
+    lows = LOWB + bh * n_qb
+    n_bh = tl.num_programs(1)
+    if _dense(tmax, n_kt, lows, 0.0, qb0, n_qb, SKIP):
+        for qb in range(qb0, n_qb):
+            dk, dvv = _dkv_tile(dk, dvv, qb, k, v, Q, GO, DQA, C, ST, KEEP, b, h, bh, ar, keys, j, dd, dv, a1, a1s,
+                                beta, soft, Tq, Tk, D, Dv, sq_b, sq_h, sq_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k,
+                                seed, scale, drop, n_bh, MODE, BM, BN, HAS_KEEP, CAUSAL, HAS_DROP, PREC, FUSED_DQ)
+    else:
+        for qb in range(qb0, n_qb):
+            if tl.load(tmax + qb * n_kt) > tl.load(lows + qb):
+                dk, dvv = _dkv_tile(dk, dvv, qb, k, v, Q, GO, DQA, C, ST, KEEP, b, h, bh, ar, keys, j, dd, dv, a1,
+                                    a1s, beta, soft, Tq, Tk, D, Dv, sq_b, sq_h, sq_t, so_b, so_h, so_t, sm_b, sm_h,
+                                    sm_q, sm_k, seed, scale, drop, n_bh, MODE, BM, BN, HAS_KEEP, CAUSAL, HAS_DROP,
+                                    PREC, FUSED_DQ)
     store_tile(DK, dk, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
     store_tile(DV, dvv, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
 
 
-@triton.jit(do_not_specialize=["Tq", "H", "Dv", "so_b", "so_h", "so_t"])
+@triton.jit(do_not_specialize=["Tq", "H"])
 def _c_kernel(GO, W, C, Tq, H, Dv, so_b, so_h, so_t, BM: tl.constexpr, BDV: tl.constexpr):
     """c = G . W a row (the backward's sum u g / sum u), one program per (batch, head, BM queries)."""
     bh = tl.program_id(1)
@@ -537,16 +666,25 @@ def _launch(fn, grid, args, consts: dict, warps: int, stages: int | None = None)
         fn[grid](*args, **consts, num_warps=warps, num_stages=stages, enable_fp_fusion=False)
 
 
-def _topk() -> int:
-    """TOPK if set; 4 (2 in the interpreter, whose tests have a few hundred keys: 4 a position of 32
-    would hold most of their rows, and the Newton passes after the start would go untested)."""
+SHORT_KEYS = 1024  # rows of at most this many keys start from the position maxima alone (`_topk`)
+
+
+def _topk(Tk: int) -> int:
+    """TOPK if set; 4, or 1 for rows of at most SHORT_KEYS keys, where 4 entries a key position hold
+    much of the row and the start's solve on them costs more than the passes it saves (2 in the
+    interpreter, whose tests have a few hundred keys: 4 a position of 32 would hold most of their
+    rows, and the Newton passes after the start would go untested)."""
     if TOPK is not None:
         return TOPK
-    return 2 if os.environ.get("TRITON_INTERPRET", "0") == "1" else 4
+    if os.environ.get("TRITON_INTERPRET", "0") == "1":
+        return 2
+    return 1 if Tk <= SHORT_KEYS else 4
 
 
 def _tiles(D: int, Dv: int) -> tuple[int, int, int]:
-    """(BM, BN, warps): TILE if set, else by head dim (registers: the q tile and up to three [BM, Dv] sums)."""
+    """(BM, BN, warps): TILE if set, else by head dim (registers: the q tile and up to three [BM, Dv] sums).
+    At head dims up to 64, four warps hold a block of 64 rows in one warpgroup, so a row's sums stay
+    within a warp (8 warps split the columns and reduce through shared memory)."""
     if TILE is not None:
         return TILE
     if os.environ.get("TRITON_INTERPRET", "0") == "1":  # (the CPU tests: a few tiles of a few hundred keys)
@@ -572,6 +710,7 @@ class _Call:
         self.keep = keep if keep is not None else q
         sm = broadcast4(keep)[1] if keep is not None else (0, 0, 0, 0)
         self.bm, self.bn, self.warps = _tiles(D, Dv)
+        self.bwd_warps = BWD_WARPS or self.warps
         self.n_qb, self.n_kt = cdiv(Tq, self.bm), cdiv(Tk, self.bn)
         self.sizes = (Tq, H, Tk, D, Dv)
         self.qkv = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3])
@@ -585,26 +724,26 @@ class _Call:
 
 def forward(q, k, v, keep, alpha, bounds, mode: int, scale: float, drop: float, seed: int, causal: bool):
     """(out (B, H, Tq, Dv) in v's dtype, a view of (B, Tq, H, Dv) memory; what the backward keeps:
-    W (B H, Tq, Dv), ST (3, B H, Tq) float32, TMAX (B H, query blocks, key tiles) float32; the call)."""
+    W (B H, Tq, Dv), ST (3, B H, Tq) float32, TMAX (B H, query blocks, key tiles) float32, LOW (B H, query
+    blocks) float32, the block's `_low` at its final thresholds; the call)."""
     call = _Call(q, k, v, keep, alpha, bounds, mode, scale, drop, seed, causal)
     B, H, Tq, Tk, D, Dv = call.shape
     out = torch.empty((B, Tq, H, Dv), device=q.device, dtype=v.dtype).transpose(1, 2)
     w = torch.empty((B * H, Tq, Dv), device=q.device, dtype=torch.float32)
     st = torch.empty((3, B * H, Tq), device=q.device, dtype=torch.float32)
-    # (causal: tiles after a block's last query are not visited by pass 1, and hold -1e18 only)
-    tmax = torch.full((B * H, call.n_qb, call.n_kt), -1e18, device=q.device, dtype=torch.float32) if causal \
-        else torch.empty((B * H, call.n_qb, call.n_kt), device=q.device, dtype=torch.float32)
+    tmax = torch.empty((B * H, call.n_qb, call.n_kt), device=q.device, dtype=torch.float32)
+    low = torch.empty((B * H, call.n_qb), device=q.device, dtype=torch.float32)
     if out.numel() == 0:
-        return out, w, st, tmax, call
-    args = (q, k, v, out, w, st, tmax, call.keep, call.alpha, ITERS, *call.sizes, *call.qkv, *out.stride()[:3],
+        return out, w, st, tmax, low, call
+    args = (q, k, v, out, w, st, tmax, low, call.keep, call.alpha, ITERS, *call.sizes, *call.qkv, *out.stride()[:3],
             *call.tail, scale, drop, 1e-6)
     _launch(_fwd_kernel, call.grid_q, args,
-           dict(MODE=mode, MAX_ITER=64 if mode == 2 else 32, GROUP_ITER=32, **call.consts, TOPK=_topk()),
+           dict(MODE=mode, MAX_ITER=64 if mode == 2 else 32, GROUP_ITER=32, **call.consts, TOPK=_topk(Tk)),
             call.warps)
-    return out, w, st, tmax, call
+    return out, w, st, tmax, low, call
 
 
-def backward(call: _Call, q, k, v, w, st, tmax, grad, dalpha):
+def backward(call: _Call, q, k, v, w, st, tmax, low, grad, dalpha):
     """(dq, dk, dv) in the layouts of q, k, v; the alpha tensor's gradient (alphas or logits) added to
     ``dalpha`` (float32 zeros of its size) unless that is None. Half inputs without an alpha-gradient:
     one kernel over the key tiles makes all three (dq added atomically, `FUSED_BWD`); else a dq kernel
@@ -623,17 +762,17 @@ def backward(call: _Call, q, k, v, w, st, tmax, grad, dalpha):
                 dict(BM=call.bm, BDV=call.consts["BDV"]), 4)
         dqa = torch.zeros((B * H, Tq, D), device=q.device, dtype=torch.float32)
         _launch(_bwd_dkv_kernel, call.grid_k,
-               (q, k, v, grad, dk, dv, dqa, c, st, tmax, call.keep, call.alpha, *ints, call.scale, call.drop),
-               dict(MODE=call.mode, **call.consts, FUSED_DQ=True), call.warps, BWD_STAGES)
+               (q, k, v, grad, dk, dv, dqa, c, st, tmax, low, call.keep, call.alpha, *ints, call.scale, call.drop),
+               dict(MODE=call.mode, **call.consts, FUSED_DQ=True), call.bwd_warps, BWD_STAGES)
         return dq.copy_(dqa.view(B, H, Tq, D)), dk, dv
     _launch(_bwd_dq_kernel, call.grid_q,
-           (q, k, v, grad, dq, w, c, st, tmax, call.keep, call.alpha, dalpha if dalpha is not None else c, *ints,
-            call.scale, call.drop), dict(MODE=call.mode, **call.consts, HAS_DALPHA=dalpha is not None), call.warps,
-            BWD_STAGES)
+           (q, k, v, grad, dq, w, c, st, tmax, low, call.keep, call.alpha, dalpha if dalpha is not None else c,
+            *ints, call.scale, call.drop), dict(MODE=call.mode, **call.consts, HAS_DALPHA=dalpha is not None),
+            call.bwd_warps, BWD_STAGES)
     # (dq, dk, dv are written through q's, k's and v's strides, which empty_like kept)
     _launch(_bwd_dkv_kernel, call.grid_k,
-           (q, k, v, grad, dk, dv, c, c, st, tmax, call.keep, call.alpha, *ints, call.scale, call.drop),
-           dict(MODE=call.mode, **call.consts, FUSED_DQ=False), call.warps, BWD_STAGES)
+           (q, k, v, grad, dk, dv, c, c, st, tmax, low, call.keep, call.alpha, *ints, call.scale, call.drop),
+           dict(MODE=call.mode, **call.consts, FUSED_DQ=False), call.bwd_warps, BWD_STAGES)
     return dq, dk, dv
 
 
@@ -647,17 +786,17 @@ class LongAttention(torch.autograd.Function):
             dt = torch.get_autocast_dtype("cuda")
             q, k, v = q.to(dt), k.to(dt), v.to(dt)
         seed = int(torch.randint(0, 2**31 - 1, ())) if drop > 0 else 0  # (CPU generator: no sync)
-        out, w, st, tmax, ctx.call = forward(q, k, v, keep, alpha, bounds, mode, scale, drop, seed, causal)
-        ctx.save_for_backward(q, k, v, w, st, tmax, alpha if torch.is_tensor(alpha) else None)
+        out, w, st, tmax, low, ctx.call = forward(q, k, v, keep, alpha, bounds, mode, scale, drop, seed, causal)
+        ctx.save_for_backward(q, k, v, w, st, tmax, low, alpha if torch.is_tensor(alpha) else None)
         return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
-        q, k, v, w, st, tmax, alpha = ctx.saved_tensors
+        q, k, v, w, st, tmax, low, alpha = ctx.saved_tensors
         grad = grad.to(v.dtype)
         dalpha = torch.zeros(alpha.numel(), device=q.device, dtype=torch.float32) if ctx.needs_input_grad[4] else None
-        dq, dk, dv = backward(ctx.call, q, k, v, w, st, tmax, grad, dalpha)
+        dq, dk, dv = backward(ctx.call, q, k, v, w, st, tmax, low, grad, dalpha)
         if dalpha is not None:
             dalpha = dalpha.view(alpha.shape).to(alpha.dtype)
         return dq, dk, dv, None, dalpha, None, None, None, None, None
