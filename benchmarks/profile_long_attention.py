@@ -1,6 +1,6 @@
 """Where the time of triton/attention_long.py goes, one GPU: forward and backward apart, the Newton
-passes per query block, and the kernels' knobs (tiles, warps, pipelining stages, tile skipping, the
-start's entries a key position: topkN, the two-kernel backward: twobwd).
+passes per query block, and the kernels' knobs (`set_knobs`: tiles, warps, pipelining stages, tile skipping,
+the start's entries a key position, the two-kernel backward), e.g. --variants default,64x64x8+topk2+bw4.
 
     python3 benchmarks/profile_long_attention.py [--T 4096] [--batch 2] [--kind entmax15]
 """
@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from onmt_entmax.ops.triton import attention_long as KL  # noqa: E402
 
 ALPHA = {"sparsemax": None, "entmax15": None, "entmax_bisect": 1.33}
+BWD_STAGES = KL.BWD_STAGES  # (the default, restored between variants)
 
 
 def timings(q, k, v, grad, kind, causal):
@@ -27,6 +28,30 @@ def timings(q, k, v, grad, kind, causal):
     t_f = do_bench(lambda: fwd(), warmup=10, rep=50, return_mode="median")
     t_fb = do_bench(lambda: torch.autograd.grad(fwd(), (q, k, v), grad), warmup=10, rep=50, return_mode="median")
     return t_f, t_fb - t_f
+
+
+def set_knobs(var: str) -> None:
+    """The kernels' knobs for a variant: '+'-joined parts, each 'default', 'noskip', 'topkN', 'twobwd',
+    'stagesN' (every kernel), 'bstagesN' (the backward's), 'bwN' (the backward's warps) or 'BMxBNxWARPS'."""
+    KL.TILE, KL.SKIP, KL.STAGES, KL.TOPK, KL.FUSED_BWD, KL.BWD_WARPS, KL.BWD_STAGES = None, True, None, None, None, \
+        None, BWD_STAGES
+    for part in var.split("+"):
+        if part == "noskip":
+            KL.SKIP = False
+        elif part.startswith("topk"):
+            KL.TOPK = int(part[4:])
+        elif part == "twobwd":
+            KL.FUSED_BWD = False
+        elif part.startswith("bstages"):
+            KL.BWD_STAGES = int(part[7:])
+        elif part.startswith("stages"):
+            KL.STAGES = int(part[6:])
+        elif part.startswith("bw"):
+            KL.BWD_WARPS = int(part[2:])
+        elif "x" in part:
+            KL.TILE = tuple(int(n) for n in part.split("x"))
+        elif part != "default":
+            raise SystemExit(f"profile_long_attention.py: unknown variant part {part!r}")
 
 
 def main() -> None:
@@ -50,17 +75,7 @@ def main() -> None:
     print(f"T={a.T} B={a.batch} causal={a.causal}: SDPA fwd {sd_f:.3f} ms, fwd+bwd {sd_fb:.3f} ms", flush=True)
     for kind in a.kinds.split(","):
         for var in a.variants.split(","):
-            KL.TILE, KL.SKIP, KL.STAGES, KL.TOPK, KL.FUSED_BWD = None, True, None, None, None
-            if var == "noskip":
-                KL.SKIP = False
-            elif var.startswith("topk"):
-                KL.TOPK = int(var[4:])
-            elif var == "twobwd":
-                KL.FUSED_BWD = False
-            elif var.startswith("stages"):
-                KL.STAGES = int(var[6:])
-            elif "x" in var:
-                KL.TILE = tuple(int(n) for n in var.split("x"))
+            set_knobs(var)
             bm = KL.TILE[0] if KL.TILE else 64
             KL.ITERS = torch.zeros(a.batch * 8, -(-a.T // bm), dtype=torch.int32, device="cuda")
             try:
@@ -69,10 +84,11 @@ def main() -> None:
                 print(kind, var, "failed:", str(e).splitlines()[0][:200], flush=True)
                 continue
             it = KL.ITERS.float()
-            print(f"{kind:14s} {var:10s} fwd {f:8.3f} ms ({f / sd_f:5.1f}x)  "
+            print(f"{kind:14s} {var:24s} fwd {f:8.3f} ms ({f / sd_f:5.1f}x)  "
                   f"bwd {b:8.3f} ms ({b / (sd_fb - sd_f):5.1f}x)"
                   f"  total {(f + b) / sd_fb:5.1f}x  passes mean {it.mean():.2f} max {it.max():.0f}", flush=True)
-    KL.TILE, KL.SKIP, KL.STAGES, KL.ITERS, KL.TOPK, KL.FUSED_BWD = None, True, None, None, None, None
+    set_knobs("default")
+    KL.ITERS = None
 
 
 if __name__ == "__main__":

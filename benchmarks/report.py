@@ -34,6 +34,7 @@ END = "<!-- end of the GPU tables -->"
 LONG_BEGIN = "<!-- long attention: written by benchmarks/report.py --long-attention from its CSV -->"
 LONG_END = "<!-- end of long attention -->"
 LONG_CMD = "python3 benchmarks/bench_long_attention.py --csv benchmarks/results/long-attention.csv"
+LONG_CASE = ("gpu", "dtype", "kind", "alpha", "attention", "causal", "batch", "heads", "head_dim", "tq", "tk")
 
 # (section title, what it measures, [file or (file, first-cell prefix of the rows kept)])
 SECTIONS = [
@@ -137,12 +138,12 @@ def report(outdirs: list[Path]) -> str:
 
 def long_attention(csv_path: Path) -> str:
     """The long-attention tables from bench_long_attention.py's CSV rows: one table per machine and date
-    (its command, GPU, torch, Triton, date; each row's commit stays in the CSV), a row per case with time
-    and peak memory against SDPA (and AdaSplash v1 where it ran)."""
+    (its command, GPU, torch, Triton, date; each row's commit stays in the CSV), a row per case, its newest
+    (the CSV's last) on that machine, with time and peak memory against SDPA (and AdaSplash v1 where it ran)."""
     with open(csv_path, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+        newest = {tuple(r[c] for c in LONG_CASE): r for r in csv.DictReader(f)}
     runs: dict = {}
-    for r in rows:
+    for r in newest.values():
         runs.setdefault((r["gpu"], r["torch"], r["triton"], r["date"]), []).append(r)
     parts = []
     for (gpu, torch_v, triton_v, date), group in runs.items():

@@ -135,6 +135,18 @@ def test_long_attention_csv_becomes_one_table_with_its_machine_and_replaces_only
     assert new.count("| bf16") == 2
 
 
+def test_long_attention_shows_a_re_measured_case_once_with_its_newest_numbers(tmp_path):
+    """A case measured again (the same machine, shape, kind and dtype, on the same date or later) replaces its
+    older row in the document; the older row stays in the CSV."""
+    newer = LONG_CSV.splitlines()[1].replace("2.000,0.500,8.000", "1.000,0.500,8.000")
+    path = tmp_path / "long.csv"
+    path.write_text(LONG_CSV + newer + "\n")
+    rows = [line for line in report.long_attention(path).splitlines() if line.startswith("| bf16")]
+    assert len(rows) == 2
+    assert sum("| 4096 | 4096 | 1.00 | 0.50 | 2.00x |" in r for r in rows) == 1
+    assert not any("| 4096 | 4096 | 2.00 |" in r for r in rows)
+
+
 def _family_csv(path: Path, family: str, rows: list[dict]) -> None:
     """rows in the columns of the repository's CSV of that family."""
     with open(report.RESULTS / f"{family}.csv", newline="", encoding="utf-8") as f:
