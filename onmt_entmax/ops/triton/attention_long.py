@@ -666,7 +666,7 @@ def _launch(fn, grid, args, consts: dict, warps: int, stages: int | None = None)
         fn[grid](*args, **consts, num_warps=warps, num_stages=stages, enable_fp_fusion=False)
 
 
-SHORT_KEYS = 1024  # rows of at most this many keys start from the position maxima alone (`_topk`)
+SHORT_KEYS = 512  # rows of at most this many keys take key tiles of 32 and start from the position maxima alone
 
 
 def _topk(Tk: int) -> int:
@@ -681,17 +681,18 @@ def _topk(Tk: int) -> int:
     return 1 if Tk <= SHORT_KEYS else 4
 
 
-def _tiles(D: int, Dv: int) -> tuple[int, int, int]:
-    """(BM, BN, warps): TILE if set, else by head dim (registers: the q tile and up to three [BM, Dv] sums).
-    At head dims up to 64, four warps hold a block of 64 rows in one warpgroup, so a row's sums stay
-    within a warp (8 warps split the columns and reduce through shared memory)."""
+def _tiles(D: int, Dv: int, Tk: int) -> tuple[int, int, int]:
+    """(BM, BN, warps): TILE if set, else by head dim (registers: the q tile and up to three [BM, Dv] sums)
+    and, at head dims up to 64, row length (key tiles of 32 for rows of at most SHORT_KEYS keys). Four
+    warps hold a block of 64 rows in one warpgroup, so a row's sums stay within a warp (8 warps split the
+    columns and reduce through shared memory)."""
     if TILE is not None:
         return TILE
     if os.environ.get("TRITON_INTERPRET", "0") == "1":  # (the CPU tests: a few tiles of a few hundred keys)
         return 32, 32, 4
     width = max(D, Dv)
     if width <= 64:
-        return 64, 64, 4
+        return (64, 32, 4) if Tk <= SHORT_KEYS else (64, 64, 4)
     if width <= 128:
         return 64, 64, 8
     return 64, 32, 8
@@ -709,7 +710,7 @@ class _Call:
         self.alpha, sa_h = head_alpha(alpha, mode, q)
         self.keep = keep if keep is not None else q
         sm = broadcast4(keep)[1] if keep is not None else (0, 0, 0, 0)
-        self.bm, self.bn, self.warps = _tiles(D, Dv)
+        self.bm, self.bn, self.warps = _tiles(D, Dv, Tk)
         self.bwd_warps = BWD_WARPS or self.warps
         self.n_qb, self.n_kt = cdiv(Tq, self.bm), cdiv(Tk, self.bn)
         self.sizes = (Tq, H, Tk, D, Dv)
