@@ -47,6 +47,7 @@ import yaml
 import result_rows  # (benchmarks/ is on sys.path when run as a script)
 from bench_eole_multi30k import eole, model_section, training_section
 from bench_train import (
+    DOCUMENT_BUCKET,
     DOCUMENT_VARIANTS,
     STEP_LINE,
     VARIANTS,
@@ -78,7 +79,7 @@ def config(args: argparse.Namespace, work: Path, run_dir: Path, src: Path, tgt: 
     variant's attention options, token batches of --batch-tokens."""
     training = training_section(run_dir / "model", args.steps, args.gpu, args.tiny)
     training.update(batch_type="tokens", batch_size=args.batch_tokens, valid_batch_size=args.batch_tokens,
-                    normalization="tokens")
+                    normalization="tokens", bucket_size=DOCUMENT_BUCKET)
     return {"save_data": str(work / "data"), "src_vocab": str(work / "vocab.src"), "tgt_vocab": str(work / "vocab.tgt"),
             "src_vocab_size": args.vocab + 100, "tgt_vocab_size": args.vocab + 100, "overwrite": True, "seed": 1,
             "report_every": args.report_every,
