@@ -4,8 +4,9 @@ Forward + backward of B x 8 heads x T x 64 attention for T = 256 ... 32768 with 
 (256: 16, 1024: 8, 4096: 2, 8192 and longer: 1): 1.5-entmax self-attention (Tq = Tk = T, causal and
 not) and cross-attention (Tq = T / 2 queries over Tk = T keys), sparsemax and alpha-entmax (alpha =
 1.33) self-attention, bf16 (fp16 and fp32 at two T), against SDPA (flash attention) in the same process,
-and AdaSplash's `adasplash_v1` (alpha = 1.5, 10 iterations; self-
-attention of a power-of-two length only) where it imports. Inputs are randn (scores of unit scale).
+and AdaSplash's `adasplash_v1` (alpha = 1.5, 10 iterations; self-attention of a power-of-two length
+only) and, on causal self-attention, `adasplash_v2` (alpha = 1.5, its block-sparse kernels) where they
+import. Inputs are randn (scores of unit scale).
 Time: `triton.testing.do_bench` median of q, k, v -> out -> dq, dk, dv (the output gradient given);
 peak memory: the most allocated during one forward + backward beyond what was allocated before it
 (inputs and the output gradient), MiB. Rows appended to a CSV (columns: `FIELDS`); the markdown
@@ -33,19 +34,19 @@ from onmt_entmax.ops.triton import attention_long as KL  # noqa: E402
 
 FIELDS = ["gpu", "dtype", "kind", "alpha", "attention", "causal", "batch", "heads", "head_dim", "tq", "tk",
           "ours_ms", "sdpa_ms", "adasplash_ms", "ours_peak_mib", "sdpa_peak_mib", "adasplash_peak_mib",
-          "torch", "triton", "commit", "date"]
+          "torch", "triton", "commit", "date", "adasplash_v2_ms", "adasplash_v2_peak_mib"]
 BATCH = {256: 16, 1024: 8, 4096: 2, 8192: 1, 16384: 1, 32768: 1}
 ALPHA = {"sparsemax": None, "entmax15": None, "entmax_bisect": 1.33}
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
-def adasplash():
-    """adasplash_v1, or None where it does not import."""
+def adasplash() -> dict:
+    """AdaSplash's {"v1": adasplash_v1, "v2": adasplash_v2}, each None where it does not import."""
     try:
-        from adasplash import adasplash_v1
+        import adasplash as ada
     except ImportError:
-        return None
-    return adasplash_v1
+        return {"v1": None, "v2": None}
+    return {"v1": getattr(ada, "adasplash_v1", None), "v2": getattr(ada, "adasplash_v2", None)}
 
 
 def measure(fn, q, k, v, grad) -> tuple[float, float]:
@@ -104,10 +105,19 @@ def run_case(dtype: str, kind: str, attention: str, causal: bool, T: int, heads:
     ours = measure(lambda q, k, v: KL.sparse_attention(q, k, v, None, kind, alpha, dim ** -0.5, causal=causal),
                    q, k, v, grad)
     sdpa = measure(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), q, k, v, grad)
-    ada_ms = ada_mib = ""
-    if ada is not None and kind == "entmax15" and attention == "self" and dtype != "fp32":
-        ada_ms, ada_mib = measure(lambda q, k, v: ada(q, k, v, alpha=1.5, is_causal=causal, niter=10), q, k, v, grad)
-        ada_ms, ada_mib = f"{ada_ms:.3f}", f"{ada_mib:.1f}"
+    ada_ms = ada_mib = v2_ms = v2_mib = ""
+    if kind == "entmax15" and attention == "self" and dtype != "fp32":
+        if ada["v1"] is not None:
+            ada_ms, ada_mib = measure(lambda q, k, v: ada["v1"](q, k, v, alpha=1.5, is_causal=causal, niter=10),
+                                      q, k, v, grad)
+            ada_ms, ada_mib = f"{ada_ms:.3f}", f"{ada_mib:.1f}"
+        if ada["v2"] is not None and causal:  # (AdaSplash-2: causal, alpha = 1.5)
+            try:
+                v2_ms, v2_mib = measure(lambda q, k, v: ada["v2"](q, k, v), q, k, v, grad)
+                v2_ms, v2_mib = f"{v2_ms:.3f}", f"{v2_mib:.1f}"
+            except Exception as e:  # noqa: BLE001 (a shape it does not take: its cells stay empty, the run goes on)
+                print(f"adasplash_v2 at T={T}: {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}",
+                      flush=True)
     del q, k, v, grad
     torch.cuda.empty_cache()
     return {"gpu": torch.cuda.get_device_name(), "dtype": dtype, "kind": kind, "alpha": alpha or "",
@@ -115,17 +125,18 @@ def run_case(dtype: str, kind: str, attention: str, causal: bool, T: int, heads:
             "tk": tk, "ours_ms": f"{ours[0]:.3f}", "sdpa_ms": f"{sdpa[0]:.3f}", "adasplash_ms": ada_ms,
             "ours_peak_mib": f"{ours[1]:.1f}", "sdpa_peak_mib": f"{sdpa[1]:.1f}", "adasplash_peak_mib": ada_mib,
             "torch": torch.__version__, "triton": triton.__version__, "commit": commit(),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"), "adasplash_v2_ms": v2_ms,
+            "adasplash_v2_peak_mib": v2_mib}
 
 
 def table(rows: list[dict]) -> str:
-    """Markdown: time and peak memory of ours against SDPA (and AdaSplash v1) per case."""
+    """Markdown: time and peak memory of ours against SDPA (and AdaSplash v1, v2) per case."""
     out = ["| dtype | kind | attention | causal | B | Tq | Tk | ours ms | SDPA ms | ours / SDPA | AdaSplash v1 ms "
-           "| ours peak MiB | SDPA peak MiB | memory ours / SDPA |", "|" + "---|" * 14]
+           "| AdaSplash v2 ms | ours peak MiB | SDPA peak MiB | memory ours / SDPA |", "|" + "---|" * 15]
     for r in rows:
         ratio = float(r["ours_ms"]) / float(r["sdpa_ms"])
         mem = float(r["ours_peak_mib"]) / max(float(r["sdpa_peak_mib"]), 1e-9)
-        ada = f"{float(r['adasplash_ms']):.2f}" if r["adasplash_ms"] else ""
+        ada = " | ".join(f"{float(r[c]):.2f}" if r[c] else "" for c in ("adasplash_ms", "adasplash_v2_ms"))
         out.append(f"| {r['dtype']} | {r['kind']} | {r['attention']} | {'yes' if int(r['causal']) else 'no'} "
                    f"| {r['batch']} | {r['tq']} | {r['tk']} | {float(r['ours_ms']):.2f} | {float(r['sdpa_ms']):.2f} "
                    f"| {ratio:.2f}x | {ada} "
@@ -135,7 +146,8 @@ def table(rows: list[dict]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--csv", help="append the rows to this CSV (header written when new)")
+    ap.add_argument("--csv", help="append the rows to this CSV (header written when new; an existing one must have "
+                    "these columns)")
     ap.add_argument("--quick", action="store_true", help="entmax15, bf16, self-attention, 4 lengths")
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--dim", type=int, default=64)
@@ -144,9 +156,15 @@ def main() -> None:
     args = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("bench_long_attention.py: needs a CUDA GPU (none is visible)")
+    if args.csv and os.path.exists(args.csv):
+        with open(args.csv, newline="", encoding="utf-8") as f:
+            header = next(csv.reader(f), None)
+        if header != FIELDS:
+            raise SystemExit(f"bench_long_attention.py: --csv {args.csv} has other columns than this script writes "
+                             f"({','.join(FIELDS)}): give a new file or rewrite its header")
     ada = adasplash()
     print(torch.cuda.get_device_name(), "torch", torch.__version__, "triton", triton.__version__,
-          "adasplash", "yes" if ada else "no", flush=True)
+          "adasplash", " ".join(name for name, fn in ada.items() if fn) or "no", flush=True)
     only = {int(t) for t in args.only.split(",")} if args.only else None
     rows = []
     for case in cases(args.quick):

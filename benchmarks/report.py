@@ -139,7 +139,8 @@ def report(outdirs: list[Path]) -> str:
 def long_attention(csv_path: Path) -> str:
     """The long-attention tables from bench_long_attention.py's CSV rows: one table per machine and date
     (its command, GPU, torch, Triton, date; each row's commit stays in the CSV), a row per case, its newest
-    (the CSV's last) on that machine, with time and peak memory against SDPA (and AdaSplash v1 where it ran)."""
+    (the CSV's last) on that machine, with time and peak memory against SDPA (and AdaSplash v1, v2 where they
+    ran)."""
     with open(csv_path, newline="", encoding="utf-8") as f:
         newest = {tuple(r[c] for c in LONG_CASE): r for r in csv.DictReader(f)}
     runs: dict = {}
@@ -149,12 +150,13 @@ def long_attention(csv_path: Path) -> str:
     for (gpu, torch_v, triton_v, date), group in runs.items():
         lines = [f"`{LONG_CMD}`; {gpu}, torch {torch_v}, Triton {triton_v}, {date}:", "",
                  "| dtype | kind | attention | causal | B | Tq | Tk | ours ms | SDPA ms | ours / SDPA "
-                 "| AdaSplash v1 ms | AdaSplash / SDPA | ours peak MiB | SDPA peak MiB | peak ours / SDPA |",
-                 "|" + "---|" * 15]
+                 "| AdaSplash v1 ms | AdaSplash v1 / SDPA | AdaSplash v2 ms | AdaSplash v2 / SDPA "
+                 "| ours peak MiB | SDPA peak MiB | peak ours / SDPA |",
+                 "|" + "---|" * 17]
         for r in group:
             ours, sdpa = float(r["ours_ms"]), float(r["sdpa_ms"])
-            ada_ms = float(r["adasplash_ms"]) if r["adasplash_ms"] else None
-            ada = f"{ada_ms:.2f} | {ada_ms / sdpa:.2f}x" if ada_ms is not None else " | "
+            ada = " | ".join(f"{float(r[c]):.2f} | {float(r[c]) / sdpa:.2f}x" if r.get(c) else " | "
+                             for c in ("adasplash_ms", "adasplash_v2_ms"))
             mem_o, mem_s = float(r["ours_peak_mib"]), float(r["sdpa_peak_mib"])
             kind = r["kind"] + (f" (α {r['alpha']})" if r.get("alpha") else "")
             lines.append(f"| {r['dtype']} | {kind} | {r['attention']} | {'yes' if r['causal'] == '1' else 'no'} "

@@ -106,10 +106,13 @@ def test_report_knows_every_file_run_gpu_sh_writes_and_the_rows_bench_kernels_pr
 
 
 LONG_CSV = """gpu,dtype,kind,alpha,attention,causal,batch,heads,head_dim,tq,tk,ours_ms,sdpa_ms,adasplash_ms,\
-ours_peak_mib,sdpa_peak_mib,adasplash_peak_mib,torch,triton,commit,date
-NVIDIA H200,bf16,entmax15,,self,0,2,8,64,4096,4096,2.000,0.500,8.000,49.0,49.0,44.5,2.11.0+cu130,3.6.0,abc123,2026-12-01
+ours_peak_mib,sdpa_peak_mib,adasplash_peak_mib,torch,triton,commit,date,adasplash_v2_ms,adasplash_v2_peak_mib
+NVIDIA H200,bf16,entmax15,,self,0,2,8,64,4096,4096,2.000,0.500,8.000,49.0,49.0,44.5,2.11.0+cu130,3.6.0,abc123,\
+2026-12-01,,
 NVIDIA H200,bf16,entmax_bisect,1.33,cross,1,1,8,64,8192,16384,9.000,3.000,,75.0,50.0,,2.11.0+cu130,3.6.0,abc123,\
-2026-12-01
+2026-12-01,,
+NVIDIA H200,bf16,entmax15,,self,1,1,8,64,8192,8192,2.000,1.000,6.000,49.0,49.0,44.5,2.11.0+cu130,3.6.0,abc123,\
+2026-12-01,0.500,40.0
 """
 
 
@@ -122,27 +125,29 @@ def test_long_attention_csv_becomes_one_table_with_its_machine_and_replaces_only
     text = report.long_attention(path)
     assert "NVIDIA H200, torch 2.11.0+cu130, Triton 3.6.0, 2026-12-01:" in text and "abc123" not in text
     rows = [line for line in text.splitlines() if line.startswith("| bf16")]
-    assert len(rows) == 2
-    assert "| 4.00x | 8.00 | 16.00x |" in rows[0] and "| 1.00x |" in rows[0]
-    assert "entmax_bisect (α 1.33) | cross | yes |" in rows[1] and "| 3.00x |  |  |" in rows[1]
+    assert len(rows) == 3
+    assert "| 4.00x | 8.00 | 16.00x |  |  |" in rows[0] and "| 1.00x |" in rows[0]
+    assert "entmax_bisect (α 1.33) | cross | yes |" in rows[1] and "| 3.00x |  |  |  |  |" in rows[1]
     assert rows[1].endswith("| 75 | 50 | 1.50x |")
+    assert "| 2.00x | 6.00 | 6.00x | 0.50 | 0.50x | 49 |" in rows[2]
     doc = tmp_path / "doc.md"
     doc.write_text(f"top\n{report.BEGIN}\nold gpu\n{report.END}\n"
                    f"{report.LONG_BEGIN}\nold long\n{report.LONG_END}\nend\n")
     report.main(["--long-attention", str(path), "--into", str(doc)])
     new = doc.read_text()
     assert "old long" not in new and "old gpu" in new and new.endswith(f"{report.LONG_END}\nend\n")
-    assert new.count("| bf16") == 2
+    assert new.count("| bf16") == 3
 
 
 def test_long_attention_shows_a_re_measured_case_once_with_its_newest_numbers(tmp_path):
     """A case measured again (the same machine, shape, kind and dtype, on the same date or later) replaces its
     older row in the document; the older row stays in the CSV."""
     newer = LONG_CSV.splitlines()[1].replace("2.000,0.500,8.000", "1.000,0.500,8.000")
+    assert "1.000,0.500,8.000" in newer
     path = tmp_path / "long.csv"
     path.write_text(LONG_CSV + newer + "\n")
     rows = [line for line in report.long_attention(path).splitlines() if line.startswith("| bf16")]
-    assert len(rows) == 2
+    assert len(rows) == 3
     assert sum("| 4096 | 4096 | 1.00 | 0.50 | 2.00x |" in r for r in rows) == 1
     assert not any("| 4096 | 4096 | 2.00 |" in r for r in rows)
 
