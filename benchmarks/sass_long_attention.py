@@ -1,0 +1,116 @@
+"""What the long-attention kernels (triton/attention_long.py) compile to for sm_90, with no GPU: for each kernel
+as its launch configures it (tiles, warps, pipelining stages, kind, dtype), the machine code's spill traffic and
+instruction mix, read from the cubin that the installed Triton builds (its own `cuobjdump`).
+
+Counts are static (instructions in the code, not executed): a change that adds local-memory loads (LDL, spilled
+registers) or removes the pipelined copies (LDGSTS) inside the key-tile loops shows here before a GPU run. The
+GPU machine's Triton may compile otherwise (install its version beside, e.g. `pip install --target DIR
+triton==3.6.0` and run with `PYTHONPATH=DIR`).
+
+    python3 benchmarks/sass_long_attention.py [--tile 64x64x4] [--stages 3] [--mode 1] [--dtype bf16]
+    python3 benchmarks/sass_long_attention.py --unspecialised   # the strides as plain ints (no 16-byte proof)
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from onmt_entmax.ops.triton import attention_long as KL  # noqa: E402
+
+SIZES = {"H", "Tq", "Tk", "D", "Dv"}  # upper-case ints among the kernels' pointers
+FLOATS = {"scale", "drop", "tol"}
+COUNTED = ["LDL", "STL", "LDGSTS", "LDG", "HGMMA", "HMMA", "BAR", "LDS", "STS", "SHFL", "MUFU", "FMNMX"]
+OPCODE = re.compile(r"\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)")
+
+
+def compiled(fn, constexprs: dict, dtype: str, warps: int, stages: int | None, specialised: bool):
+    """`fn` compiled for sm_90 as Triton's JIT would build it for 16-byte-aligned tensors and (specialised) for
+    ints that are multiples of 16 where the kernel lets them be specialised."""
+    ptr = "*bf16" if dtype == "bf16" else "*fp32"
+    sig = {}
+    for name in fn.arg_names:
+        if name in constexprs:
+            sig[name] = "constexpr"
+        elif name in FLOATS:
+            sig[name] = "fp32"
+        elif name == "KEEP":
+            sig[name] = "*i1"
+        elif name == "ITERS":
+            sig[name] = "*i32"
+        elif name[0].isupper() and name not in SIZES:
+            sig[name] = ptr if name in ("Q", "K", "V", "O", "GO", "DQ", "DK", "DV") else "*fp32"
+        else:
+            sig[name] = "i32"
+    names = list(fn.arg_names)
+    aligned = [n for n in names if sig[n].startswith("*")]
+    if specialised:
+        aligned += [n for n in names if sig[n] == "i32" and n not in fn.do_not_specialize]
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in aligned}
+    options = {"num_warps": warps, "enable_fp_fusion": False} | ({"num_stages": stages} if stages else {})
+    return triton.compile(ASTSource(fn=fn, signature=sig, constexprs=constexprs, attrs=attrs),
+                          target=GPUTarget("cuda", 90, 32), options=options)
+
+
+def machine_code(kernel) -> tuple[str, collections.Counter]:
+    """(registers a thread, the kernel's SASS instructions by opcode)."""
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(kernel.asm["cubin"])
+        f.flush()
+        usage, sass = (subprocess.run([tool, flag, f.name], capture_output=True, text=True, check=True).stdout
+                       for flag in ("--dump-resource-usage", "--dump-sass"))
+    regs = re.search(r"REG:(\d+)", usage)
+    return (regs.group(1) if regs else "-"), collections.Counter(
+        m.group(1) for m in map(OPCODE.match, sass.splitlines()) if m)
+
+
+def kernels(args: argparse.Namespace) -> list[tuple[str, object, dict, int, int | None]]:
+    """(name, kernel, constexprs, warps, stages) of the calls a launch of these settings makes."""
+    bm, bn, warps = (int(n) for n in args.tile.split("x"))
+    common = dict(BM=bm, BN=bn, BD=64, BDV=64, HAS_KEEP=args.keep, CAUSAL=args.causal, HAS_DROP=False,
+                  PREC="tf32x3" if args.dtype == "fp32" else "tf32", LOGIT=False, LO=1.0, HI=2.0, SKIP=True)
+    fwd = dict(common, ITERS=None, MODE=args.mode, MAX_ITER=64 if args.mode == 2 else 32, GROUP_ITER=32,
+               TOPK=args.topk)
+    fused = args.dtype != "fp32"
+    out = [("forward", KL._fwd_kernel, fwd, warps, args.stages),
+           ("backward dk dv" + (" dq" if fused else ""), KL._bwd_dkv_kernel,
+            dict(common, MODE=args.mode, FUSED_DQ=fused), warps, args.bwd_stages)]
+    if not fused:
+        out.append(("backward dq", KL._bwd_dq_kernel, dict(common, MODE=args.mode, HAS_DALPHA=False), warps,
+                    args.bwd_stages))
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tile", default="64x64x4", help="BMxBNxWARPS (default: the launch's for head dim 64)")
+    ap.add_argument("--stages", type=int, default=None, help="the forward's pipelining stages (Triton's default)")
+    ap.add_argument("--bwd-stages", type=int, default=KL.BWD_STAGES)
+    ap.add_argument("--mode", type=int, default=1, choices=[0, 1, 2], help="0 sparsemax, 1 1.5-entmax, 2 alpha")
+    ap.add_argument("--topk", type=int, default=4, choices=[1, 2, 4])
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
+    ap.add_argument("--keep", action="store_true", help="with a keep mask")
+    ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--unspecialised", action="store_true", help="no int specialised (every stride a plain int)")
+    args = ap.parse_args(argv)
+    print(f"Triton {triton.__version__}, sm_90, {args.dtype}, mode {args.mode}, tile {args.tile}")
+    print("| kernel | registers | " + " | ".join(COUNTED) + " | all |")
+    print("|" + "---|" * (len(COUNTED) + 3))
+    for name, fn, constexprs, warps, stages in kernels(args):
+        regs, ops = machine_code(compiled(fn, constexprs, args.dtype, warps, stages, not args.unspecialised))
+        print(f"| {name} | {regs} | " + " | ".join(str(ops[c]) for c in COUNTED) + f" | {sum(ops.values())} |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
