@@ -80,7 +80,7 @@ ITERS: torch.Tensor | None = None  # int32 (B H, query blocks): Newton passes of
 # without an alpha-gradient, dq, dk, dv in one kernel, dq by atomic adds: True, False (two kernels), or None: one
 # for half inputs, two for float32 (whose tf32x3 atomics-path ran slower than the two kernels: docs/kernels.md)
 FUSED_BWD: bool | None = None
-TOPK: int | None = None  # entries kept a key position for the threshold's start, 1, 2 or 4 (None: by `_tiles`)
+TOPK: int | None = None  # entries kept a key position for the threshold's start, 1, 2 or 4 (None: by `_topk`)
 
 BWD_WARPS: int | None = None  # the backward kernels' warps (None: the forward's, from `_tiles`; benchmark sweeps)
 # ints the kernels are not specialised on (a new length or batch compiles nothing). The head dims and the q, k, v,
