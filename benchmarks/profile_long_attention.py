@@ -2,7 +2,7 @@
 passes per query block, and the kernels' knobs (`set_knobs`: tiles, warps, pipelining stages, tile skipping,
 the start's entries a key position, the two-kernel backward), e.g. --variants default,64x64x8+topk2+bw4.
 
-    python3 benchmarks/profile_long_attention.py [--T 4096] [--batch 2] [--kind entmax15]
+    python3 benchmarks/profile_long_attention.py [--T 4096] [--batch 2] [--kinds entmax15] [--dtype bf16]
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from triton.testing import do_bench
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from onmt_entmax.ops.triton import attention_long as KL  # noqa: E402
 
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 ALPHA = {"sparsemax": None, "entmax15": None, "entmax_bisect": 1.33}
 BWD_STAGES = KL.BWD_STAGES  # (the default, restored between variants)
 
@@ -32,9 +33,10 @@ def timings(q, k, v, grad, kind, causal):
 
 def set_knobs(var: str) -> None:
     """The kernels' knobs for a variant: '+'-joined parts, each 'default', 'noskip', 'topkN', 'twobwd',
-    'stagesN' (every kernel), 'bstagesN' (the backward's), 'bwN' (the backward's warps) or 'BMxBNxWARPS'."""
-    KL.TILE, KL.SKIP, KL.STAGES, KL.TOPK, KL.FUSED_BWD, KL.BWD_WARPS, KL.BWD_STAGES = None, True, None, None, None, \
-        None, BWD_STAGES
+    'stagesN' (every kernel), 'bstagesN' (the backward's), 'bwN' (the backward's warps), 'bkN' (the backward's key
+    tile: BN or 2 BN) or 'BMxBNxWARPS' (both passes' tiles, unless bkN)."""
+    KL.TILE, KL.SKIP, KL.STAGES, KL.TOPK, KL.FUSED_BWD, KL.BWD_WARPS, KL.BWD_STAGES, KL.BWD_KEYS = \
+        None, True, None, None, None, None, BWD_STAGES, None
     for part in var.split("+"):
         if part == "noskip":
             KL.SKIP = False
@@ -46,6 +48,8 @@ def set_knobs(var: str) -> None:
             KL.BWD_STAGES = int(part[7:])
         elif part.startswith("stages"):
             KL.STAGES = int(part[6:])
+        elif part.startswith("bk"):
+            KL.BWD_KEYS = int(part[2:])
         elif part.startswith("bw"):
             KL.BWD_WARPS = int(part[2:])
         elif "x" in part:
@@ -61,18 +65,20 @@ def main() -> None:
     ap.add_argument("--kinds", default="entmax15")
     ap.add_argument("--variants", default="default,noskip,128x64x8,128x64x4,64x128x4,stages1,stages2,stages4")
     ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--dtype", choices=DTYPES, default="bf16")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("profile_long_attention.py: needs a CUDA GPU (none is visible)")
     g = torch.Generator(device="cuda").manual_seed(0)
-    q, k, v, grad = (torch.randn(a.batch, 8, a.T, 64, device="cuda", dtype=torch.bfloat16, generator=g)
+    q, k, v, grad = (torch.randn(a.batch, 8, a.T, 64, device="cuda", dtype=DTYPES[a.dtype], generator=g)
                      for _ in range(4))
     for x in (q, k, v):
         x.requires_grad_()
     sd_f = do_bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=a.causal), return_mode="median")
     sd_fb = do_bench(lambda: torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=a.causal),
                                                  (q, k, v), grad), return_mode="median")
-    print(f"T={a.T} B={a.batch} causal={a.causal}: SDPA fwd {sd_f:.3f} ms, fwd+bwd {sd_fb:.3f} ms", flush=True)
+    print(f"{a.dtype} T={a.T} B={a.batch} causal={a.causal}: SDPA fwd {sd_f:.3f} ms, fwd+bwd {sd_fb:.3f} ms",
+          flush=True)
     for kind in a.kinds.split(","):
         for var in a.variants.split(","):
             set_knobs(var)

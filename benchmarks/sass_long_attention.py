@@ -7,8 +7,9 @@ registers) or removes the pipelined copies (LDGSTS) inside the key-tile loops sh
 GPU machine's Triton may compile otherwise (install its version beside, e.g. `pip install --target DIR
 triton==3.6.0` and run with `PYTHONPATH=DIR`).
 
-    python3 benchmarks/sass_long_attention.py [--tile 64x64x4] [--stages 3] [--mode 1] [--dtype bf16]
+    python3 benchmarks/sass_long_attention.py [--dtype bf16] [--head-dim 64] [--keys 4096] [--mode 1] [--tile 64x64x4]
     python3 benchmarks/sass_long_attention.py --unspecialised   # the strides as plain ints (no 16-byte proof)
+    python3 benchmarks/sass_long_attention.py --head-dim 256 --alpha-grad   # shared bytes of the widest heads
 """
 from __future__ import annotations
 
@@ -75,41 +76,62 @@ def machine_code(kernel) -> tuple[str, collections.Counter]:
 
 
 def kernels(args: argparse.Namespace) -> list[tuple[str, object, dict, int, int | None]]:
-    """(name, kernel, constexprs, warps, stages) of the calls a launch of these settings makes."""
-    bm, bn, warps = (int(n) for n in args.tile.split("x"))
-    common = dict(BM=bm, BN=bn, BD=64, BDV=64, HAS_KEEP=args.keep, CAUSAL=args.causal, HAS_DROP=False,
+    """(name, kernel, constexprs, warps, stages) of the calls a launch of these settings makes: the launch's own
+    tiles and stages (`_tiles`, `_stages`) for the dtype, head dim and row length, where not given."""
+    dtype = KL.torch.float32 if args.dtype == "fp32" else KL.torch.bfloat16
+    bm, bn, bn_b, warps = KL._tiles(args.head_dim, args.head_dim, args.keys, dtype, args.mode)
+    if args.tile:
+        bm, bn, warps = (int(n) for n in args.tile.split("x"))
+        bn_b = bn
+    bn_b = args.bwd_keys or bn_b
+    stages, bwd_stages = KL._stages(args.head_dim, args.head_dim, dtype)
+    stages = args.stages if args.stages is not None else stages
+    bwd_stages = args.bwd_stages if args.bwd_stages is not None else bwd_stages
+    bd = triton.next_power_of_2(max(args.head_dim, 16))
+    common = dict(BM=bm, BN=bn, BD=bd, BDV=bd, HAS_KEEP=args.keep, CAUSAL=args.causal, HAS_DROP=False,
                   PREC="tf32x3" if args.dtype == "fp32" else "tf32", LOGIT=False, LO=1.0, HI=2.0, SKIP=True)
     fwd = dict(common, ITERS=None, MODE=args.mode, MAX_ITER=64 if args.mode == 2 else 32, GROUP_ITER=32,
-               TOPK=args.topk)
-    fused = args.dtype != "fp32"
-    out = [("forward", KL._fwd_kernel, fwd, warps, args.stages),
-           ("backward dk dv" + (" dq" if fused else ""), KL._bwd_dkv_kernel,
-            dict(common, MODE=args.mode, FUSED_DQ=fused), warps, args.bwd_stages)]
+               TOPK=args.topk or KL._topk(args.keys))
+    bwd = dict(common, BN=bn_b)
+    if args.alpha_grad:  # learned alphas (their logits' gradient): the dq kernel sums it, so two kernels
+        fwd.update(LOGIT=True)
+        bwd.update(LOGIT=True)
+    fused = args.dtype != "fp32" and not args.alpha_grad
+    out = [(f"forward {bm}x{bn}x{warps}", KL._fwd_kernel, fwd, warps, stages),
+           (f"backward dk dv{' dq' if fused else ''} {bm}x{bn_b}x{warps}", KL._bwd_dkv_kernel,
+            dict(bwd, MODE=args.mode, FUSED_DQ=fused), warps, bwd_stages)]
     if not fused:
-        out.append(("backward dq", KL._bwd_dq_kernel, dict(common, MODE=args.mode, HAS_DALPHA=False), warps,
-                    args.bwd_stages))
+        out.append((f"backward dq {bm}x{bn_b}x{warps}", KL._bwd_dq_kernel,
+                    dict(bwd, MODE=args.mode, HAS_DALPHA=args.alpha_grad), warps, bwd_stages))
     return out
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tile", default="64x64x4", help="BMxBNxWARPS (default: the launch's for head dim 64)")
-    ap.add_argument("--stages", type=int, default=None, help="the forward's pipelining stages (Triton's default)")
-    ap.add_argument("--bwd-stages", type=int, default=KL.BWD_STAGES)
+    ap.add_argument("--tile", help="BMxBNxWARPS, forward and backward (default: the launch's)")
+    ap.add_argument("--bwd-keys", type=int, help="the backward's key tile (default: the launch's)")
+    ap.add_argument("--stages", type=int, help="the forward's pipelining stages (default: the launch's)")
+    ap.add_argument("--bwd-stages", type=int, help="the backward's (default: the launch's)")
     ap.add_argument("--mode", type=int, default=1, choices=[0, 1, 2], help="0 sparsemax, 1 1.5-entmax, 2 alpha")
-    ap.add_argument("--topk", type=int, default=4, choices=[1, 2, 4])
+    ap.add_argument("--topk", type=int, choices=[1, 2, 4], help="(default: the launch's)")
+    ap.add_argument("--keys", type=int, default=4096, help="the row length the launch's settings are chosen for")
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
+    ap.add_argument("--head-dim", type=int, default=64)
+    ap.add_argument("--alpha-grad", action="store_true", help="learned alphas: their gradient, two backward kernels")
     ap.add_argument("--keep", action="store_true", help="with a keep mask")
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--unspecialised", action="store_true", help="no int specialised (every stride a plain int)")
     args = ap.parse_args(argv)
-    print(f"Triton {triton.__version__}, sm_90, {args.dtype}, mode {args.mode}, tile {args.tile}")
-    print("| kernel | registers | " + " | ".join(COUNTED) + " | all |")
-    print("|" + "---|" * (len(COUNTED) + 3))
+    args.mode = 2 if args.alpha_grad else args.mode
+    print(f"Triton {triton.__version__}, sm_90, {args.dtype}, mode {args.mode}, head dim {args.head_dim}, "
+          f"{args.keys} keys")
+    print("| kernel | registers | shared bytes | " + " | ".join(COUNTED) + " | all |")
+    print("|" + "---|" * (len(COUNTED) + 4))
     for name, fn, constexprs, warps, stages in kernels(args):
-        regs, ops = machine_code(compiled(fn, constexprs, args.dtype, warps, stages, not args.unspecialised))
-        print(f"| {name} | {regs} | " + " | ".join(str(ops[c]) for c in COUNTED) + f" | {sum(ops.values())} |",
-              flush=True)
+        kernel = compiled(fn, constexprs, args.dtype, warps, stages, not args.unspecialised)
+        regs, ops = machine_code(kernel)
+        print(f"| {name} | {regs} | {kernel.metadata.shared} | " + " | ".join(str(ops[c]) for c in COUNTED)
+              + f" | {sum(ops.values())} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """benchmarks/sass_long_attention.py, no GPU: the long-attention kernels' sm_90 code as the launch configures
-them (bf16, 1.5-entmax, head dim 64), built by the installed Triton."""
+them (bf16, 1.5-entmax, head dim 64; the widest launches' shared memory), built by the installed Triton."""
 import os
 import subprocess
 import sys
@@ -28,6 +28,23 @@ def test_the_key_tile_loops_keep_their_pipelined_copies_and_the_half_backward_sp
     none when the tile loads sit under a branch), and the one-kernel backward keeps every value in registers
     (no local-memory load or store: its loads are 16 bytes wide only where the strides are specialised)."""
     rows = _rows()
-    fwd, bwd = rows["forward"], rows["backward dk dv dq"]
+    fwd, bwd = (next(row for name, row in rows.items() if name.startswith(kind))
+                for kind in ("forward", "backward dk dv dq"))
     assert int(fwd["LDGSTS"]) > 0 and int(bwd["LDGSTS"]) > 0
     assert int(bwd["LDL"]) == 0 and int(bwd["STL"]) == 0
+
+
+SHARED_MEMORY_SM90 = 232448  # bytes a block may take on sm_90 (227 KiB): a kernel past it fails at its launch
+
+
+@pytest.mark.parametrize("args", [["--dtype", "fp32"], ["--dtype", "fp32", "--head-dim", "128", "--alpha-grad"],
+                                  ["--head-dim", "256"], ["--head-dim", "256", "--alpha-grad"]])
+def test_every_kernel_of_the_widest_launches_fits_a_blocks_shared_memory(args):
+    """The launch's tiles and pipelining stages for float32 (whose tf32x3 tiles hold each operand twice) up to
+    FP32_MAX_HEAD_DIM and half inputs at head dim 256, with and without an alpha-gradient (two backward
+    kernels): every kernel's shared memory within sm_90's limit, else the call fails on the GPU (float32 at head
+    dim 128 on 64-key tiles and three stages needed 294,912 bytes)."""
+    rows = _rows(*args)
+    assert len(rows) >= 2
+    for name, row in rows.items():
+        assert int(row["shared bytes"]) <= SHARED_MEMORY_SM90, (name, row["shared bytes"])

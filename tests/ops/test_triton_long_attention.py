@@ -124,6 +124,34 @@ def test_one_kernel_backward_matches_float64_reference(kind, Tq, Tk, mask, monke
     assert KL._c_kernel in launched and KL._bwd_dq_kernel not in launched
 
 
+@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+@pytest.mark.parametrize("kind,Tq,Tk,mask,fused", [("entmax15", 130, 130, "causal-only", True),
+                                                   ("sparsemax", 20, 150, "pad", False),
+                                                   ("per_head", 18, 200, "dense", True)])
+def test_backward_on_key_tiles_twice_the_forwards(kind, Tq, Tk, mask, fused, monkeypatch):
+    """The backward on key tiles of twice the forward's (half inputs past SHORT_KEYS keys), skipping by the
+    maxima of each pair of the forward's tiles (an odd last tile alone; causal: pairs across the diagonal,
+    whose second tile the forward did not visit) against the float64 reference: a pair whose bound came
+    out below a tile's entries would drop that tile's gradients. With the fused backward and without."""
+    monkeypatch.setattr(KL, "BWD_KEYS", 2 * KL._tiles(16, 16, Tk, torch.float32, 1)[1])
+    monkeypatch.setattr(KL, "FUSED_BWD", fused)
+    calls = []
+    real = KL.pair_maxima
+    monkeypatch.setattr(KL, "pair_maxima", lambda t: calls.append(t.shape) or real(t))
+    test_output_and_gradients_match_float64_reference(kind, Tq, Tk, mask)
+    assert calls, "the backward did not take the paired tiles"
+
+
+def test_pair_maxima_bound_every_tile_of_the_pair():
+    """Each coarse tile's maximum is the larger of its two tiles' (the odd last one its own), -inf tiles
+    (not visited) never raising it."""
+    t = torch.tensor([[[1.0, 3.0, -2.0, float("-inf"), 5.0]]])
+    want = torch.tensor([[[3.0, -2.0, 5.0]]])
+    from onmt_entmax.ops.triton import attention_long
+    assert torch.equal(attention_long.pair_maxima(t), want)
+    assert torch.equal(attention_long.pair_maxima(t[..., :4]), want[..., :2])
+
+
 def _threshold_margin(s, keep, kind, alpha, p):
     """x - tau of every entry in float64 (x = (alpha - 1)(s - max s)), tau read off the reference's
     weights p on their support (x - tau = p^(alpha - 1) there)."""
@@ -255,7 +283,8 @@ def test_threshold_takes_few_passes_over_the_keys(kind):
     every pass (up to the 32-pass limit, in some block of nearly every call, before)."""
     g = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(2, 8, n, 64, device="cuda", dtype=torch.bfloat16, generator=g) for n in (1024, 4096, 4096))
-    KL.ITERS = iters = torch.zeros(16, -(-1024 // KL._tiles(64, 64)[0]), dtype=torch.int32, device="cuda")
+    KL.ITERS = iters = torch.zeros(16, -(-1024 // KL._tiles(64, 64, 4096, q.dtype, 1)[0]), dtype=torch.int32,
+                                   device="cuda")
     try:
         KL.sparse_attention(q, k, v, None, kind, None, 0.125)
     finally:
@@ -326,3 +355,8 @@ def test_supports_refuses_what_the_launch_cannot_take():
     assert not KL.supports(q, k[:, :1], v[:, :1], None, "entmax15", None, 0.0)
     big = torch.zeros(2, 2, 5, KL.MAX_HEAD_DIM + 1, device=DEV)
     assert not KL.supports(big, big, big, None, "entmax15", None, 0.0)
+    # float32 heads past FP32_MAX_HEAD_DIM: their tiles exceed a block's shared memory (half ones fit)
+    f32 = torch.zeros(2, 2, 5, KL.FP32_MAX_HEAD_DIM + 1, device=DEV)
+    assert not KL.supports(f32, f32, f32, None, "entmax15", None, 0.0)
+    assert KL.supports(*(f32.bfloat16(),) * 3, None, "entmax15", None, 0.0)
+    assert KL.supports(*(f32[..., :-1],) * 3, None, "entmax15", None, 0.0)

@@ -61,26 +61,30 @@ def _specs(args: tuple) -> tuple:
 
 
 def launch(fn, grid: tuple, args: tuple, constexprs: dict, num_warps: int,
-           fp_fusion: bool = False, spec=None) -> None:
-    """fn[grid](*args, **constexprs, num_warps=num_warps, enable_fp_fusion=fp_fusion); `args` are
-    the runtime parameters in signature order, `constexprs` the remaining parameters. Like Triton,
-    launches on the current CUDA device's current stream.
+           fp_fusion: bool = False, spec=None, num_stages: int | None = None) -> None:
+    """fn[grid](*args, **constexprs, num_warps=num_warps, enable_fp_fusion=fp_fusion) (and
+    num_stages=num_stages where given: Triton's default otherwise); `args` are the runtime parameters in
+    signature order, `constexprs` the remaining parameters. Like Triton, launches on the current CUDA
+    device's current stream.
 
     `spec`: a caller that knows its kernel may pass what Triton specialises `args` on (dtypes,
     pointer alignment, 64-bit ints; e.g. for a kernel whose ints are all `do_not_specialize`)
     instead of having it derived argument by argument, which costs ~1 us of host time per argument."""
+    options = {"num_warps": num_warps, "enable_fp_fusion": fp_fusion}
+    if num_stages is not None:
+        options["num_stages"] = num_stages
     if not _FAST:
-        fn[grid](*args, **constexprs, num_warps=num_warps, enable_fp_fusion=fp_fusion)
+        fn[grid](*args, **constexprs, **options)
         return
     if not _DRIVER:  # Triton's active driver's device and stream getters, as its own launcher uses them
         _DRIVER.extend((driver.active.get_current_device, driver.active.get_current_stream))
     dev = _DRIVER[0]()
     # keyed by id(fn): a JITFunction hashes in Python (~1 us); the entry keeps fn, checked by identity
-    key = (id(fn), dev, num_warps, fp_fusion, tuple(constexprs.items()),
+    key = (id(fn), dev, num_warps, fp_fusion, num_stages, tuple(constexprs.items()),
            _specs(args) if spec is None else spec)
     entry = _CACHE.get(key)
     if entry is None or entry[2] is not fn:
-        kernel = fn[grid](*args, **constexprs, num_warps=num_warps, enable_fp_fusion=fp_fusion)
+        kernel = fn[grid](*args, **constexprs, **options)
         names = fn.arg_names[len(args):]
         if sorted(names) == sorted(constexprs) and kernel is not None:
             _CACHE[key] = (kernel, tuple(constexprs[n] for n in names), fn)

@@ -39,7 +39,9 @@ they are multiples of 16 elements, the tiles load 16 bytes a thread.
 Kept per row for the backward (as flash attention keeps the log-sum-exp): m, tau and sum f
 (ST, 3 float32), W (Dv float32, the analogue of rowsum(dO o O)); TMAX, one float a (query block,
 key tile), and LOW, the bound of each query block at its final thresholds. p_j = f_j / sum f is
-recomputed tile by tile from s, m, tau.
+recomputed tile by tile from s, m, tau. The backward may take key tiles twice the forward's (half
+inputs from 513 keys: the forward's solve is cheaper on 32-key tiles, the fused backward's atomic dq
+adds fewer on 64-key ones): its TMAX is then the maximum of each pair, still a bound of the tile.
 
 Backward, with G = dL/d out, g_j = G . v_j (times the dropout mask / (1 - r)), u = p^(2 - alpha):
     ds_j = scale u_j (g_j - c),   c = sum u g / sum u = G . W,
@@ -73,9 +75,10 @@ from .mapping import MODES, alpha_grad
 MAX_HEAD_DIM = 256
 MAX_GRID_Y = 65535  # batch x heads: the second dim of the launch grids (CUDA's limit)
 TILE: tuple[int, int, int] | None = None  # (BM, BN, warps) for every call (benchmark sweeps)
+BWD_KEYS: int | None = None  # the backward's key tile, BN or 2 BN (None: by `_tiles`; TILE set: BN; sweeps)
 SKIP = True  # skip key tiles without support (block sparsity); False: every tile (benchmark sweeps)
 STAGES: int | None = None  # software-pipelining stages (None: Triton's default; benchmark sweeps)
-BWD_STAGES = 3  # the backward kernels' pipelining stages (of their loops over every tile: `_dense`)
+BWD_STAGES: int | None = None  # the backward kernels' pipelining stages (None: by `_stages`; benchmark sweeps)
 ITERS: torch.Tensor | None = None  # int32 (B H, query blocks): Newton passes of each block, written if set
 # without an alpha-gradient, dq, dk, dv in one kernel, dq by atomic adds: True, False (two kernels), or None: one
 # for half inputs, two for float32 (whose tf32x3 atomics-path ran slower than the two kernels: docs/kernels.md)
@@ -657,16 +660,13 @@ def _c_kernel(GO, W, C, Tq, H, Dv, so_b, so_h, so_t, BM: tl.constexpr, BDV: tl.c
 
 
 def _launch(fn, grid, args, consts: dict, warps: int, stages: int | None = None) -> None:
-    """`launch`, or, with pipelining stages given (`stages`, else STAGES), Triton's own launch with
-    them (its host cost is small against a long-row call's kernels)."""
-    stages = STAGES if STAGES is not None else stages
-    if stages is None:
-        launch(fn, grid, args, consts, warps)
-    else:
-        fn[grid](*args, **consts, num_warps=warps, num_stages=stages, enable_fp_fusion=False)
+    """`launch` with the pipelining stages given (STAGES where set; None: Triton's default)."""
+    launch(fn, grid, args, consts, warps, num_stages=STAGES if STAGES is not None else stages)
 
 
 SHORT_KEYS = 512  # rows of at most this many keys take key tiles of 32 and start from the position maxima alone
+LONG_KEYS = 4096  # half rows of up to this many keys (sparsemax, 1.5-entmax): forward key tiles of 32 (`_tiles`)
+FP32_MAX_HEAD_DIM = 128  # float32 tiles of wider heads exceed the shared memory of a block (227 KiB on sm_90)
 
 
 def _topk(Tk: int) -> int:
@@ -681,21 +681,40 @@ def _topk(Tk: int) -> int:
     return 1 if Tk <= SHORT_KEYS else 4
 
 
-def _tiles(D: int, Dv: int, Tk: int) -> tuple[int, int, int]:
-    """(BM, BN, warps): TILE if set, else by head dim (registers: the q tile and up to three [BM, Dv] sums)
-    and, at head dims up to 64, row length (key tiles of 32 for rows of at most SHORT_KEYS keys). Four
-    warps hold a block of 64 rows in one warpgroup, so a row's sums stay within a warp (8 warps split the
-    columns and reduce through shared memory)."""
+def _tiles(D: int, Dv: int, Tk: int, dtype: torch.dtype, mode: int) -> tuple[int, int, int, int]:
+    """(BM, BN, backward BN, warps): TILE if set, else by head dim (registers: the q tile and up to three
+    [BM, Dv] sums), dtype (float32's tf32x3 products hold each operand twice: key tiles of 32 spill less)
+    and, for half inputs at head dims up to 64, row length and kind. Rows of at most SHORT_KEYS keys take
+    key tiles of 32; up to LONG_KEYS, sparsemax and 1.5-entmax still take 32 in the forward, whose start
+    then solves on a [BM, TOPK 32] subset (cheaper than the passes it costs, to that length), and 64 in the
+    backward (the fused backward adds dq atomically once a key tile). Four warps hold a block of 64 rows
+    in one warpgroup, so a row's sums stay within a warp (8 warps split the columns and reduce through
+    shared memory)."""
     if TILE is not None:
-        return TILE
+        bm, bn, warps = TILE
+        return bm, bn, BWD_KEYS or bn, warps
     if os.environ.get("TRITON_INTERPRET", "0") == "1":  # (the CPU tests: a few tiles of a few hundred keys)
-        return 32, 32, 4
+        return 32, 32, BWD_KEYS or 32, 4
     width = max(D, Dv)
+    if dtype == torch.float32:
+        bm, bn, warps = (64, 32, 4) if width <= 64 else (64, 32, 8)
+        return bm, bn, BWD_KEYS or bn, warps
     if width <= 64:
-        return (64, 32, 4) if Tk <= SHORT_KEYS else (64, 64, 4)
+        if Tk <= SHORT_KEYS:
+            return 64, 32, BWD_KEYS or 32, 4
+        return 64, 32 if Tk <= LONG_KEYS and mode != MODES["bisect"] else 64, BWD_KEYS or 64, 4
     if width <= 128:
-        return 64, 64, 8
-    return 64, 32, 8
+        return 64, 64, BWD_KEYS or 64, 8
+    return 64, 32, BWD_KEYS or 32, 8
+
+
+def _stages(D: int, Dv: int, dtype: torch.dtype) -> tuple[int | None, int]:
+    """(forward, backward) pipelining stages (BWD_STAGES where set; STAGES, where set, overrides both at
+    launch): Triton's default and 3 for half inputs; float32's backward one (its tf32x3 tiles spill into the
+    stages' buffers), and at head dims above 64 its forward one too (more would exceed a block's shared
+    memory)."""
+    fwd, bwd = (None, 3) if dtype != torch.float32 else (1 if max(D, Dv) > 64 else None, 1)
+    return fwd, BWD_STAGES if BWD_STAGES is not None else bwd
 
 
 class _Call:
@@ -710,8 +729,9 @@ class _Call:
         self.alpha, sa_h = head_alpha(alpha, mode, q)
         self.keep = keep if keep is not None else q
         sm = broadcast4(keep)[1] if keep is not None else (0, 0, 0, 0)
-        self.bm, self.bn, self.warps = _tiles(D, Dv, Tk)
+        self.bm, self.bn, bn_b, self.warps = _tiles(D, Dv, Tk, q.dtype, mode)
         self.bwd_warps = BWD_WARPS or self.warps
+        self.stages, self.bwd_stages = _stages(D, Dv, q.dtype)
         self.n_qb, self.n_kt = cdiv(Tq, self.bm), cdiv(Tk, self.bn)
         self.sizes = (Tq, H, Tk, D, Dv)
         self.qkv = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3])
@@ -720,7 +740,22 @@ class _Call:
                        "HAS_KEEP": keep is not None, "CAUSAL": bool(causal), "HAS_DROP": drop > 0,
                        "PREC": "tf32x3" if q.dtype == torch.float32 else "tf32", **alpha_flags(bounds), "SKIP": SKIP}
         self.grid_q = (self.n_qb, B * H)
-        self.grid_k = (self.n_kt, B * H)
+        # the backward's key tiles: BN, or pairs of the forward's (`pair_maxima` coarsens TMAX for them)
+        self.pairs = bn_b == 2 * self.bn
+        assert bn_b in (self.bn, 2 * self.bn), (self.bn, bn_b)
+        n_kt_b = cdiv(Tk, bn_b)
+        self.bwd_tail = (*sm, sa_h, self.n_qb, n_kt_b, seed)
+        self.bwd_consts = {**self.consts, "BN": bn_b}
+        self.grid_k = (n_kt_b, B * H)
+
+
+def pair_maxima(tmax: torch.Tensor) -> torch.Tensor:
+    """(B H, query blocks, key tiles) tile maxima -> those of tiles of two (an odd last tile alone): a
+    tile's maximum bounds each entry, so the backward's skip test stays exact on the coarser tiles. The
+    forward filled the tiles it did not visit with -inf (they never raise a pair's maximum)."""
+    if tmax.shape[-1] % 2:
+        tmax = torch.nn.functional.pad(tmax, (0, 1), value=float("-inf"))
+    return tmax.unflatten(-1, (-1, 2)).amax(-1)
 
 
 def forward(q, k, v, keep, alpha, bounds, mode: int, scale: float, drop: float, seed: int, causal: bool):
@@ -732,7 +767,10 @@ def forward(q, k, v, keep, alpha, bounds, mode: int, scale: float, drop: float, 
     out = torch.empty((B, Tq, H, Dv), device=q.device, dtype=v.dtype).transpose(1, 2)
     w = torch.empty((B * H, Tq, Dv), device=q.device, dtype=torch.float32)
     st = torch.empty((3, B * H, Tq), device=q.device, dtype=torch.float32)
-    tmax = torch.empty((B * H, call.n_qb, call.n_kt), device=q.device, dtype=torch.float32)
+    shape = (B * H, call.n_qb, call.n_kt)  # (a causal block leaves the tiles it does not visit unwritten: -inf
+    # where the backward reads their pairs)
+    tmax = torch.full(shape, float("-inf"), device=q.device, dtype=torch.float32) if call.pairs else \
+        torch.empty(shape, device=q.device, dtype=torch.float32)
     low = torch.empty((B * H, call.n_qb), device=q.device, dtype=torch.float32)
     if out.numel() == 0:
         return out, w, st, tmax, low, call
@@ -740,7 +778,7 @@ def forward(q, k, v, keep, alpha, bounds, mode: int, scale: float, drop: float, 
             *call.tail, scale, drop, 1e-6)
     _launch(_fwd_kernel, call.grid_q, args,
            dict(MODE=mode, MAX_ITER=64 if mode == 2 else 32, GROUP_ITER=32, **call.consts, TOPK=_topk(Tk)),
-            call.warps)
+            call.warps, call.stages)
     return out, w, st, tmax, low, call
 
 
@@ -756,7 +794,9 @@ def backward(call: _Call, q, k, v, w, st, tmax, low, grad, dalpha):
     if q.numel() == 0 or k.numel() == 0:
         return dq.zero_(), dk.zero_(), dv.zero_()
     c = torch.empty((B * H, Tq), device=q.device, dtype=torch.float32)
-    ints = (*call.sizes, *call.qkv, *grad.stride()[:3], *call.tail)
+    ints = (*call.sizes, *call.qkv, *grad.stride()[:3], *call.bwd_tail)
+    if call.pairs:
+        tmax = pair_maxima(tmax)
     fused = FUSED_BWD if FUSED_BWD is not None else q.dtype != torch.float32
     if dalpha is None and fused:
         _launch(_c_kernel, call.grid_q, (grad, w, c, Tq, H, Dv, *grad.stride()[:3]),
@@ -764,16 +804,16 @@ def backward(call: _Call, q, k, v, w, st, tmax, low, grad, dalpha):
         dqa = torch.zeros((B * H, Tq, D), device=q.device, dtype=torch.float32)
         _launch(_bwd_dkv_kernel, call.grid_k,
                (q, k, v, grad, dk, dv, dqa, c, st, tmax, low, call.keep, call.alpha, *ints, call.scale, call.drop),
-               dict(MODE=call.mode, **call.consts, FUSED_DQ=True), call.bwd_warps, BWD_STAGES)
+               dict(MODE=call.mode, **call.bwd_consts, FUSED_DQ=True), call.bwd_warps, call.bwd_stages)
         return dq.copy_(dqa.view(B, H, Tq, D)), dk, dv
     _launch(_bwd_dq_kernel, call.grid_q,
            (q, k, v, grad, dq, w, c, st, tmax, low, call.keep, call.alpha, dalpha if dalpha is not None else c,
-            *ints, call.scale, call.drop), dict(MODE=call.mode, **call.consts, HAS_DALPHA=dalpha is not None),
-            call.bwd_warps, BWD_STAGES)
+            *ints, call.scale, call.drop), dict(MODE=call.mode, **call.bwd_consts, HAS_DALPHA=dalpha is not None),
+            call.bwd_warps, call.bwd_stages)
     # (dq, dk, dv are written through q's, k's and v's strides, which empty_like kept)
     _launch(_bwd_dkv_kernel, call.grid_k,
            (q, k, v, grad, dk, dv, c, c, st, tmax, low, call.keep, call.alpha, *ints, call.scale, call.drop),
-           dict(MODE=call.mode, **call.consts, FUSED_DQ=False), call.bwd_warps, BWD_STAGES)
+           dict(MODE=call.mode, **call.bwd_consts, FUSED_DQ=False), call.bwd_warps, call.bwd_stages)
     return dq, dk, dv
 
 
@@ -816,16 +856,17 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, ki
 
 def supports(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha, dropout_p: float) -> bool:
     """q (B, H, Tq, D), k (B, H, Tk >= 1, D), v (B, H, Tk, Dv) of one float dtype and device, unit stride
-    on the last dim, D and Dv <= MAX_HEAD_DIM, B H <= MAX_GRID_Y; keep None or a bool tensor broadcastable to
-    (B, H, Tq, Tk)
-    (read through its strides); entmax_bisect's alpha a float >= KERNEL_ALPHA_MIN or a float32 tensor
-    of H or 1 values (alphas or logits) on q's device; dropout in [0, 1)."""
+    on the last dim, D and Dv <= MAX_HEAD_DIM (FP32_MAX_HEAD_DIM for float32), B H <= MAX_GRID_Y; keep None or a
+    bool tensor broadcastable to (B, H, Tq, Tk) (read through its strides); entmax_bisect's alpha a float >=
+    KERNEL_ALPHA_MIN or a float32 tensor of H or 1 values (alphas or logits) on q's device; dropout in [0, 1)."""
     if kind not in KINDS or q.ndim != 4 or k.ndim != 4 or v.ndim != 4 or not 0.0 <= dropout_p < 1.0:
         return False
     B, H, Tq, D = q.shape
     if k.shape[:2] != (B, H) or v.shape[:3] != k.shape[:3] or k.shape[3] != D or max(D, v.shape[3]) > MAX_HEAD_DIM:
         return False
     if k.shape[2] == 0 or B * H > MAX_GRID_Y:  # (no key: the reference's answer; the grid's second dim)
+        return False
+    if q.dtype == torch.float32 and max(D, v.shape[3]) > FP32_MAX_HEAD_DIM:
         return False
     if k.dtype != q.dtype or v.dtype != q.dtype or k.device != q.device or v.device != q.device \
             or q.stride(3) != 1 or k.stride(3) != 1 or v.stride(3) != 1:
