@@ -41,6 +41,11 @@ import result_rows  # (benchmarks/ is on sys.path when run as a script)
 from paired_rounds import describe, median, median_interval
 
 
+def _rate(sentences_per_s: float) -> str:
+    """One decimal; 3 significant digits below 1 (a document of thousands of steps takes seconds)."""
+    return f"{sentences_per_s:.1f}" if sentences_per_s >= 1 else f"{sentences_per_s:.3g}"
+
+
 def last_checkpoint(folder: Path) -> Path:
     steps = sorted(folder.glob("model_step_*.pt"), key=lambda p: int(re.findall(r"\d+", p.name)[-1]))
     if not steps:
@@ -231,11 +236,11 @@ def main() -> None:
     for folder in folders:
         name, rate = folder.name, rows[folder.name]
         paired = describe(ratios.get(name, []))
-        print(f"| {name} | {rate:.1f} | {f'{rate / base:.2f}x' if base else 'n/a'} | {paired} | {words[name]} | "
+        print(f"| {name} | {_rate(rate)} | {f'{rate / base:.2f}x' if base else 'n/a'} | {paired} | {words[name]} | "
               f"{at_max[name]} | {' '.join(f'{ms:.3f}' for ms in runs[folder])} |")
         mid, (lo, hi) = median_interval(ratios[name]) if ratios.get(name) else (None, (None, None))
         csv_rows.append({
-            "case": name, "ours": f"{rate:.1f}", "baseline": f"{base:.1f}" if base else "",
+            "case": name, "ours": _rate(rate), "baseline": _rate(base) if base else "",
             "ratio": f"{rate / base:.2f}" if base else "", "data": args.data_label or args.workdir.name,
             "mode": "in one process" if args.in_process else "onmt_translate -report_time",
             "setup": f"beam {args.beam}, batch {args.batch}, {len(lines)} lines, {mode}, "

@@ -137,18 +137,24 @@ def report(outdirs: list[Path]) -> str:
 
 
 def long_attention(csv_path: Path) -> str:
-    """The long-attention tables from bench_long_attention.py's CSV rows: one table per machine and date
-    (its command, GPU, torch, Triton, date; each row's commit stays in the CSV), a row per case, its newest
-    (the CSV's last) on that machine, with time and peak memory against SDPA (and AdaSplash v1, v2 where they
-    ran)."""
+    """The long-attention tables from bench_long_attention.py's CSV rows: one table per machine and commit
+    (its command, GPU, torch, Triton, dates; the commit stays in the CSV), the newest commit's first, a row per
+    case, its newest (the CSV's last) on that machine, with time and peak memory against SDPA (and AdaSplash
+    v1, v2 where they ran). A table of an older commit says that its rows were measured on earlier kernels."""
     with open(csv_path, newline="", encoding="utf-8") as f:
-        newest = {tuple(r[c] for c in LONG_CASE): r for r in csv.DictReader(f)}
+        rows = list(csv.DictReader(f))
+    newest = {tuple(r[c] for c in LONG_CASE): r for r in rows}
     runs: dict = {}
     for r in newest.values():
-        runs.setdefault((r["gpu"], r["torch"], r["triton"], r["date"]), []).append(r)
+        runs.setdefault((r["gpu"], r["torch"], r["triton"], r["commit"]), []).append(r)
+    latest = rows[-1]["commit"] if rows else None
     parts = []
-    for (gpu, torch_v, triton_v, date), group in runs.items():
-        lines = [f"`{LONG_CMD}`; {gpu}, torch {torch_v}, Triton {triton_v}, {date}:", "",
+    for (gpu, torch_v, triton_v, commit), group in sorted(runs.items(), key=lambda run: run[0][3] != latest):
+        dates = sorted({r["date"] for r in group})
+        when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+        older = "" if commit == latest else (" (cases not re-measured since: the kernels of an earlier commit, "
+                                             "the CSV's `commit` column)")
+        lines = [f"`{LONG_CMD}`; {gpu}, torch {torch_v}, Triton {triton_v}, {when}{older}:", "",
                  "| dtype | kind | attention | causal | B | Tq | Tk | ours ms | SDPA ms | ours / SDPA "
                  "| AdaSplash v1 ms | AdaSplash v1 / SDPA | AdaSplash v2 ms | AdaSplash v2 / SDPA "
                  "| ours peak MiB | SDPA peak MiB | peak ours / SDPA |",
@@ -203,7 +209,8 @@ FAMILIES = {
         ("softmax sentences/s", _cell("baseline")), ("vs softmax", _times("ratio")),
         ("median of round ratios (95% interval)", _median), ("output words", _cell("output_words")),
         ("lines at the length limit", _cell("long_lines")), ("lines identical to the torch reference's",
-                                                              _cell("identical_lines"))]),
+                                                              _cell("identical_lines")),
+        ("ms a sentence, each run", _cell("runs_ms"))]),
     "decoding-steps": (("data", "case"), [
         ("data", _cell("data")), ("variant", _cell("case")), ("beam steps", _cell("beam_steps")),
         ("aten operators a step", _cell("aten_ops")), ("kernel launches a step", _cell("launches")),

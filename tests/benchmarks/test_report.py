@@ -152,6 +152,26 @@ def test_long_attention_shows_a_re_measured_case_once_with_its_newest_numbers(tm
     assert not any("| 4096 | 4096 | 2.00 |" in r for r in rows)
 
 
+def test_long_attention_rows_of_earlier_kernels_follow_the_newest_and_say_so(tmp_path):
+    """Cases re-measured on a later commit form the first table; the cases not re-measured stay in a table
+    of their own whose caption says they ran on earlier kernels (never mixed under one caption), and a run
+    that crossed midnight is one table with both dates."""
+    newer = LONG_CSV.splitlines()[1].replace("2.000,0.500,8.000", "1.000,0.500,8.000").replace(
+        "abc123,2026-12-01", "def456,2026-12-02")
+    assert "def456" in newer
+    path = tmp_path / "long.csv"
+    path.write_text(LONG_CSV + newer + "\n")
+    tables = report.long_attention(path).split("\n\n`")
+    assert len(tables) == 2
+    assert "2026-12-02:" in tables[0] and "earlier commit" not in tables[0]
+    assert sum(line.startswith("| bf16") for line in tables[0].splitlines()) == 1
+    assert "2026-12-01 (cases not re-measured since: the kernels of an earlier commit" in tables[1]
+    assert sum(line.startswith("| bf16") for line in tables[1].splitlines()) == 2
+    midnight = newer.replace("def456,2026-12-02", "def456,2026-12-01").replace(",self,0,", ",self,1,")
+    path.write_text(LONG_CSV + newer + "\n" + midnight + "\n")
+    assert "2026-12-01 to 2026-12-02:" in report.long_attention(path)
+
+
 def _family_csv(path: Path, family: str, rows: list[dict]) -> None:
     """rows in the columns of the repository's CSV of that family."""
     with open(report.RESULTS / f"{family}.csv", newline="", encoding="utf-8") as f:
