@@ -14,6 +14,7 @@ table printed last.
 
     python3 benchmarks/bench_long_attention.py --csv benchmarks/results/long-attention.csv
     python3 benchmarks/bench_long_attention.py --quick      # entmax15, bf16, self-attention, 4 lengths
+    python3 benchmarks/bench_long_attention.py --csv FILE --resume   # the cases FILE lacks for this commit
 """
 from __future__ import annotations
 
@@ -93,6 +94,21 @@ def commit() -> str:
         return ""
 
 
+def case_key(dtype: str, kind: str, attention: str, causal, tq, tk) -> tuple:
+    """A case as its CSV row names it (the fields `done_cases` matches)."""
+    return dtype, kind, attention, int(causal), int(tq), int(tk)
+
+
+def done_cases(csv_path: str, gpu: str, commit_id: str) -> set:
+    """The cases this commit already measured on this GPU in the CSV (`--resume`: a run cut short at a
+    machine's time limit goes on with the rest)."""
+    if not os.path.exists(csv_path):
+        return set()
+    with open(csv_path, newline="", encoding="utf-8") as f:
+        return {case_key(r["dtype"], r["kind"], r["attention"], r["causal"], r["tq"], r["tk"])
+                for r in csv.DictReader(f) if r["gpu"] == gpu and r["commit"] == commit_id}
+
+
 def run_case(dtype: str, kind: str, attention: str, causal: bool, T: int, heads: int, dim: int, ada) -> dict:
     B = BATCH[T]
     tq, tk = (T // 2, T) if attention == "cross" else (T, T)
@@ -153,7 +169,11 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--only", help="comma-separated T to run (default: all)")
     ap.add_argument("--dtypes", help="comma-separated dtypes to run (bf16, fp16, fp32; default: all)")
+    ap.add_argument("--resume", action="store_true", help="skip the cases whose rows this commit already wrote "
+                    "into --csv on this GPU")
     args = ap.parse_args()
+    if args.resume and not args.csv:
+        ap.error("--resume reads the rows of --csv: give --csv")
     if not torch.cuda.is_available():
         raise SystemExit("bench_long_attention.py: needs a CUDA GPU (none is visible)")
     if args.csv and os.path.exists(args.csv):
@@ -166,9 +186,13 @@ def main() -> None:
     print(torch.cuda.get_device_name(), "torch", torch.__version__, "triton", triton.__version__,
           "adasplash", " ".join(name for name, fn in ada.items() if fn) or "no", flush=True)
     only = {int(t) for t in args.only.split(",")} if args.only else None
+    done = done_cases(args.csv, torch.cuda.get_device_name(), commit()) if args.resume else set()
     rows = []
     for case in cases(args.quick):
         if (only and case[-1] not in only) or (args.dtypes and case[0] not in args.dtypes.split(",")):
+            continue
+        dtype, kind, attention, causal, T = case
+        if case_key(dtype, kind, attention, causal, T // 2 if attention == "cross" else T, T) in done:
             continue
         row = run_case(*case, args.heads, args.dim, ada)
         rows.append(row)

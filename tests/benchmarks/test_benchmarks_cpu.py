@@ -347,3 +347,27 @@ def test_bench_eole_long_refuses_a_length_beyond_eoles_position_table_in_one_lin
     assert proc.returncode == 1 and proc.stderr.strip().splitlines() == [proc.stderr.strip()]
     assert "--length 4999" in proc.stderr and "5000" in proc.stderr
     assert not (tmp_path / "work").exists()  # refused before any data is written
+
+
+def test_bench_long_attention_resume_skips_only_this_commits_cases_on_this_gpu(tmp_path):
+    """`--resume` after a run cut short at a machine's limit: the cases this commit measured on this GPU are
+    done; the same case of another commit or GPU is not (it is measured again), and a cross-attention row
+    names its case by its Tq, half of T."""
+    pytest.importorskip("triton")
+    spec = importlib.util.spec_from_file_location("bench_long_attention", ROOT / "benchmarks" /
+                                                  "bench_long_attention.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    path = tmp_path / "long.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=bench.FIELDS)
+        w.writeheader()
+        for gpu, commit, attention, causal, tq in (("H200", "new", "self", 0, 4096), ("H200", "old", "self", 1, 4096),
+                                                   ("H100", "new", "self", 1, 4096), ("H200", "new", "cross", 0, 2048)):
+            w.writerow({f: "" for f in bench.FIELDS} | {"gpu": gpu, "commit": commit, "dtype": "bf16",
+                                                         "kind": "entmax15", "attention": attention, "causal": causal,
+                                                         "tq": tq, "tk": 4096})
+    done = bench.done_cases(str(path), "H200", "new")
+    assert done == {bench.case_key("bf16", "entmax15", "self", False, 4096, 4096),
+                    bench.case_key("bf16", "entmax15", "cross", False, 2048, 4096)}
+    assert bench.done_cases(str(tmp_path / "none.csv"), "H200", "new") == set()

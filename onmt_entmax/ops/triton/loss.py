@@ -48,9 +48,10 @@ _REDUCTIONS = {"none": 0, "sum": 1, "mean": 2}
 _NSTAT = 6  # m, tau, norm, n_finite, dL/dalpha, support size
 NSTAT = tl.constexpr(_NSTAT)
 # 16-bit sparsemax / 1.5-entmax rows longer than GRAD_SINGLE_MAX stream in chunks of GRAD_CHUNK (re-read from
-# L2) when the forward writes the gradient too: held in registers, the solver's and the gradient's terms spill
+# L2) when the forward writes the gradient too: held in registers, the solver's and the gradient's terms spill;
+# chunks of 2048 on 8 warps ran faster than of 4096 (docs/kernels.md)
 GRAD_SINGLE_MAX = 16384
-GRAD_CHUNK = 4096
+GRAD_CHUNK = 2048
 
 
 @triton.jit
