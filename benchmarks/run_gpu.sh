@@ -11,7 +11,8 @@
 # onmt_translate sentences/s, in-process decoding and its per-step profile, on Multi30k and on a
 # synthetic 32k vocabulary; four variants each, ~1 min a variant on an H200), long (documents of
 # 4,096 tokens, a synthetic long copy: softmax (SDPA) against 1.5-entmax and learned-alpha attention,
-# training steps in one process, then onmt_train runs whose models decode a document), long-eole
+# training steps in one process, then onmt_train runs whose models decode a document), long-attention
+# (bench_long_attention.py's cases this commit has not measured, into CSV/long-attention.csv), long-eole
 # (the same documents, variants and model size with eole train, then eole predict of one document
 # with the 1.5-entmax model; Eole installed: docs/eole.md). Each part stands alone: a part that
 # decodes trains its own models first. DECODE_ROUNDS=N (default 120) sets the in-process decoding
@@ -24,11 +25,11 @@ cd "$(dirname "$0")/.."
 out=${1:?usage: bash benchmarks/run_gpu.sh OUTDIR [MULTI30K_DIR]}
 m30k=${2:-../shared/data/multi30k}
 csv=${CSV:-benchmarks/results}
-parts=" ${PARTS:-tests check kernels train-inproc multi30k 32k long long-eole} "
+parts=" ${PARTS:-tests check kernels train-inproc multi30k 32k long long-attention long-eole} "
 for p in $parts; do
-    case $p in tests|check|kernels|train-inproc|multi30k|32k|long|long-eole) ;;
+    case $p in tests|check|kernels|train-inproc|multi30k|32k|long|long-attention|long-eole) ;;
         *) echo "run_gpu.sh: unknown part '$p' in PARTS (tests check kernels train-inproc multi30k 32k long" \
-                "long-eole)" >&2
+                "long-attention long-eole)" >&2
            exit 2;;
     esac
     if [[ $p == long-eole ]] && ! python3 -c "import importlib.util as u, sys; sys.exit(not u.find_spec('eole'))"; then
@@ -85,10 +86,13 @@ decode_in_process() {  # decode_in_process NAME WORKDIR SOURCE DATA_LABEL
 }
 
 if part tests; then
-    # speed of wrong kernels means nothing: the kernel tests first (set -e stops on a failure)
+    # speed of wrong kernels means nothing: the kernel tests first (set -e stops on a failure); with pytest-xdist,
+    # TEST_WORKERS processes (default 8) compile the kernels' variants side by side (the long-attention file
+    # alone: ~2 minutes on 16 workers of an H200 machine, ~10 in one process)
     tests=(python3 -m pytest -q -p no:cacheprovider tests/ops/test_triton_kernels.py tests/ops/test_triton_loss.py
-           tests/ops/test_triton_codegen.py tests/ops/test_triton_attention.py tests/onmt/model/test_fused_attention.py
-           tests/onmt/test_cuda.py)
+           tests/ops/test_triton_codegen.py tests/ops/test_triton_attention.py tests/ops/test_triton_long_attention.py
+           tests/onmt/model/test_fused_attention.py tests/onmt/test_cuda.py)
+    if python3 -c "import xdist" 2> /dev/null; then tests+=(-n "${TEST_WORKERS:-8}"); fi
     shown tests.txt "${tests[@]}"
     "${tests[@]}" 2>&1 | tee "$out/tests.txt" | tail -n 3
 fi
@@ -138,6 +142,13 @@ if part long; then
     record translate-long.md python3 benchmarks/bench_translate.py --workdir "$out/train-long" \
         --src "$out/train-long/train.src" --gpu --beam 1 --batch 1 --lines 1 --repeat 1 --fixed-length 4096 \
         --csv "$csv" --data-label "long copy 4096 tokens"
+fi
+if part long-attention; then
+    # issue 62's kernel table (benchmarks/results/long-attention.csv; docs/benchmarks.md renders it with
+    # report.py --long-attention): --resume measures only the cases this commit has no row for, so a run cut
+    # short at a machine's limit goes on where it stopped
+    python3 benchmarks/bench_long_attention.py --csv "$csv/long-attention.csv" --resume | tee "$out/long-attention.log" \
+        | tail -n 3
 fi
 if part long-eole; then
     # issue 62 item 5 with stock eole train / eole predict: the same documents, variants and model size
