@@ -88,7 +88,7 @@ def kernels(args: argparse.Namespace) -> list[tuple[str, object, dict, int, int 
     stages = args.stages if args.stages is not None else stages
     bwd_stages = args.bwd_stages if args.bwd_stages is not None else bwd_stages
     bd = triton.next_power_of_2(max(args.head_dim, 16))
-    common = dict(BM=bm, BN=bn, BD=bd, BDV=bd, HAS_KEEP=args.keep, CAUSAL=args.causal, HAS_DROP=False,
+    common = dict(BM=bm, BN=bn, BD=bd, BDV=bd, HAS_KEEP=args.keep, CAUSAL=args.causal, HAS_DROP=args.dropout,
                   PREC="tf32x3" if args.dtype == "fp32" else "tf32", LOGIT=False, LO=1.0, HI=2.0, SKIP=True)
     fwd = dict(common, ITERS=None, MODE=args.mode, MAX_ITER=64 if args.mode == 2 else 32, GROUP_ITER=32,
                TOPK=args.topk or KL._topk(args.keys))
@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--alpha-grad", action="store_true", help="learned alphas: their gradient, two backward kernels")
     ap.add_argument("--keep", action="store_true", help="with a keep mask")
     ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--dropout", action="store_true", help="with attention dropout")
     ap.add_argument("--unspecialised", action="store_true", help="no int specialised (every stride a plain int)")
     args = ap.parse_args(argv)
     args.mode = 2 if args.alpha_grad else args.mode
