@@ -109,9 +109,14 @@ def done_cases(csv_path: str, gpu: str, commit_id: str) -> set:
                 for r in csv.DictReader(f) if r["gpu"] == gpu and r["commit"] == commit_id}
 
 
+def lengths(attention: str, T: int) -> tuple[int, int]:
+    """(Tq, Tk) of a case: cross-attention is T / 2 queries over T keys."""
+    return (T // 2, T) if attention == "cross" else (T, T)
+
+
 def run_case(dtype: str, kind: str, attention: str, causal: bool, T: int, heads: int, dim: int, ada) -> dict:
     B = BATCH[T]
-    tq, tk = (T // 2, T) if attention == "cross" else (T, T)
+    tq, tk = lengths(attention, T)
     g = torch.Generator(device="cuda").manual_seed(T)
     dt = DTYPES[dtype]
     q = torch.randn(B, heads, tq, dim, device="cuda", dtype=dt, generator=g).requires_grad_()
@@ -192,7 +197,7 @@ def main() -> None:
         if (only and case[-1] not in only) or (args.dtypes and case[0] not in args.dtypes.split(",")):
             continue
         dtype, kind, attention, causal, T = case
-        if case_key(dtype, kind, attention, causal, T // 2 if attention == "cross" else T, T) in done:
+        if case_key(dtype, kind, attention, causal, *lengths(attention, T)) in done:
             continue
         row = run_case(*case, args.heads, args.dim, ada)
         rows.append(row)

@@ -79,14 +79,12 @@ def kernels(args: argparse.Namespace) -> list[tuple[str, object, dict, int, int 
     """(name, kernel, constexprs, warps, stages) of the calls a launch of these settings makes: the launch's own
     tiles and stages (`_tiles`, `_stages`) for the dtype, head dim and row length, where not given."""
     dtype = KL.torch.float32 if args.dtype == "fp32" else KL.torch.bfloat16
+    # (the kernels' own knobs, as a benchmark sweep sets them)
+    KL.TILE = tuple(int(n) for n in args.tile.split("x")) if args.tile else None
+    KL.BWD_KEYS, KL.BWD_STAGES = args.bwd_keys, args.bwd_stages
     bm, bn, bn_b, warps = KL._tiles(args.head_dim, args.head_dim, args.keys, dtype, args.mode)
-    if args.tile:
-        bm, bn, warps = (int(n) for n in args.tile.split("x"))
-        bn_b = bn
-    bn_b = args.bwd_keys or bn_b
     stages, bwd_stages = KL._stages(args.head_dim, args.head_dim, dtype)
     stages = args.stages if args.stages is not None else stages
-    bwd_stages = args.bwd_stages if args.bwd_stages is not None else bwd_stages
     bd = triton.next_power_of_2(max(args.head_dim, 16))
     common = dict(BM=bm, BN=bn, BD=bd, BDV=bd, HAS_KEEP=args.keep, CAUSAL=args.causal, HAS_DROP=args.dropout,
                   PREC="tf32x3" if args.dtype == "fp32" else "tf32", LOGIT=False, LO=1.0, HI=2.0, SKIP=True)

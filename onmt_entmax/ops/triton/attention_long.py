@@ -682,30 +682,35 @@ def _topk(Tk: int) -> int:
 
 
 def _tiles(D: int, Dv: int, Tk: int, dtype: torch.dtype, mode: int) -> tuple[int, int, int, int]:
-    """(BM, BN, backward BN, warps): TILE if set, else by head dim (registers: the q tile and up to three
-    [BM, Dv] sums), dtype (float32's tf32x3 products hold each operand twice: key tiles of 32 spill less)
-    and, for half inputs at head dims up to 64, row length and kind. Rows of at most SHORT_KEYS keys take
-    key tiles of 32; up to LONG_KEYS, sparsemax and 1.5-entmax still take 32 in the forward, whose start
-    then solves on a [BM, TOPK 32] subset (cheaper than the passes it costs, to that length), and 64 in the
-    backward (the fused backward adds dq atomically once a key tile). Four warps hold a block of 64 rows
-    in one warpgroup, so a row's sums stay within a warp (8 warps split the columns and reduce through
-    shared memory)."""
+    """(BM, BN, backward BN, warps): TILE if set (BWD_KEYS, where set, the backward BN), else by head dim
+    (registers: the q tile and up to three [BM, Dv] sums), dtype (float32's tf32x3 products hold each operand
+    twice: key tiles of 32 spill less) and, for half inputs at head dims up to 64, row length and kind. Rows
+    of at most SHORT_KEYS keys take key tiles of 32; up to LONG_KEYS, sparsemax and 1.5-entmax still take 32
+    in the forward, whose start then solves on a [BM, TOPK 32] subset (cheaper than the passes it costs, to
+    that length), and 64 in the backward (the fused backward adds dq atomically once a key tile). Four warps
+    hold a block of 64 rows in one warpgroup, so a row's sums stay within a warp (8 warps split the columns
+    and reduce through shared memory)."""
+    bm, bn, bn_b, warps = _launch_tiles(D, Dv, Tk, dtype, mode)
+    return bm, bn, BWD_KEYS or bn_b, warps
+
+
+def _launch_tiles(D: int, Dv: int, Tk: int, dtype: torch.dtype, mode: int) -> tuple[int, int, int, int]:
+    """`_tiles` before BWD_KEYS."""
     if TILE is not None:
         bm, bn, warps = TILE
-        return bm, bn, BWD_KEYS or bn, warps
+        return bm, bn, bn, warps
     if os.environ.get("TRITON_INTERPRET", "0") == "1":  # (the CPU tests: a few tiles of a few hundred keys)
-        return 32, 32, BWD_KEYS or 32, 4
+        return 32, 32, 32, 4
     width = max(D, Dv)
     if dtype == torch.float32:
-        bm, bn, warps = (64, 32, 4) if width <= 64 else (64, 32, 8)
-        return bm, bn, BWD_KEYS or bn, warps
+        return (64, 32, 32, 4) if width <= 64 else (64, 32, 32, 8)
     if width <= 64:
         if Tk <= SHORT_KEYS:
-            return 64, 32, BWD_KEYS or 32, 4
-        return 64, 32 if Tk <= LONG_KEYS and mode != MODES["bisect"] else 64, BWD_KEYS or 64, 4
+            return 64, 32, 32, 4
+        return 64, 32 if Tk <= LONG_KEYS and mode != MODES["bisect"] else 64, 64, 4
     if width <= 128:
-        return 64, 64, BWD_KEYS or 64, 8
-    return 64, 32, BWD_KEYS or 32, 8
+        return 64, 64, 64, 8
+    return 64, 32, 32, 8
 
 
 def _stages(D: int, Dv: int, dtype: torch.dtype) -> tuple[int | None, int]:
