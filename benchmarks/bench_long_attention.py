@@ -15,6 +15,7 @@ table printed last.
     python3 benchmarks/bench_long_attention.py --csv benchmarks/results/long-attention.csv
     python3 benchmarks/bench_long_attention.py --quick      # entmax15, bf16, self-attention, 4 lengths
     python3 benchmarks/bench_long_attention.py --csv FILE --resume   # the cases FILE lacks for this commit
+    python3 benchmarks/bench_long_attention.py --csv FILE --resume --skip-measured-by C1   # C1 has these kernels
 """
 from __future__ import annotations
 
@@ -99,14 +100,14 @@ def case_key(dtype: str, kind: str, attention: str, causal, tq, tk) -> tuple:
     return dtype, kind, attention, int(causal), int(tq), int(tk)
 
 
-def done_cases(csv_path: str, gpu: str, commit_id: str) -> set:
-    """The cases this commit already measured on this GPU in the CSV (`--resume`: a run cut short at a
-    machine's time limit goes on with the rest)."""
+def done_cases(csv_path: str, gpu: str, *commit_ids: str) -> set:
+    """The cases these commits already measured on this GPU in the CSV (`--resume`: a run cut short at a
+    machine's time limit goes on with the rest; `--skip-measured-by`: commits whose kernels are this one's)."""
     if not os.path.exists(csv_path):
         return set()
     with open(csv_path, newline="", encoding="utf-8") as f:
         return {case_key(r["dtype"], r["kind"], r["attention"], r["causal"], r["tq"], r["tk"])
-                for r in csv.DictReader(f) if r["gpu"] == gpu and r["commit"] == commit_id}
+                for r in csv.DictReader(f) if r["gpu"] == gpu and r["commit"] in commit_ids}
 
 
 def lengths(attention: str, T: int) -> tuple[int, int]:
@@ -176,9 +177,12 @@ def main() -> None:
     ap.add_argument("--dtypes", help="comma-separated dtypes to run (bf16, fp16, fp32; default: all)")
     ap.add_argument("--resume", action="store_true", help="skip the cases whose rows this commit already wrote "
                     "into --csv on this GPU")
+    ap.add_argument("--skip-measured-by", metavar="COMMITS", default="",
+                    help="comma-separated commits whose kernels are this commit's: skip the cases their rows in --csv "
+                    "hold on this GPU too")
     args = ap.parse_args()
-    if args.resume and not args.csv:
-        ap.error("--resume reads the rows of --csv: give --csv")
+    if (args.resume or args.skip_measured_by) and not args.csv:
+        ap.error("--resume and --skip-measured-by read the rows of --csv: give --csv")
     if not torch.cuda.is_available():
         raise SystemExit("bench_long_attention.py: needs a CUDA GPU (none is visible)")
     if args.csv and os.path.exists(args.csv):
@@ -191,7 +195,8 @@ def main() -> None:
     print(torch.cuda.get_device_name(), "torch", torch.__version__, "triton", triton.__version__,
           "adasplash", " ".join(name for name, fn in ada.items() if fn) or "no", flush=True)
     only = {int(t) for t in args.only.split(",")} if args.only else None
-    done = done_cases(args.csv, torch.cuda.get_device_name(), commit()) if args.resume else set()
+    skipped = [c for c in args.skip_measured_by.split(",") if c] + ([commit()] if args.resume else [])
+    done = done_cases(args.csv, torch.cuda.get_device_name(), *skipped) if skipped else set()
     rows = []
     for case in cases(args.quick):
         if (only and case[-1] not in only) or (args.dtypes and case[0] not in args.dtypes.split(",")):

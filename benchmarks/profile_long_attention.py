@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -23,20 +24,38 @@ BWD_STAGES = KL.BWD_STAGES  # (the default, restored between variants)
 
 
 def timings(q, k, v, grad, kind, causal):
+    """(forward ms, backward ms, host ms): the GPU times of the forward and of the backward alone (on a kept graph),
+    and the host's time to issue a forward + backward, unsynchronised (above the GPU times: the call is bound by
+    its Python and launch overhead, not by the kernels)."""
     fwd = lambda: KL.sparse_attention(q, k, v, None, kind, ALPHA[kind], q.shape[-1] ** -0.5, causal=causal)
     out = fwd()
-    torch.autograd.grad(out, (q, k, v), grad)
+    torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
     t_f = do_bench(lambda: fwd(), warmup=10, rep=50, return_mode="median")
-    t_fb = do_bench(lambda: torch.autograd.grad(fwd(), (q, k, v), grad), warmup=10, rep=50, return_mode="median")
-    return t_f, t_fb - t_f
+    t_b = do_bench(lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True), warmup=10, rep=50,
+                   return_mode="median")
+    return t_f, t_b, host_ms(lambda: torch.autograd.grad(fwd(), (q, k, v), grad))
+
+
+def host_ms(fn, n: int = 20) -> float:
+    """The host's ms a call of fn, unsynchronised (the median of n; the GPU queue absorbs what the kernels lag)."""
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    torch.cuda.synchronize()
+    return sorted(times)[n // 2]
 
 
 def set_knobs(var: str) -> None:
     """The kernels' knobs for a variant: '+'-joined parts, each 'default', 'noskip', 'topkN', 'twobwd',
     'stagesN' (every kernel), 'bstagesN' (the backward's), 'bwN' (the backward's warps), 'bkN' (the backward's key
-    tile: BN or 2 BN) or 'BMxBNxWARPS' (both passes' tiles, unless bkN)."""
+    tile: BN or 2 BN), 'regN' / 'bregN' (the forward's / backward's register cap a thread) or 'BMxBNxWARPS' (both
+    passes' tiles, unless bkN)."""
     KL.TILE, KL.SKIP, KL.STAGES, KL.TOPK, KL.FUSED_BWD, KL.BWD_WARPS, KL.BWD_STAGES, KL.BWD_KEYS = \
         None, True, None, None, None, None, BWD_STAGES, None
+    KL.REGS, KL.BWD_REGS = None, None
     for part in var.split("+"):
         if part == "noskip":
             KL.SKIP = False
@@ -48,6 +67,10 @@ def set_knobs(var: str) -> None:
             KL.BWD_STAGES = int(part[7:])
         elif part.startswith("stages"):
             KL.STAGES = int(part[6:])
+        elif part.startswith("breg"):
+            KL.BWD_REGS = int(part[4:])
+        elif part.startswith("reg"):
+            KL.REGS = int(part[3:])
         elif part.startswith("bk"):
             KL.BWD_KEYS = int(part[2:])
         elif part.startswith("bw"):
@@ -77,22 +100,26 @@ def main() -> None:
     sd_f = do_bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=a.causal), return_mode="median")
     sd_fb = do_bench(lambda: torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=a.causal),
                                                  (q, k, v), grad), return_mode="median")
-    print(f"{a.dtype} T={a.T} B={a.batch} causal={a.causal}: SDPA fwd {sd_f:.3f} ms, fwd+bwd {sd_fb:.3f} ms",
-          flush=True)
+    sd_host = host_ms(lambda: torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=a.causal),
+                                                  (q, k, v), grad))
+    print(f"{a.dtype} T={a.T} B={a.batch} causal={a.causal}: SDPA fwd {sd_f:.3f} ms, fwd+bwd {sd_fb:.3f} ms, "
+          f"host {sd_host:.3f} ms", flush=True)
     for kind in a.kinds.split(","):
         for var in a.variants.split(","):
             set_knobs(var)
             bm = KL.TILE[0] if KL.TILE else 64
             KL.ITERS = torch.zeros(a.batch * 8, -(-a.T // bm), dtype=torch.int32, device="cuda")
             try:
-                f, b = timings(q, k, v, grad, kind, a.causal)
+                f, b, host = timings(q, k, v, grad, kind, a.causal)
             except Exception as e:  # noqa: BLE001 (a variant that does not compile: say so, go on)
                 print(kind, var, "failed:", str(e).splitlines()[0][:200], flush=True)
                 continue
             it = KL.ITERS.float()
             print(f"{kind:14s} {var:24s} fwd {f:8.3f} ms ({f / sd_f:5.1f}x)  "
                   f"bwd {b:8.3f} ms ({b / (sd_fb - sd_f):5.1f}x)"
-                  f"  total {(f + b) / sd_fb:5.1f}x  passes mean {it.mean():.2f} max {it.max():.0f}", flush=True)
+                  f"  total {(f + b) / sd_fb:5.1f}x  host {host:6.3f} ms"
+                  f"  passes mean {it.mean():.2f} max {it.max():.0f}",
+                  flush=True)
     set_knobs("default")
     KL.ITERS = None
 

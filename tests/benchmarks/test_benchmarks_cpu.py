@@ -371,3 +371,6 @@ def test_bench_long_attention_resume_skips_only_this_commits_cases_on_this_gpu(t
     assert done == {bench.case_key("bf16", "entmax15", "self", False, 4096, 4096),
                     bench.case_key("bf16", "entmax15", "cross", False, 2048, 4096)}
     assert bench.done_cases(str(tmp_path / "none.csv"), "H200", "new") == set()
+    # --skip-measured-by old: the old commit's case on this GPU is skipped too, not its H100 one
+    assert bench.done_cases(str(path), "H200", "new", "old") == done | {
+        bench.case_key("bf16", "entmax15", "self", True, 4096, 4096)}

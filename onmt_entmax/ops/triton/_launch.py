@@ -61,9 +61,10 @@ def _specs(args: tuple) -> tuple:
 
 
 def launch(fn, grid: tuple, args: tuple, constexprs: dict, num_warps: int,
-           fp_fusion: bool = False, spec=None, num_stages: int | None = None) -> None:
+           fp_fusion: bool = False, spec=None, num_stages: int | None = None, max_registers: int | None = None) -> None:
     """fn[grid](*args, **constexprs, num_warps=num_warps, enable_fp_fusion=fp_fusion) (and
-    num_stages=num_stages where given: Triton's default otherwise); `args` are the runtime parameters in
+    num_stages=num_stages, maxnreg=max_registers where given: Triton's defaults otherwise; a register cap
+    trades spills for more resident blocks an SM); `args` are the runtime parameters in
     signature order, `constexprs` the remaining parameters. Like Triton, launches on the current CUDA
     device's current stream.
 
@@ -73,6 +74,8 @@ def launch(fn, grid: tuple, args: tuple, constexprs: dict, num_warps: int,
     options = {"num_warps": num_warps, "enable_fp_fusion": fp_fusion}
     if num_stages is not None:
         options["num_stages"] = num_stages
+    if max_registers is not None:
+        options["maxnreg"] = max_registers
     if not _FAST:
         fn[grid](*args, **constexprs, **options)
         return
@@ -80,7 +83,7 @@ def launch(fn, grid: tuple, args: tuple, constexprs: dict, num_warps: int,
         _DRIVER.extend((driver.active.get_current_device, driver.active.get_current_stream))
     dev = _DRIVER[0]()
     # keyed by id(fn): a JITFunction hashes in Python (~1 us); the entry keeps fn, checked by identity
-    key = (id(fn), dev, num_warps, fp_fusion, num_stages, tuple(constexprs.items()),
+    key = (id(fn), dev, num_warps, fp_fusion, num_stages, max_registers, tuple(constexprs.items()),
            _specs(args) if spec is None else spec)
     entry = _CACHE.get(key)
     if entry is None or entry[2] is not fn:

@@ -79,6 +79,8 @@ BWD_KEYS: int | None = None  # the backward's key tile, BN or 2 BN (None: by `_t
 SKIP = True  # skip key tiles without support (block sparsity); False: every tile (benchmark sweeps)
 STAGES: int | None = None  # software-pipelining stages (None: Triton's default; benchmark sweeps)
 BWD_STAGES: int | None = None  # the backward kernels' pipelining stages (None: by `_stages`; benchmark sweeps)
+REGS: int | None = None  # the forward kernel's register cap a thread (None: Triton's; benchmark sweeps)
+BWD_REGS: int | None = None  # the backward kernels' (None: Triton's; benchmark sweeps)
 ITERS: torch.Tensor | None = None  # int32 (B H, query blocks): Newton passes of each block, written if set
 # without an alpha-gradient, dq, dk, dv in one kernel, dq by atomic adds: True, False (two kernels), or None: one
 # for half inputs, two for float32 (whose tf32x3 atomics-path ran slower than the two kernels: docs/kernels.md)
@@ -659,9 +661,10 @@ def _c_kernel(GO, W, C, Tq, H, Dv, so_b, so_h, so_t, BM: tl.constexpr, BDV: tl.c
     tl.store(C + (bh * Tq).to(tl.int64) + t, tl.sum(go.to(tl.float32) * w, 1), mask=t < Tq)
 
 
-def _launch(fn, grid, args, consts: dict, warps: int, stages: int | None = None) -> None:
-    """`launch` with the pipelining stages given (STAGES where set; None: Triton's default)."""
-    launch(fn, grid, args, consts, warps, num_stages=STAGES if STAGES is not None else stages)
+def _launch(fn, grid, args, consts: dict, warps: int, stages: int | None = None, regs: int | None = None) -> None:
+    """`launch` with the pipelining stages given (STAGES where set; None: Triton's default) and the register
+    cap `regs` (None: Triton's)."""
+    launch(fn, grid, args, consts, warps, num_stages=STAGES if STAGES is not None else stages, max_registers=regs)
 
 
 SHORT_KEYS = 512  # rows of at most this many keys take key tiles of 32 and start from the position maxima alone
@@ -783,7 +786,7 @@ def forward(q, k, v, keep, alpha, bounds, mode: int, scale: float, drop: float, 
             *call.tail, scale, drop, 1e-6)
     _launch(_fwd_kernel, call.grid_q, args,
            dict(MODE=mode, MAX_ITER=64 if mode == 2 else 32, GROUP_ITER=32, **call.consts, TOPK=_topk(Tk)),
-            call.warps, call.stages)
+            call.warps, call.stages, REGS)
     return out, w, st, tmax, low, call
 
 
@@ -809,16 +812,16 @@ def backward(call: _Call, q, k, v, w, st, tmax, low, grad, dalpha):
         dqa = torch.zeros((B * H, Tq, D), device=q.device, dtype=torch.float32)
         _launch(_bwd_dkv_kernel, call.grid_k,
                (q, k, v, grad, dk, dv, dqa, c, st, tmax, low, call.keep, call.alpha, *ints, call.scale, call.drop),
-               dict(MODE=call.mode, **call.bwd_consts, FUSED_DQ=True), call.bwd_warps, call.bwd_stages)
+               dict(MODE=call.mode, **call.bwd_consts, FUSED_DQ=True), call.bwd_warps, call.bwd_stages, BWD_REGS)
         return dq.copy_(dqa.view(B, H, Tq, D)), dk, dv
     _launch(_bwd_dq_kernel, call.grid_q,
            (q, k, v, grad, dq, w, c, st, tmax, low, call.keep, call.alpha, dalpha if dalpha is not None else c,
             *ints, call.scale, call.drop), dict(MODE=call.mode, **call.bwd_consts, HAS_DALPHA=dalpha is not None),
-            call.bwd_warps, call.bwd_stages)
+            call.bwd_warps, call.bwd_stages, BWD_REGS)
     # (dq, dk, dv are written through q's, k's and v's strides, which empty_like kept)
     _launch(_bwd_dkv_kernel, call.grid_k,
            (q, k, v, grad, dk, dv, c, c, st, tmax, low, call.keep, call.alpha, *ints, call.scale, call.drop),
-           dict(MODE=call.mode, **call.bwd_consts, FUSED_DQ=False), call.bwd_warps, call.bwd_stages)
+           dict(MODE=call.mode, **call.bwd_consts, FUSED_DQ=False), call.bwd_warps, call.bwd_stages, BWD_REGS)
     return dq, dk, dv
 
 
