@@ -5,6 +5,7 @@ from torch.nn import functional as F
 
 from onmt_entmax.modules import AttentionNormalizer
 from onmt_entmax.onmt.model import fused_attention
+from onmt_entmax.ops._common import SHORT_KEYS
 from onmt_entmax.registry import get_transformation
 
 
@@ -71,6 +72,32 @@ def test_sdpa_name_is_stock_outside_and_the_sparse_normalizer_inside_a_sparse_mo
     assert out[1, ..., :].shape == (4, 3, 8)
     future = torch.ones(3, 5, dtype=torch.bool).tril(2)  # query t sees keys <= t + (Tk - Tq)
     torch.testing.assert_close(causal, module.softmax.attend(q, k, v, future))
+
+
+@pytest.mark.parametrize("keys,wanted", [(SHORT_KEYS, True), (SHORT_KEYS + 1, False)])
+def test_training_asks_for_the_weights_of_short_rows_only(keys, wanted, monkeypatch):
+    """With a gradient, a call over more than SHORT_KEYS keys asks the normalizer for no weights (a Tq x Tk
+    matrix, which would send it to the materialized path, O(T^2) memory, instead of the tiled kernels); the
+    module then returns none, as upstream's SDPA branch does."""
+    import onmt.modules.multi_headed_attn as mha
+
+    module = _attention()
+    asked = []
+    attend = module.softmax.attend
+    monkeypatch.setattr(module.softmax, "attend",
+                        lambda *a, **kw: asked.append(kw.get("return_weights", False)) or attend(*a, **kw))
+    call = fused_attention._Call(module, module.softmax)
+    token = fused_attention._SPARSE_CALL.set(call)
+    try:
+        q = torch.randn(1, 4, 3, 8, requires_grad=True)
+        k, v = torch.randn(1, 4, keys, 8), torch.randn(1, 4, keys, 8)
+        out = mha.scaled_dot_product_attention(q, k, v, None, 0.0, is_causal=False)
+    finally:
+        fused_attention._SPARSE_CALL.reset(token)
+    assert asked == [wanted] and (call.weights is not None) == wanted
+    torch.testing.assert_close(out, attend(q, k, v))
+    out.sum().backward()
+    assert q.grad is not None
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (upstream's SDPA branch is GPU-only)")
