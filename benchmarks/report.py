@@ -152,8 +152,8 @@ def long_attention(csv_path: Path) -> str:
     for (gpu, torch_v, triton_v, commit), group in sorted(runs.items(), key=lambda run: run[0][3] != latest):
         dates = sorted({r["date"] for r in group})
         when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
-        older = "" if commit == latest else (" (cases not re-measured since: the kernels of an earlier commit, "
-                                             "the CSV's `commit` column)")
+        older = "" if commit == latest else (" (cases not re-measured since: rows of an earlier commit, the CSV's "
+                                             "`commit` column)")
         lines = [f"`{LONG_CMD}`; {gpu}, torch {torch_v}, Triton {triton_v}, {when}{older}:", "",
                  "| dtype | kind | attention | causal | B | Tq | Tk | ours ms | SDPA ms | ours / SDPA "
                  "| AdaSplash v1 ms | AdaSplash v1 / SDPA | AdaSplash v2 ms | AdaSplash v2 / SDPA "

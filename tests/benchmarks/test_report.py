@@ -165,7 +165,7 @@ def test_long_attention_rows_of_earlier_kernels_follow_the_newest_and_say_so(tmp
     assert len(tables) == 2
     assert "2026-12-02:" in tables[0] and "earlier commit" not in tables[0]
     assert sum(line.startswith("| bf16") for line in tables[0].splitlines()) == 1
-    assert "2026-12-01 (cases not re-measured since: the kernels of an earlier commit" in tables[1]
+    assert "2026-12-01 (cases not re-measured since: rows of an earlier commit" in tables[1]
     assert sum(line.startswith("| bf16") for line in tables[1].splitlines()) == 2
     midnight = newer.replace("def456,2026-12-02", "def456,2026-12-01").replace(",self,0,", ",self,1,")
     path.write_text(LONG_CSV + newer + "\n" + midnight + "\n")
