@@ -10,6 +10,7 @@ triton==3.6.0` and run with `PYTHONPATH=DIR`).
     python3 benchmarks/sass_long_attention.py [--dtype bf16] [--head-dim 64] [--keys 4096] [--mode 1] [--tile 64x64x4]
     python3 benchmarks/sass_long_attention.py --unspecialised   # the strides as plain ints (no 16-byte proof)
     python3 benchmarks/sass_long_attention.py --head-dim 256 --alpha-grad   # shared bytes of the widest heads
+    python3 benchmarks/sass_long_attention.py --loops   # each loop's instructions (a tile's, in a key-tile loop)
 """
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ SIZES = {"H", "Tq", "Tk", "D", "Dv"}  # upper-case ints among the kernels' point
 FLOATS = {"scale", "drop", "tol"}
 COUNTED = ["LDL", "STL", "LDGSTS", "LDG", "HGMMA", "HMMA", "BAR", "LDS", "STS", "SHFL", "MUFU", "FMNMX"]
 OPCODE = re.compile(r"\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)")
+INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
+BRANCH_TARGET = re.compile(r"0x([0-9a-f]+)")
 
 
 def compiled(fn, constexprs: dict, dtype: str, warps: int, stages: int | None, specialised: bool):
@@ -62,8 +65,8 @@ def compiled(fn, constexprs: dict, dtype: str, warps: int, stages: int | None, s
                           target=GPUTarget("cuda", 90, 32), options=options)
 
 
-def machine_code(kernel) -> tuple[str, collections.Counter]:
-    """(registers a thread, the kernel's SASS instructions by opcode)."""
+def machine_code(kernel) -> tuple[str, collections.Counter, str]:
+    """(registers a thread, the kernel's SASS instructions by opcode, the SASS)."""
     tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(kernel.asm["cubin"])
@@ -72,7 +75,23 @@ def machine_code(kernel) -> tuple[str, collections.Counter]:
                        for flag in ("--dump-resource-usage", "--dump-sass"))
     regs = re.search(r"REG:(\d+)", usage)
     return (regs.group(1) if regs else "-"), collections.Counter(
-        m.group(1) for m in map(OPCODE.match, sass.splitlines()) if m)
+        m.group(1) for m in map(OPCODE.match, sass.splitlines()) if m), sass
+
+
+def loops(sass: str) -> list[tuple[int, int, collections.Counter]]:
+    """(first address, last address, instructions by opcode with their modifiers) of each loop of the SASS, in
+    the order their back edges appear: a branch to an earlier address closes a loop whose body runs from that
+    address to the branch (an outer loop's body holds its inner loops). A key-tile loop's count is what a thread
+    issues a tile (static: each instruction once, whether or not its predicate holds)."""
+    code = [(int(m.group(1), 16), m.group(2), m.group(3)) for m in map(INSTRUCTION.search, sass.splitlines()) if m]
+    at = {address: i for i, (address, _, _) in enumerate(code)}
+    found = []
+    for i, (address, opcode, operands) in enumerate(code):
+        target = BRANCH_TARGET.search(operands) if opcode.startswith("BRA") else None
+        if target and int(target.group(1), 16) < address and int(target.group(1), 16) in at:
+            start = int(target.group(1), 16)
+            found.append((start, address, collections.Counter(op for _, op, _ in code[at[start]:i + 1])))
+    return found
 
 
 def kernels(args: argparse.Namespace) -> list[tuple[str, object, dict, int, int | None]]:
@@ -120,17 +139,25 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--dropout", action="store_true", help="with attention dropout")
     ap.add_argument("--unspecialised", action="store_true", help="no int specialised (every stride a plain int)")
+    ap.add_argument("--loops", action="store_true", help="also each loop's instruction count and commonest opcodes")
     args = ap.parse_args(argv)
     args.mode = 2 if args.alpha_grad else args.mode
     print(f"Triton {triton.__version__}, sm_90, {args.dtype}, mode {args.mode}, head dim {args.head_dim}, "
           f"{args.keys} keys")
     print("| kernel | registers | shared bytes | " + " | ".join(COUNTED) + " | all |")
     print("|" + "---|" * (len(COUNTED) + 4))
+    found = []
     for name, fn, constexprs, warps, stages in kernels(args):
         kernel = compiled(fn, constexprs, args.dtype, warps, stages, not args.unspecialised)
-        regs, ops = machine_code(kernel)
+        regs, ops, sass = machine_code(kernel)
         print(f"| {name} | {regs} | {kernel.metadata.shared} | " + " | ".join(str(ops[c]) for c in COUNTED)
               + f" | {sum(ops.values())} |", flush=True)
+        found.append((name, loops(sass)))
+    for name, kernel_loops in found if args.loops else ():
+        print(f"\n{name}, loops (static instructions a thread an iteration):")
+        for start, end, ops in kernel_loops:
+            common = ", ".join(f"{op} {n}" for op, n in ops.most_common(8))
+            print(f"- 0x{start:x}-0x{end:x}: {sum(ops.values())} ({common})")
 
 
 if __name__ == "__main__":

@@ -48,3 +48,27 @@ def test_every_kernel_of_the_widest_launches_fits_a_blocks_shared_memory(args):
     assert len(rows) >= 2
     for name, row in rows.items():
         assert int(row["shared bytes"]) <= SHARED_MEMORY_SM90, (name, row["shared bytes"])
+
+
+def test_loops_are_the_back_edges_of_the_code_with_their_bodies_counted():
+    """`--loops` finds each loop by its branch back to an earlier address and counts its body (inner loops
+    inside outer ones); forward branches and branches out of the code close none."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sass_long_attention", ROOT / "benchmarks" / "sass_long_attention.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    sass = "\n".join([
+        "        /*0000*/                   MOV R1, c[0x0][0x28] ;                /* 0x000 */",
+        "        /*0010*/                   FMNMX R2, R3, R4, !PT ;               /* 0x000 */",
+        "        /*0020*/                   FADD R2, R2, R5 ;                     /* 0x000 */",
+        "        /*0030*/              @!P0 BRA 0x60 ;                            /* 0x000 */",
+        "        /*0040*/                   FMUL R2, R2, R2 ;                     /* 0x000 */",
+        "        /*0050*/               @P1 BRA 0x10 ;                            /* 0x000 */",
+        "        /*0060*/                   FADD R6, R2, R2 ;                     /* 0x000 */",
+        "        /*0070*/                   BRA 0x0 ;                             /* 0x000 */",
+        "        /*0080*/                   BRA 0x1000 ;                          /* 0x000 */",
+    ])
+    found = tool.loops(sass)
+    assert [(start, end, sum(ops.values())) for start, end, ops in found] == [(0x10, 0x50, 5), (0x0, 0x70, 8)]
+    assert found[0][2]["FMNMX"] == 1 and found[0][2]["BRA"] == 2

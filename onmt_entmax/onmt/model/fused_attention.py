@@ -33,8 +33,7 @@ from typing import Callable, Iterator, Optional
 import torch
 
 from onmt_entmax.modules import AttentionNormalizer
-from onmt_entmax.ops._common import SHORT_KEYS
-from onmt_entmax.ops.attention import KINDS
+from onmt_entmax.ops.attention import KINDS, SHORT_KEYS
 
 
 class _Call:

@@ -5,7 +5,7 @@ from torch.nn import functional as F
 
 from onmt_entmax.modules import AttentionNormalizer
 from onmt_entmax.onmt.model import fused_attention
-from onmt_entmax.ops._common import SHORT_KEYS
+from onmt_entmax.ops.attention import SHORT_KEYS
 from onmt_entmax.registry import get_transformation
 
 
