@@ -140,7 +140,7 @@ def long_attention(csv_path: Path) -> str:
     """The long-attention tables from bench_long_attention.py's CSV rows: one table per machine and commit
     (its command, GPU, torch, Triton, dates; the commit stays in the CSV), the newest commit's first, a row per
     case, its newest (the CSV's last) on that machine, with time and peak memory against SDPA (and AdaSplash
-    v1, v2 where they ran). A table of an older commit says that its rows were measured on earlier kernels."""
+    v1, v2 where they ran). A table of an older commit says that its cases were not re-measured since."""
     with open(csv_path, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     newest = {tuple(r[c] for c in LONG_CASE): r for r in rows}

@@ -152,8 +152,9 @@ def main(argv: list[str] | None = None) -> None:
         regs, ops, sass = machine_code(kernel)
         print(f"| {name} | {regs} | {kernel.metadata.shared} | " + " | ".join(str(ops[c]) for c in COUNTED)
               + f" | {sum(ops.values())} |", flush=True)
-        found.append((name, loops(sass)))
-    for name, kernel_loops in found if args.loops else ():
+        if args.loops:
+            found.append((name, loops(sass)))
+    for name, kernel_loops in found:
         print(f"\n{name}, loops (static instructions a thread an iteration):")
         for start, end, ops in kernel_loops:
             common = ", ".join(f"{op} {n}" for op, n in ops.most_common(8))

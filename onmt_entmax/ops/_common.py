@@ -21,7 +21,7 @@ Alpha = Union[float, Tensor]
 KINDS = ("sparsemax", "entmax15", "entmax_bisect")
 # attention rows of at most this many keys take the short-row tiles (`triton/attention_tiles.py`); longer rows
 # with a gradient take the tiled kernels of any length (O(T) memory) unless the call asks for the Tq x Tk weights
-SHORT_KEYS = 128
+SHORT_ROW_KEYS = 128
 
 _HALF = (torch.float16, torch.bfloat16)
 # A float alpha below this takes the torch reference on CUDA too: the kernels solve tau in float32

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from . import _dispatch
-from ._common import SHORT_KEYS as SHORT_KEYS  # (public here: rows past it take the tiled kernels, `sparse_attention`)
+from ._common import SHORT_ROW_KEYS as SHORT_ROW_KEYS  # (public: longer rows take the tiled kernels)
 from ._common import Alpha, alpha_in_range, check_alpha, check_input, compute_dtype
 from .bounded_alpha import bounded_alpha
 from .entmax import KINDS, mapping_of_kind

@@ -14,7 +14,7 @@ Two patches:
   (on CUDA; on CPU it keeps its eager branch), with the call remembered in a context variable.
   Not when upstream would use flash-attn (``flash2``: softmax kernels), a cached key-padding mask
   (the SDPA branch ignores it), or relative positions (the branch is not taken anyway). With
-  gradients (training) a call over at most ``SHORT_KEYS`` keys returns the attention weights before
+  gradients (training) a call over at most ``SHORT_ROW_KEYS`` keys returns the attention weights before
   dropout, as the eager branch does (upstream's SDPA branch returns None): the training reports count
   their nonzeros. Longer rows return none, as upstream's SDPA branch: weights are a Tq x Tk matrix a
   call, which would send it to the materialized path (O(T^2) memory) instead of the tiled kernels.
@@ -33,7 +33,7 @@ from typing import Callable, Iterator, Optional
 import torch
 
 from onmt_entmax.modules import AttentionNormalizer
-from onmt_entmax.ops.attention import KINDS, SHORT_KEYS
+from onmt_entmax.ops.attention import KINDS, SHORT_ROW_KEYS
 
 
 class _Call:
@@ -111,7 +111,7 @@ def make_sdpa(upstream: Callable) -> Callable:
             attn_mask = torch.ones(tq, tk, dtype=torch.bool, device=query.device).tril(tk - tq)
         norm = call.norm
         drop = dropout_p if call.module.training else 0.0
-        if not torch.is_grad_enabled() or key.shape[-2] > SHORT_KEYS:
+        if not torch.is_grad_enabled() or key.shape[-2] > SHORT_ROW_KEYS:
             return norm.attend(query, key, value, attn_mask, drop)
         out, call.weights = norm.attend(query, key, value, attn_mask, drop, return_weights=True)
         return out

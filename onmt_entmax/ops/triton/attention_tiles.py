@@ -22,13 +22,13 @@ import torch
 import triton
 import triton.language as tl
 
-from .._common import SHORT_KEYS
+from .._common import SHORT_ROW_KEYS
 from ._config import cdiv, next_pow2
 from ._launch import launch, launch_spec
 from .attention import alpha_flags, alpha_rows, dropout_keep, head_alpha, keep_at, strides4
 from .mapping import alpha_grad, bwd_sums, map_tile, u_of_p, weighted_mean
 
-MAX_KEYS = SHORT_KEYS
+MAX_KEYS = SHORT_ROW_KEYS
 MAX_HEAD_DIM = 128
 BM = 16  # queries a program (the smallest tl.dot tile)
 

@@ -5,7 +5,7 @@ from torch.nn import functional as F
 
 from onmt_entmax.modules import AttentionNormalizer
 from onmt_entmax.onmt.model import fused_attention
-from onmt_entmax.ops.attention import SHORT_KEYS
+from onmt_entmax.ops.attention import SHORT_ROW_KEYS
 from onmt_entmax.registry import get_transformation
 
 
@@ -74,9 +74,9 @@ def test_sdpa_name_is_stock_outside_and_the_sparse_normalizer_inside_a_sparse_mo
     torch.testing.assert_close(causal, module.softmax.attend(q, k, v, future))
 
 
-@pytest.mark.parametrize("keys,wanted", [(SHORT_KEYS, True), (SHORT_KEYS + 1, False)])
+@pytest.mark.parametrize("keys,wanted", [(SHORT_ROW_KEYS, True), (SHORT_ROW_KEYS + 1, False)])
 def test_training_asks_for_the_weights_of_short_rows_only(keys, wanted, monkeypatch):
-    """With a gradient, a call over more than SHORT_KEYS keys asks the normalizer for no weights (a Tq x Tk
+    """With a gradient, a call over more than SHORT_ROW_KEYS keys asks the normalizer for no weights (a Tq x Tk
     matrix, which would send it to the materialized path, O(T^2) memory, instead of the tiled kernels); the
     module then returns none, as upstream's SDPA branch does."""
     import onmt.modules.multi_headed_attn as mha
