@@ -80,6 +80,8 @@ def config(args: argparse.Namespace, work: Path, run_dir: Path, src: Path, tgt: 
     training = training_section(run_dir / "model", args.steps, args.gpu, args.tiny)
     training.update(batch_type="tokens", batch_size=args.batch_tokens, valid_batch_size=args.batch_tokens,
                     normalization="tokens", bucket_size=DOCUMENT_BUCKET)
+    if args.gpu and args.dtype != "fp32":  # (Eole's default use_amp: the model in float32 under autocast)
+        training.update(compute_dtype=args.dtype)
     return {"save_data": str(work / "data"), "src_vocab": str(work / "vocab.src"), "tgt_vocab": str(work / "vocab.tgt"),
             "src_vocab_size": args.vocab + 100, "tgt_vocab_size": args.vocab + 100, "overwrite": True, "seed": 1,
             "report_every": args.report_every,
@@ -155,7 +157,7 @@ def report(args: argparse.Namespace, runs: dict, sizes: dict, decoded: dict) -> 
     """Print the training and decoding tables; their training.csv and decoding.csv rows."""
     rates = {name: statistics.median(rate for rate, _ in rs) for name, rs in runs.items()}
     base = rates.get("softmax")
-    model = f"{'tiny' if args.tiny else '3-layer'} Transformer, fp32"
+    model = f"{'tiny' if args.tiny else '3-layer'} Transformer, {args.dtype if args.gpu else 'fp32'}"
     print(f"\neole train tokens/s ({data_label(args)}, {args.steps} steps, batch {args.batch_tokens} tokens, {model}"
           f"{f', median of {args.rounds} rounds' if args.rounds > 1 else ''})")
     print("| variant | target tok/s | vs softmax | median of round ratios (95% interval) | windows | runs (tok/s) "
@@ -196,6 +198,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--report-every", type=int, default=10)
     ap.add_argument("--batch-tokens", type=int, default=None, help="tokens a batch (default 2 x (--length + 2))")
     ap.add_argument("--gpu", action="store_true", help="train and decode on GPU 0")
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "fp16", "bf16"],
+                    help="Eole's compute_dtype on GPU (16-bit: mixed precision, torch.amp)")
     ap.add_argument("--tiny", action="store_true", help="a tiny model and vocabulary (CPU check of the script)")
     ap.add_argument("--variants", nargs="+", default=DOCUMENT_VARIANTS, choices=list(VARIANTS), metavar="VARIANT",
                     help=f"default: {', '.join(DOCUMENT_VARIANTS)}")
@@ -223,7 +227,7 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         sys.exit(f"--decode {unknown[0]!r}: not a trained variant (--variants {', '.join(args.variants)})")
     # (data_label's and training_row's fields, as bench_train.py has them)
-    args.layers, args.dtype, args.in_process, args.sentences = 3, "fp32", False, args.documents
+    args.layers, args.in_process, args.sentences = 3, False, args.documents
     work = (args.workdir or Path(tempfile.mkdtemp(prefix="bench_eole_long_"))).resolve()
     work.mkdir(parents=True, exist_ok=True)
     if args.data == "long-copy":

@@ -175,6 +175,7 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--only", help="comma-separated T to run (default: all)")
     ap.add_argument("--dtypes", help="comma-separated dtypes to run (bf16, fp16, fp32; default: all)")
+    ap.add_argument("--kinds", help="comma-separated kinds to run (entmax15, sparsemax, entmax_bisect; default: all)")
     ap.add_argument("--resume", action="store_true", help="skip the cases whose rows this commit already wrote "
                     "into --csv on this GPU")
     ap.add_argument("--skip-measured-by", metavar="COMMITS", default="",
@@ -199,7 +200,8 @@ def main() -> None:
     done = done_cases(args.csv, torch.cuda.get_device_name(), *skipped) if skipped else set()
     rows = []
     for case in cases(args.quick):
-        if (only and case[-1] not in only) or (args.dtypes and case[0] not in args.dtypes.split(",")):
+        if (only and case[-1] not in only) or (args.dtypes and case[0] not in args.dtypes.split(",")) \
+                or (args.kinds and case[1] not in args.kinds.split(",")):
             continue
         dtype, kind, attention, causal, T = case
         if case_key(dtype, kind, attention, causal, *lengths(attention, T)) in done:

@@ -18,11 +18,14 @@ tf32 products, tf32x3, float32's accuracy):
    solver, certificate and closed forms, so sparsemax and 1.5-entmax get the exact support and
    threshold and alpha-entmax Newton to |A - 1| <= 1e-6, as the mapping kernels). The subset nearly
    always holds the whole support, and then its threshold is the row's: the first pass certifies it.
+   Pass 1 alone proves it where each key position's smallest kept entry lies outside the support at
+   the subset's threshold (an entry left out is at most that one; `_start`): such a row takes that
+   threshold and no Newton pass (sparsemax and 1.5-entmax: where every row of the block is proved so).
    Sparsemax and 1.5-entmax passes also sum the tile products sum d^2 v, sum d v, sum v (d = x - tau
    on the pass's support S): a row certified in a pass keeps S, so its f = [d - step]^beta expands in
    them and out, W and sum f come from that pass (`_fused_rows`), with no sweep of their own;
-3. for the rows not written so (every alpha-entmax row; a sparsemax / 1.5-entmax row whose expansion
-   would round worse than the direct sums, or that ran out of passes), one more sweep:
+3. for the rows not written so (every alpha-entmax row; a sparsemax / 1.5-entmax row proved by pass 1,
+   whose expansion would round worse than the direct sums, or that ran out of passes), one more sweep:
    f = [x - tau]_+^beta (exp(s - m) on softmax rows, alpha = 1), out = sum f v / sum f, and
    W = sum u v / sum u with u = f^(2 - alpha) on the support (dropout: f and u times m / (1 - r), the
    Philox draw of `attention.dropout_keep` at the entry's offset in (B, H, Tq, Tk)).
@@ -134,13 +137,20 @@ def _key_end(Tk, q0, BM: tl.constexpr, CAUSAL: tl.constexpr, HAS_KEEP: tl.conste
 
 
 @triton.jit
+def _reach(m, a1s, tau):
+    """The least score a row's support can hold at threshold tau: m + tau / (alpha - 1), less 4e-6 of
+    |m| + |tau / (alpha - 1)| (the float32 rounding of both sides, ~100 times over). An entry s at or below
+    it has x = (s - m)(alpha - 1) <= tau: f = 0."""
+    reach = tau / a1s
+    return m + reach - 4e-6 * (tl.abs(m) + tl.abs(reach))
+
+
+@triton.jit
 def _low(m, a1s, tau, live, soft):
     """The score a key tile's maximum TM must pass to hold support of a live row: min over the live rows
-    of m + tau / (alpha - 1), less 4e-6 of |m| + |tau / (alpha - 1)| (the float32 rounding of both sides,
-    ~100 times over); -inf with a live softmax row, +inf with none. A tile with TM at or below it has
-    x = (s - m)(alpha - 1) <= tau, f = 0, at every entry of every live row: skipping it is exact."""
-    reach = tau / a1s
-    bound = m + reach - 4e-6 * (tl.abs(m) + tl.abs(reach))
+    of `_reach`; -inf with a live softmax row, +inf with none. A tile with TM at or below it has f = 0 at
+    every entry of every live row: skipping it is exact."""
+    bound = _reach(m, a1s, tau)
     return tl.min(tl.where(live, tl.where(soft, float("-inf"), bound), float("inf")), 0)
 
 
@@ -227,20 +237,30 @@ def _insert(m1, m2, m3, m4, s, TOPK: tl.constexpr):
 @triton.jit
 def _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE: tl.constexpr, GROUP_ITER: tl.constexpr,
            TOPK: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
-    """A lower bound of each row's threshold: the threshold of the subset of its entries held in
-    m1..m4 (the TOPK largest at each key position mod BN), solved from the bound of the position
-    maxima m1 alone (`_solver.group_start`), less the solver's margin. Any subset's threshold is one
-    (F_T <= F); the top few a position hold nearly every row's whole support, and a subset holding it
-    has the row's threshold itself (then the first pass over the keys certifies it)."""
+    """(a lower bound of each row's threshold, t, the threshold of the subset T of its entries held in
+    m1..m4 (the TOPK largest at each key position mod BN), and whether t is the row's own threshold).
+    T's is solved from the bound of the position maxima m1 alone (`_solver.group_start`); the lower
+    bound is t less the solver's margin. Any subset's threshold is one (F_T <= F), and of a subset holding
+    the whole support it is the row's. Certificate, from pass 1 alone: an entry left out of T at key
+    position p is at most the smallest one kept there (m_TOPK[p]), so where each position's smallest kept
+    entry is at or below the row's `_reach` at t (f = 0 there), nothing outside T is in the support and
+    F = F_T at t: t is the row's threshold (T solved to the end: its solve stopped before GROUP_ITER
+    passes). TOPK 1 never certifies (the row max is its own position's smallest kept)."""
     tau = S.group_start(m1, m, a1s, beta, solve, tol, MODE, GROUP_ITER)
+    t2 = tau
+    cert = solve & (tau != tau)  # (all False)
     if TOPK > 1:
         z = tl.reshape(tl.join(m1, m2), [BM, 2 * BN])
         if TOPK > 2:
             z = tl.reshape(tl.join(z, tl.reshape(tl.join(m3, m4), [BM, 2 * BN])), [BM, 4 * BN])
+            last = m4
+        else:
+            last = m2
         x = (z - m[:, None]) * a1s[:, None]
-        t2, _n, _it, _p = S.solve_tile(x, beta, solve, tol, tau, MODE, GROUP_ITER)
+        t2, _n, it, _p = S.solve_tile(x, beta, solve, tol, tau, MODE, GROUP_ITER)
         tau = tl.maximum(t2 - S.START_MARGIN, -1.0)
-    return tau
+        cert = solve & (tl.max(last, 1) <= _reach(m, a1s, t2)) & (it < GROUP_ITER)
+    return tau, t2, cert
 
 
 @triton.jit
@@ -369,10 +389,16 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, ALPHA, ITERS, Tq, H, Tk, D,
     m = tl.reduce(m1, 1, S.max_nan)
     row_ok = (m > float("-inf")) & tin
     m = tl.where(row_ok, m, 0.0)
-    # 2. threshold: a lower bound from a subset of each row, then Newton from below; sparsemax and
-    # 1.5-entmax also sum the tile products that give out and W where the pass certifies a row
+    # 2. threshold: a subset's, where pass 1 certifies it as the row's (`_start`); else a lower bound from
+    # it, then Newton from below, sparsemax and 1.5-entmax also summing the tile products that give out and
+    # W where a pass certifies a row
     solve = row_ok & (soft == 0)
-    tau = tl.where(solve, _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE, GROUP_ITER, TOPK, BM, BN), -1.0)
+    tau, t_sub, cert = _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE, GROUP_ITER, TOPK, BM, BN)
+    if MODE != 2:
+        # only where every row of the block has it: the Newton pass the others need writes every certified
+        # row's output (`_fused_rows`), which the last sweep would then do again
+        cert = cert & (tl.sum((solve & (cert == 0)).to(tl.int32), 0) == 0)
+    tau = tl.where(cert, t_sub, tl.where(solve, tau, -1.0))
     FUSE: tl.constexpr = MODE != 2
     fused = tin == 0  # rows whose out and W are written (rows past Tq: nothing to write)
     tot = tl.full([BM], 1.0, tl.float32)
@@ -380,7 +406,7 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, ALPHA, ITERS, Tq, H, Tk, D,
     hi = tl.zeros([BM], tl.float32)
     out_tau = tau
     out_norm = tl.full([BM], 1.0, tl.float32)
-    done = tl.where(solve, 0, 1)
+    done = tl.where(solve & (cert == 0), 0, 1)  # (certified rows: out and W from the last sweep)
     it = 0
     go = tl.sum(1 - done, 0) > 0
     while go:
