@@ -170,7 +170,9 @@ def newton_step(tau, done, out_tau, out_norm, lo, hi, k, a, b, mn, beta, tol, MO
         above = a < 1.0
         lo = tl.where(live & (above == 0), tl.maximum(lo, tau), lo)
         hi = tl.where(live & above, tl.minimum(hi, tau), hi)
-        inside = (cand >= lo) & (cand <= hi) & (beta >= 1.0)  # False for NaN too
+        # strictly inside: a Newton step that rounds onto a point already visited (the float32 neighbours
+        # of a steep row's root, whose |A - 1| both exceed tol) would cycle there; the midpoint shrinks
+        inside = (cand > lo) & (cand < hi) & (beta >= 1.0)  # False for NaN too
         cand = tl.where(inside, cand, 0.5 * (lo + hi))
         # bisection (alpha > 2) stops when the bracket no longer shrinks in float32
         exact = exact | ((hi - lo) <= 1.2e-7 * tl.abs(tau))
