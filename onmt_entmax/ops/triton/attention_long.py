@@ -20,7 +20,7 @@ tf32 products, tf32x3, float32's accuracy):
    always holds the whole support, and then its threshold is the row's: the first pass certifies it.
    Pass 1 alone proves it where each key position's smallest kept entry lies outside the support at
    the subset's threshold (an entry left out is at most that one; `_start`): such a row takes that
-   threshold and no Newton pass (sparsemax and 1.5-entmax: where every row of the block is proved so).
+   threshold and no Newton pass (sparsemax and 1.5-entmax, where every row of the block is proved so).
    Sparsemax and 1.5-entmax passes also sum the tile products sum d^2 v, sum d v, sum v (d = x - tau
    on the pass's support S): a row certified in a pass keeps S, so its f = [d - step]^beta expands in
    them and out, W and sum f come from that pass (`_fused_rows`), with no sweep of their own;
@@ -245,7 +245,9 @@ def _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE: tl.constexpr, GROUP_I
     position p is at most the smallest one kept there (m_TOPK[p]), so where each position's smallest kept
     entry is at or below the row's `_reach` at t (f = 0 there), nothing outside T is in the support and
     F = F_T at t: t is the row's threshold (T solved to the end: its solve stopped before GROUP_ITER
-    passes). TOPK 1 never certifies (the row max is its own position's smallest kept)."""
+    passes). TOPK 1 never certifies (the row max is its own position's smallest kept), nor alpha-entmax: its
+    rows of randn scores rarely fit the rule in a whole block, which the Newton passes need, and holding t and
+    the flags through them spilled its forward (sm_90: 314 local loads against 215) and cost it 3-4%."""
     tau = S.group_start(m1, m, a1s, beta, solve, tol, MODE, GROUP_ITER)
     t2 = tau
     cert = solve & (tau != tau)  # (all False)
@@ -259,7 +261,8 @@ def _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE: tl.constexpr, GROUP_I
         x = (z - m[:, None]) * a1s[:, None]
         t2, _n, it, _p = S.solve_tile(x, beta, solve, tol, tau, MODE, GROUP_ITER)
         tau = tl.maximum(t2 - S.START_MARGIN, -1.0)
-        cert = solve & (tl.max(last, 1) <= _reach(m, a1s, t2)) & (it < GROUP_ITER)
+        if MODE != 2:
+            cert = solve & (tl.max(last, 1) <= _reach(m, a1s, t2)) & (it < GROUP_ITER)
     return tau, t2, cert
 
 
@@ -394,11 +397,13 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, ALPHA, ITERS, Tq, H, Tk, D,
     # W where a pass certifies a row
     solve = row_ok & (soft == 0)
     tau, t_sub, cert = _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE, GROUP_ITER, TOPK, BM, BN)
+    tau = tl.where(solve, tau, -1.0)
     if MODE != 2:
         # only where every row of the block has it: the Newton pass the others need writes every certified
         # row's output (`_fused_rows`), which the last sweep would then do again
         cert = cert & (tl.sum((solve & (cert == 0)).to(tl.int32), 0) == 0)
-    tau = tl.where(cert, t_sub, tl.where(solve, tau, -1.0))
+        tau = tl.where(cert, t_sub, tau)
+        solve = solve & (cert == 0)  # (certified rows: out and W from the last sweep)
     FUSE: tl.constexpr = MODE != 2
     fused = tin == 0  # rows whose out and W are written (rows past Tq: nothing to write)
     tot = tl.full([BM], 1.0, tl.float32)
@@ -406,7 +411,7 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, ALPHA, ITERS, Tq, H, Tk, D,
     hi = tl.zeros([BM], tl.float32)
     out_tau = tau
     out_norm = tl.full([BM], 1.0, tl.float32)
-    done = tl.where(solve & (cert == 0), 0, 1)  # (certified rows: out and W from the last sweep)
+    done = tl.where(solve, 0, 1)
     it = 0
     go = tl.sum(1 - done, 0) > 0
     while go:
