@@ -199,7 +199,7 @@ _RUNS = [("case", _cell("case")), ("ours", _cell("ours")), ("baseline", _cell("b
 FAMILIES = {
     "losses": (("case", "op"), _OP),
     "attention": (("case", "op"), _OP),
-    "training": (("data", "mode", "case"), [
+    "training": (("data", "mode", "case", "precision"), [
         ("data", _cell("data")), ("variant", _cell("case")), ("tokens/s", _cell("ours")),
         ("softmax tokens/s", _cell("baseline")), ("vs softmax", _times("ratio")),
         ("median of round ratios (95% interval)", _median), ("rounds", _cell("rounds")),
@@ -227,6 +227,13 @@ def family_markers(family: str) -> tuple[str, str]:
             f"<!-- end of {family} -->")
 
 
+def precision(setup: str) -> str:
+    """The model's dtype that a training row's setup names ("..., 3-layer Transformer, fp16, ..."): a run in
+    another precision is another case, not a re-run."""
+    found = re.search(r"Transformer, (fp32|fp16|bf16)\b", setup)
+    return found.group(1) if found else ""
+
+
 def current_rows(rows: list[dict], key: tuple) -> list[dict]:
     """The newest row of each case (of one date, the later in the file), in file order: a re-run's rows replace
     the older ones in the document, which stay in the CSV with their dates."""
@@ -243,7 +250,8 @@ def family_table(family: str, csv_path: Path) -> str:
     torch, Triton, date and setup above it; each row's commit stays in the CSV)."""
     key, columns = FAMILIES[family]
     with open(csv_path, newline="", encoding="utf-8") as f:
-        rows = current_rows(list(csv.DictReader(f)), key)
+        rows = [dict(r, precision=precision(r.get("setup", ""))) for r in csv.DictReader(f)]
+    rows = current_rows(rows, key)
     groups: dict = {}
     for r in rows:
         groups.setdefault((r["command"], r.get("setup", ""), r["gpu"], r["driver"], r["torch"], r["triton"],

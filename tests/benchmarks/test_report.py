@@ -231,6 +231,20 @@ def test_a_rerun_replaces_a_case_in_the_document_and_never_duplicates_it(family,
     assert doc.read_text() == once
 
 
+def test_a_training_run_in_another_precision_is_its_own_case(tmp_path):
+    """A half-precision model's row stands beside the float32 one of the same variant (its setup names the
+    dtype), while a later float32 row replaces the float32 one."""
+    with open(report.RESULTS / "training.csv", newline="", encoding="utf-8") as f:
+        fields = next(csv.reader(f))
+    fp32 = _row("training", fields, ours="111.1", setup="60 steps, 3-layer Transformer, fp32")
+    fp16 = {**fp32, "ours": "222.2", "setup": "60 steps, 3-layer Transformer, fp16", "date": "2026-12-02"}
+    rerun = {**fp32, "ours": "333.3", "date": "2026-12-03"}
+    path = tmp_path / "training.csv"
+    _family_csv(path, "training", [fp32, fp16, rerun])
+    text = report.family_table("training", path)
+    assert "222.2" in text and "333.3" in text and "111.1" not in text
+
+
 def test_the_document_shows_the_current_rows_of_every_family_csv(tmp_path):
     """docs/benchmarks.md has each family's markers and, between them, what report.py renders from
     benchmarks/results/ now (a CSV changed without re-rendering fails here)."""
