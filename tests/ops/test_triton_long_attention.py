@@ -135,6 +135,20 @@ def test_pass_one_certifies_the_threshold_of_a_subset_holding_the_support(kind, 
 
 
 @pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+@pytest.mark.parametrize("alpha", [1.25, 1.5, 1.8])
+def test_alpha_entmax_takes_one_pass_from_a_subset_holding_the_support(alpha, monkeypatch):
+    """The peaked rows above under alpha-entmax: Newton starts at the subset's threshold, within the
+    tolerance of the row's, so one pass over the keys confirms it, and that pass writes out (no sweep
+    of its own after it: `_fused_rows`), which is the reference's."""
+    q, k, v, _keep, _causal = _case(16, 200, 16, 16, seed=3, mask="dense")
+    q = q * 5
+    iters, out = _passes_and_output(q, k, v, "entmax_bisect", alpha, monkeypatch)
+    ref = ref_attention._reference(q.double(), k.double(), v.double(), None, "entmax_bisect", alpha, 16 ** -0.5, 200)
+    assert (iters == 1).all(), iters
+    torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
 @pytest.mark.parametrize("kind", ["sparsemax", "entmax15", "entmax_bisect"])
 def test_pass_one_does_not_certify_a_subset_missing_support(kind, monkeypatch):
     """Every row's support is 5 keys at one key position mod 64 (one position of any key tile), of which
@@ -259,19 +273,21 @@ def test_learned_alpha_logits_match_the_bounded_alpha_reference():
 
 
 @pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
-def test_dropout_is_inverted_dropout_and_its_gradient_uses_the_same_draw():
+@pytest.mark.parametrize("kind", ["entmax15", "entmax_bisect"])
+def test_dropout_is_inverted_dropout_and_its_gradient_uses_the_same_draw(kind):
     """With v = I the output is the dropped weights: kept ones p / (1 - r), none off the support, a
     share 1 - r kept, the draw following torch's seed; gradients are those of p m / (1 - r) v through
-    the reference, m the draw read off."""
+    the reference, m the draw read off. (Both kinds write out in the pass that settles a row's threshold.)"""
+    kind, alpha, _a64 = _kind(kind)
     Tq, Tk, D, r = 24, 150, 16, 0.3
     q, k, v, keep, _c = _case(Tq, Tk, D, D, seed=3, mask="dense", B=1)
     q, k, v, keep = q.to(DEV), k.to(DEV), v.to(DEV), keep.to(DEV)
     eye = torch.eye(Tk, device=DEV).expand(1, 1, Tk, Tk)
     torch.manual_seed(7)
-    dropped = KL.sparse_attention(q, k, eye, keep, "entmax15", None, D ** -0.5, r)
+    dropped = KL.sparse_attention(q, k, eye, keep, kind, alpha, D ** -0.5, r)
     torch.manual_seed(7)
-    assert torch.equal(dropped, KL.sparse_attention(q, k, eye, keep, "entmax15", None, D ** -0.5, r))
-    p = KL.sparse_attention(q, k, eye, keep, "entmax15", None, D ** -0.5)
+    assert torch.equal(dropped, KL.sparse_attention(q, k, eye, keep, kind, alpha, D ** -0.5, r))
+    p = KL.sparse_attention(q, k, eye, keep, kind, alpha, D ** -0.5)
     kept = dropped > 0
     torch.testing.assert_close(dropped[kept], p[kept] / (1 - r))
     assert not kept[p == 0].any()
@@ -279,9 +295,9 @@ def test_dropout_is_inverted_dropout_and_its_gradient_uses_the_same_draw():
     assert abs(frac - (1 - r)) < 0.05, frac
     qd, kd, vd = (x.clone().requires_grad_() for x in (q, k, v))
     torch.manual_seed(7)
-    out = KL.sparse_attention(qd, kd, vd, keep, "entmax15", None, D ** -0.5, r)
+    out = KL.sparse_attention(qd, kd, vd, keep, kind, alpha, D ** -0.5, r)
     qr, kr, vr = (x.clone().requires_grad_() for x in (q, k, v))
-    pr = ref_attention._reference(qr, kr, eye, keep, "entmax15", None, D ** -0.5, 200)
+    pr = ref_attention._reference(qr, kr, eye, keep, kind, alpha, D ** -0.5, 200)
     ref = torch.matmul(pr * kept / (1 - r), vr)
     grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(2)).to(DEV)
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-4)
