@@ -138,8 +138,7 @@ def test_pass_one_certifies_the_threshold_of_a_subset_holding_the_support(kind, 
 @pytest.mark.parametrize("alpha", [1.25, 1.5, 1.8])
 def test_alpha_entmax_takes_one_pass_from_a_subset_holding_the_support(alpha, monkeypatch):
     """The peaked rows above under alpha-entmax: Newton starts at the subset's threshold, within the
-    tolerance of the row's, so one pass over the keys confirms it, and that pass writes out (no sweep
-    of its own after it: `_fused_rows`), which is the reference's."""
+    tolerance of the row's, so one pass over the keys confirms it; out is the reference's."""
     q, k, v, _keep, _causal = _case(16, 200, 16, 16, seed=3, mask="dense")
     q = q * 5
     iters, out = _passes_and_output(q, k, v, "entmax_bisect", alpha, monkeypatch)
@@ -277,7 +276,7 @@ def test_learned_alpha_logits_match_the_bounded_alpha_reference():
 def test_dropout_is_inverted_dropout_and_its_gradient_uses_the_same_draw(kind):
     """With v = I the output is the dropped weights: kept ones p / (1 - r), none off the support, a
     share 1 - r kept, the draw following torch's seed; gradients are those of p m / (1 - r) v through
-    the reference, m the draw read off. (Both kinds write out in the pass that settles a row's threshold.)"""
+    the reference, m the draw read off."""
     kind, alpha, _a64 = _kind(kind)
     Tq, Tk, D, r = 24, 150, 16, 0.3
     q, k, v, keep, _c = _case(Tq, Tk, D, D, seed=3, mask="dense", B=1)

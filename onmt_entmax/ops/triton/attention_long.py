@@ -23,10 +23,8 @@ tf32 products, tf32x3, float32's accuracy):
    threshold and no Newton pass (sparsemax and 1.5-entmax, where every row of the block is proved so).
    Sparsemax and 1.5-entmax passes also sum the tile products sum d^2 v, sum d v, sum v (d = x - tau
    on the pass's support S): a row certified in a pass keeps S, so its f = [d - step]^beta expands in
-   them and out, W and sum f come from that pass (`_fused_rows`), with no sweep of their own.
-   Alpha-entmax stops at the tau of the pass that meets the tolerance (or the last one), so its passes
-   sum f v and u v at their own tau and the row's out and W come from its last pass;
-3. for the rows not written so (softmax rows, alpha = 1; a sparsemax / 1.5-entmax row proved by pass 1,
+   them and out, W and sum f come from that pass (`_fused_rows`), with no sweep of their own;
+3. for the rows not written so (every alpha-entmax row; a sparsemax / 1.5-entmax row proved by pass 1,
    whose expansion would round worse than the direct sums, or that ran out of passes), one more sweep:
    f = [x - tau]_+^beta (exp(s - m) on softmax rows, alpha = 1), out = sum f v / sum f, and
    W = sum u v / sum u with u = f^(2 - alpha) on the support (dropout: f and u times m / (1 - r), the
@@ -282,16 +280,9 @@ def _fused_rows(tau_used, out_tau, newly, kk, aa, bb, acc0, acc1, acc2, MODE: tl
         1.5-entmax: f = (d - s)^2, u = d - s: sum f v = sum d^2 v - 2 s sum d v + s^2 sum v, ...
     from the tile products sum d^2 v (acc2), sum d v (acc1), sum v (acc0). Rows are taken where the
     expansion's terms are at most about twice the direct products' (their rounding at most twice
-    theirs); the others go to the weighted-sum pass. Alpha-entmax keeps the pass's tau (s = 0): f and u
-    are the pass's own, sum f v (acc1) and sum u v (acc0) its products, sum f = A and sum u = B."""
+    theirs); the others go to the weighted-sum pass."""
     sh = out_tau - tau_used
-    if MODE == 2:
-        tot = aa
-        su = bb
-        ok = newly
-        o = acc1
-        w = acc0
-    elif MODE == 0:
+    if MODE == 0:
         tot = aa - sh * kk
         su = kk
         ok = newly & (sh >= 0) & (3.0 * sh * kk <= aa)
@@ -314,9 +305,8 @@ def _newton_tile(kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP, b, h, bh, t
                  Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop,
                  MODE: tl.constexpr, BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
                  HAS_DROP: tl.constexpr, PREC: tl.constexpr):
-    """A Newton pass over key tile j: the rows' k, A, B, min_S d added in, and the tile products on the
-    pass's support: sum d^2 v (acc2, 1.5-entmax), sum d v (acc1), sum v (acc0) for sparsemax and 1.5-entmax;
-    alpha-entmax sum f v (acc1) and sum u v (acc0), f = d^beta and u = d^(beta - 1) at the pass's tau."""
+    """A Newton pass over key tile j: the rows' k, A, B, min_S d added in, and (sparsemax, 1.5-entmax)
+    the tile products sum d^2 v (acc2), sum d v (acc1), sum v (acc0) on the pass's support."""
     keys = j * BN + tl.arange(0, BN)
     k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
     s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN, HAS_KEEP,
@@ -328,23 +318,22 @@ def _newton_tile(kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP, b, h, bh, t
     aa += a_
     bb += b_
     mn = tl.minimum(mn, mn_)
-    v = load_tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
-    if MODE == 0:
-        w1 = a
-    elif MODE == 1:
-        w1 = bt
-    else:  # (kf is u = d^(beta - 1), a is f = d^beta)
-        w1 = a
-    if HAS_DROP:
-        kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
-        r = tl.where(kept, 1.0 / (1.0 - drop), 0.0)
-        kf = kf * r
-        w1 = w1 * r
-        a = a * r
-    acc0 += tl.dot(kf.to(v.dtype), v, input_precision=PREC)
-    acc1 += tl.dot(w1.to(v.dtype), v, input_precision=PREC)
-    if MODE == 1:
-        acc2 += tl.dot(a.to(v.dtype), v, input_precision=PREC)
+    if MODE != 2:
+        v = load_tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
+        if MODE == 0:
+            w1 = a
+        else:
+            w1 = bt
+        if HAS_DROP:
+            kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
+            r = tl.where(kept, 1.0 / (1.0 - drop), 0.0)
+            kf = kf * r
+            w1 = w1 * r
+            a = a * r
+        acc0 += tl.dot(kf.to(v.dtype), v, input_precision=PREC)
+        acc1 += tl.dot(w1.to(v.dtype), v, input_precision=PREC)
+        if MODE == 1:
+            acc2 += tl.dot(a.to(v.dtype), v, input_precision=PREC)
     return kk, aa, bb, mn, acc0, acc1, acc2
 
 
@@ -420,6 +409,7 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, ALPHA, ITERS, Tq, H, Tk, D,
         cert = cert & (tl.sum((solve & (cert == 0)).to(tl.int32), 0) == 0)
         tau = tl.where(cert, t_sub, tau)
         solve = solve & (cert == 0)  # (certified rows: out and W from the last sweep)
+    FUSE: tl.constexpr = MODE != 2
     fused = tin == 0  # rows whose out and W are written (rows past Tq: nothing to write)
     tot = tl.full([BM], 1.0, tl.float32)
     lo = tl.full([BM], -1.0, tl.float32)
@@ -460,21 +450,19 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, ALPHA, ITERS, Tq, H, Tk, D,
             # form's cancellation (mean - sqrt(disc)) can come out a few ulps below 0 and fail the
             # certificate on every pass (MODE 2 stops so in `newton_step` itself)
             done = tl.where((done == 0) & (tl.abs(tau - prev) <= 2.4e-7 * tl.abs(prev)), 1, done)
-        newly = live & (done == 1)
-        if MODE == 2:  # (its out_tau is the pass's tau, also where it ran out of passes)
-            newly = live & ((done == 1) | (it + 1 >= MAX_ITER))
-        ok, o, w, tot_n = _fused_rows(prev, out_tau, newly, kk, aa, bb, acc0, acc1, acc2, MODE)
-        rows = tl.where(ok, t, Tq)
-        store_tile(O, o, b, h, so_b, so_h, so_t, rows, Tq, dv, Dv)
-        store_tile(W, w, bh.to(tl.int64), 0, Tq * Dv, 0, Dv, rows, Tq, dv, Dv)
-        tot = tl.where(ok, tot_n, tot)
-        fused = fused | ok
+        if FUSE:
+            ok, o, w, tot_n = _fused_rows(prev, out_tau, live & (done == 1), kk, aa, bb, acc0, acc1, acc2, MODE)
+            rows = tl.where(ok, t, Tq)
+            store_tile(O, o, b, h, so_b, so_h, so_t, rows, Tq, dv, Dv)
+            store_tile(W, w, bh.to(tl.int64), 0, Tq * Dv, 0, Dv, rows, Tq, dv, Dv)
+            tot = tl.where(ok, tot_n, tot)
+            fused = fused | ok
         it += 1
         go = (tl.sum(1 - done, 0) > 0) & (it < MAX_ITER)
     tau = out_tau
     if ITERS is not None:
         tl.store(ITERS + bh * n_qb + qb, it)
-    # 3. the rows not written yet (softmax rows among them): out = sum f v / sum f, W = sum u v / sum u
+    # 3. the rows not written yet (every row of alpha-entmax): out = sum f v / sum f, W = sum u v / sum u
     need = fused == 0
     if tl.max(need.to(tl.int32), 0) > 0:
         acc = tl.zeros([BM, BDV], tl.float32)
