@@ -1,8 +1,10 @@
 """Where the time of triton/attention_long.py goes, one GPU: forward and backward apart, the Newton
 passes per query block, and the kernels' knobs (`set_knobs`: tiles, warps, pipelining stages, tile skipping,
-the start's entries a key position, the two-kernel backward), e.g. --variants default,64x64x8+topk2+bw4.
+the start's entries a key position, alpha-entmax's start margin, the two-kernel backward), e.g. --variants
+default,64x64x8+topk2+bw4; learned alphas (`--kinds learned`) with their logits' gradient.
 
     python3 benchmarks/profile_long_attention.py [--T 4096] [--batch 2] [--kinds entmax15] [--dtype bf16]
+    python3 benchmarks/profile_long_attention.py --kinds entmax_bisect --alpha 1.5 --variants default,margin
 """
 from __future__ import annotations
 
@@ -16,24 +18,34 @@ import torch.nn.functional as F
 from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from onmt_entmax.modules.attention import ALPHA_MAX, ALPHA_MIN  # noqa: E402
 from onmt_entmax.ops.triton import attention_long as KL  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 ALPHA = {"sparsemax": None, "entmax15": None, "entmax_bisect": 1.33}
+LEARNED = "learned"  # a kind of its own here: alpha-entmax from one logit a head, alpha = clamp(1 + sigmoid(a))
 BWD_STAGES = KL.BWD_STAGES  # (the default, restored between variants)
 
 
 def timings(q, k, v, grad, kind, causal):
     """(forward ms, backward ms, host ms): the GPU times of the forward and of the backward alone (on a kept graph),
     and the host's time to issue a forward + backward, unsynchronised (above the GPU times: the call is bound by
-    its Python and launch overhead, not by the kernels)."""
-    fwd = lambda: KL.sparse_attention(q, k, v, None, kind, ALPHA[kind], q.shape[-1] ** -0.5, causal=causal)
+    its Python and launch overhead, not by the kernels). LEARNED: logits of --alpha a head, their gradient too
+    (the learned-alpha backward)."""
+    inputs, extra = (q, k, v), {}
+    if kind == LEARNED:
+        a = (ALPHA["entmax_bisect"] - 1.0) / (2.0 - ALPHA["entmax_bisect"])  # (sigmoid(log a) = alpha - 1)
+        alpha = torch.full((q.shape[1],), a, device=q.device).log().requires_grad_()
+        kind, inputs, extra = "entmax_bisect", (q, k, v, alpha), {"alpha_bounds": (ALPHA_MIN, ALPHA_MAX)}
+    else:
+        alpha = ALPHA[kind]
+    fwd = lambda: KL.sparse_attention(q, k, v, None, kind, alpha, q.shape[-1] ** -0.5, causal=causal, **extra)
     out = fwd()
-    torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
+    torch.autograd.grad(out, inputs, grad, retain_graph=True)
     t_f = do_bench(lambda: fwd(), warmup=10, rep=50, return_mode="median")
-    t_b = do_bench(lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True), warmup=10, rep=50,
+    t_b = do_bench(lambda: torch.autograd.grad(out, inputs, grad, retain_graph=True), warmup=10, rep=50,
                    return_mode="median")
-    return t_f, t_b, host_ms(lambda: torch.autograd.grad(fwd(), (q, k, v), grad))
+    return t_f, t_b, host_ms(lambda: torch.autograd.grad(fwd(), inputs, grad))
 
 
 def host_ms(fn, n: int = 20) -> float:
@@ -49,16 +61,19 @@ def host_ms(fn, n: int = 20) -> float:
 
 
 def set_knobs(var: str) -> None:
-    """The kernels' knobs for a variant: '+'-joined parts, each 'default', 'noskip', 'topkN', 'twobwd',
+    """The kernels' knobs for a variant: '+'-joined parts, each 'default', 'noskip', 'margin' (alpha-entmax's
+    Newton from the start's subset threshold less the solver's margin), 'topkN', 'twobwd',
     'stagesN' (every kernel), 'bstagesN' (the backward's), 'bwN' (the backward's warps), 'bkN' (the backward's key
     tile: BN or 2 BN), 'regN' / 'bregN' (the forward's / backward's register cap a thread) or 'BMxBNxWARPS' (both
     passes' tiles, unless bkN)."""
     KL.TILE, KL.SKIP, KL.STAGES, KL.TOPK, KL.FUSED_BWD, KL.BWD_WARPS, KL.BWD_STAGES, KL.BWD_KEYS = \
         None, True, None, None, None, None, BWD_STAGES, None
-    KL.REGS, KL.BWD_REGS = None, None
+    KL.REGS, KL.BWD_REGS, KL.ALPHA_MARGIN = None, None, False
     for part in var.split("+"):
         if part == "noskip":
             KL.SKIP = False
+        elif part == "margin":
+            KL.ALPHA_MARGIN = True
         elif part.startswith("topk"):
             KL.TOPK = int(part[4:])
         elif part == "twobwd":
@@ -85,11 +100,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--T", type=int, default=4096)
     ap.add_argument("--batch", type=int, default=2)
-    ap.add_argument("--kinds", default="entmax15")
+    ap.add_argument("--kinds", default="entmax15", help=f"comma-separated: sparsemax, entmax15, entmax_bisect, "
+                    f"{LEARNED} (alpha-entmax of learned logits, their gradient too)")
+    ap.add_argument("--alpha", type=float, default=ALPHA["entmax_bisect"],
+                    help=f"entmax_bisect's alpha, and {LEARNED}'s at its logits")
     ap.add_argument("--variants", default="default,noskip,128x64x8,128x64x4,64x128x4,stages1,stages2,stages4")
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--dtype", choices=DTYPES, default="bf16")
     a = ap.parse_args()
+    ALPHA["entmax_bisect"] = a.alpha
     if not torch.cuda.is_available():
         raise SystemExit("profile_long_attention.py: needs a CUDA GPU (none is visible)")
     g = torch.Generator(device="cuda").manual_seed(0)

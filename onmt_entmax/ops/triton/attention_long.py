@@ -89,6 +89,7 @@ ITERS: torch.Tensor | None = None  # int32 (B H, query blocks): Newton passes of
 # for half inputs, two for float32 (whose tf32x3 atomics-path ran slower than the two kernels: docs/kernels.md)
 FUSED_BWD: bool | None = None
 TOPK: int | None = None  # entries kept a key position for the threshold's start, 1, 2 or 4 (None: by `_topk`)
+ALPHA_MARGIN = False  # alpha-entmax's Newton passes start at the subset's threshold less the margin too (sweeps)
 
 BWD_WARPS: int | None = None  # the backward kernels' warps (None: the forward's, from `_tiles`; benchmark sweeps)
 # ints the kernels are not specialised on (a new length or batch compiles nothing). The head dims and the q, k, v,
@@ -236,7 +237,7 @@ def _insert(m1, m2, m3, m4, s, TOPK: tl.constexpr):
 
 @triton.jit
 def _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE: tl.constexpr, GROUP_ITER: tl.constexpr,
-           TOPK: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+           TOPK: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, MARGIN2: tl.constexpr):
     """(a lower bound of each row's threshold, t, the threshold of the subset T of its entries held in
     m1..m4 (the TOPK largest at each key position mod BN), and whether t is the row's own threshold).
     T's is solved from the bound of the position maxima m1 alone (`_solver.group_start`). Any subset's
@@ -263,11 +264,12 @@ def _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE: tl.constexpr, GROUP_I
             last = m2
         x = (z - m[:, None]) * a1s[:, None]
         t2, _n, it, _p = S.solve_tile(x, beta, solve, tol, tau, MODE, GROUP_ITER)
-        if MODE == 2:
+        if MODE == 2 and not MARGIN2:
             tau = tl.maximum(t2, -1.0)
         else:
             tau = tl.maximum(t2 - S.START_MARGIN, -1.0)
-            cert = solve & (tl.max(last, 1) <= _reach(m, a1s, t2)) & (it < GROUP_ITER)
+            if MODE != 2:
+                cert = solve & (tl.max(last, 1) <= _reach(m, a1s, t2)) & (it < GROUP_ITER)
     return tau, t2, cert
 
 
@@ -366,7 +368,8 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, ALPHA, ITERS, Tq, H, Tk, D,
                 tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, GROUP_ITER: tl.constexpr, BM: tl.constexpr,
                 BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr,
                 CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr, PREC: tl.constexpr, LOGIT: tl.constexpr,
-                LO: tl.constexpr, HI: tl.constexpr, SKIP: tl.constexpr, TOPK: tl.constexpr):
+                LO: tl.constexpr, HI: tl.constexpr, SKIP: tl.constexpr, TOPK: tl.constexpr,
+                MARGIN2: tl.constexpr):
     qb = tl.program_id(0)
     bh = tl.program_id(1)
     b = (bh // H).to(tl.int64)
@@ -401,7 +404,7 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, ALPHA, ITERS, Tq, H, Tk, D,
     # it, then Newton from below, sparsemax and 1.5-entmax also summing the tile products that give out and
     # W where a pass certifies a row
     solve = row_ok & (soft == 0)
-    tau, t_sub, cert = _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE, GROUP_ITER, TOPK, BM, BN)
+    tau, t_sub, cert = _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE, GROUP_ITER, TOPK, BM, BN, MARGIN2)
     tau = tl.where(solve, tau, -1.0)
     if MODE != 2:
         # only where every row of the block has it: the Newton pass the others need writes every certified
@@ -821,7 +824,8 @@ def forward(q, k, v, keep, alpha, bounds, mode: int, scale: float, drop: float, 
     args = (q, k, v, out, w, st, tmax, low, call.keep, call.alpha, ITERS, *call.sizes, *call.qkv, *out.stride()[:3],
             *call.tail, scale, drop, 1e-6)
     _launch(_fwd_kernel, call.grid_q, args,
-           dict(MODE=mode, MAX_ITER=64 if mode == 2 else 32, GROUP_ITER=32, **call.consts, TOPK=_topk(Tk)),
+           dict(MODE=mode, MAX_ITER=64 if mode == 2 else 32, GROUP_ITER=32, **call.consts, TOPK=_topk(Tk),
+                MARGIN2=ALPHA_MARGIN),
             call.warps, call.stages, REGS)
     return out, w, st, tmax, low, call
 
