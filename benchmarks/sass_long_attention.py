@@ -108,7 +108,7 @@ def kernels(args: argparse.Namespace) -> list[tuple[str, object, dict, int, int 
     common = dict(BM=bm, BN=bn, BD=bd, BDV=bd, HAS_KEEP=args.keep, CAUSAL=args.causal, HAS_DROP=args.dropout,
                   PREC="tf32x3" if args.dtype == "fp32" else "tf32", LOGIT=False, LO=1.0, HI=2.0, SKIP=True)
     fwd = dict(common, ITERS=None, MODE=args.mode, MAX_ITER=64 if args.mode == 2 else 32, GROUP_ITER=32,
-               TOPK=args.topk or KL._topk(args.keys), MARGIN2=False)
+               TOPK=args.topk or KL._topk(args.keys), START_MARGIN2=False)
     bwd = dict(common, BN=bn_b)
     if args.alpha_grad:  # learned alphas (their logits' gradient): the dq kernel sums it, so two kernels
         fwd.update(LOGIT=True)

@@ -237,14 +237,15 @@ def _insert(m1, m2, m3, m4, s, TOPK: tl.constexpr):
 
 @triton.jit
 def _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE: tl.constexpr, GROUP_ITER: tl.constexpr,
-           TOPK: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, MARGIN2: tl.constexpr):
+           TOPK: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, START_MARGIN2: tl.constexpr):
     """(a lower bound of each row's threshold, t, the threshold of the subset T of its entries held in
     m1..m4 (the TOPK largest at each key position mod BN), and whether t is the row's own threshold).
     T's is solved from the bound of the position maxima m1 alone (`_solver.group_start`). Any subset's
     threshold is a lower bound (F_T <= F), and of a subset holding the whole support it is the row's.
-    The Newton passes start at t less the solver's margin; alpha-entmax at t itself: its Newton steps back
-    from above, and where T holds the support its first pass meets the tolerance at t, which the margin
-    would fail (A - 1 = beta B 1e-6 there, and B >= A = 1 as every d <= 1). Certificate, from pass 1
+    The Newton passes start at t less the solver's margin; alpha-entmax at t itself (less the margin too
+    with START_MARGIN2, the sweep knob `ALPHA_MARGIN`): its Newton steps back from above, and where T holds
+    the support its first pass meets the tolerance at t, which the margin would fail (A - 1 = beta B 1e-6
+    there, and B >= A = 1 as every d <= 1). Certificate, from pass 1
     alone: an entry left out of T at key position p is at most the smallest one kept there (m_TOPK[p]),
     so where each position's smallest kept entry is at or below the row's `_reach` at t (f = 0 there),
     nothing outside T is in the support and F = F_T at t: t is the row's threshold (T solved to the end:
@@ -264,7 +265,7 @@ def _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE: tl.constexpr, GROUP_I
             last = m2
         x = (z - m[:, None]) * a1s[:, None]
         t2, _n, it, _p = S.solve_tile(x, beta, solve, tol, tau, MODE, GROUP_ITER)
-        if MODE == 2 and not MARGIN2:
+        if MODE == 2 and not START_MARGIN2:
             tau = tl.maximum(t2, -1.0)
         else:
             tau = tl.maximum(t2 - S.START_MARGIN, -1.0)
@@ -369,7 +370,7 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, ALPHA, ITERS, Tq, H, Tk, D,
                 BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr,
                 CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr, PREC: tl.constexpr, LOGIT: tl.constexpr,
                 LO: tl.constexpr, HI: tl.constexpr, SKIP: tl.constexpr, TOPK: tl.constexpr,
-                MARGIN2: tl.constexpr):
+                START_MARGIN2: tl.constexpr):
     qb = tl.program_id(0)
     bh = tl.program_id(1)
     b = (bh // H).to(tl.int64)
@@ -404,7 +405,7 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, ALPHA, ITERS, Tq, H, Tk, D,
     # it, then Newton from below, sparsemax and 1.5-entmax also summing the tile products that give out and
     # W where a pass certifies a row
     solve = row_ok & (soft == 0)
-    tau, t_sub, cert = _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE, GROUP_ITER, TOPK, BM, BN, MARGIN2)
+    tau, t_sub, cert = _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE, GROUP_ITER, TOPK, BM, BN, START_MARGIN2)
     tau = tl.where(solve, tau, -1.0)
     if MODE != 2:
         # only where every row of the block has it: the Newton pass the others need writes every certified
@@ -825,7 +826,7 @@ def forward(q, k, v, keep, alpha, bounds, mode: int, scale: float, drop: float, 
             *call.tail, scale, drop, 1e-6)
     _launch(_fwd_kernel, call.grid_q, args,
            dict(MODE=mode, MAX_ITER=64 if mode == 2 else 32, GROUP_ITER=32, **call.consts, TOPK=_topk(Tk),
-                MARGIN2=ALPHA_MARGIN),
+                START_MARGIN2=ALPHA_MARGIN),
             call.warps, call.stages, REGS)
     return out, w, st, tmax, low, call
 
