@@ -1,7 +1,7 @@
 """Where the time of triton/attention_long.py goes, one GPU: forward and backward apart, the Newton
 passes per query block, and the kernels' knobs (`set_knobs`: tiles, warps, pipelining stages, tile skipping,
-the start's entries a key position, alpha-entmax's start margin, the two-kernel backward), e.g. --variants
-default,64x64x8+topk2+bw4; learned alphas (`--kinds learned`) with their logits' gradient.
+the start's entries a key position, alpha-entmax's start margin, row-wise proof, the two-kernel backward),
+e.g. --variants default,64x64x8+topk2+bw4; learned alphas (`--kinds learned`) with their logits' gradient.
 
     python3 benchmarks/profile_long_attention.py [--T 4096] [--batch 2] [--kinds entmax15] [--dtype bf16]
     python3 benchmarks/profile_long_attention.py --kinds entmax_bisect --alpha 1.5 --variants default,margin
@@ -62,18 +62,21 @@ def host_ms(fn, n: int = 20) -> float:
 
 def set_knobs(var: str) -> None:
     """The kernels' knobs for a variant: '+'-joined parts, each 'default', 'noskip', 'margin' (alpha-entmax's
-    Newton from the start's subset threshold less the solver's margin), 'topkN', 'twobwd',
+    Newton from the start's subset threshold less the solver's margin), 'rowwise' (rows pass 1 does not prove
+    solved by a second launch), 'topkN', 'twobwd',
     'stagesN' (every kernel), 'bstagesN' (the backward's), 'bwN' (the backward's warps), 'bkN' (the backward's key
     tile: BN or 2 BN), 'regN' / 'bregN' (the forward's / backward's register cap a thread) or 'BMxBNxWARPS' (both
     passes' tiles, unless bkN)."""
     KL.TILE, KL.SKIP, KL.STAGES, KL.TOPK, KL.FUSED_BWD, KL.BWD_WARPS, KL.BWD_STAGES, KL.BWD_KEYS = \
         None, True, None, None, None, None, BWD_STAGES, None
-    KL.REGS, KL.BWD_REGS, KL.ALPHA_MARGIN = None, None, False
+    KL.REGS, KL.BWD_REGS, KL.ALPHA_MARGIN, KL.ROWWISE = None, None, False, False
     for part in var.split("+"):
         if part == "noskip":
             KL.SKIP = False
         elif part == "margin":
             KL.ALPHA_MARGIN = True
+        elif part == "rowwise":
+            KL.ROWWISE = True
         elif part.startswith("topk"):
             KL.TOPK = int(part[4:])
         elif part == "twobwd":

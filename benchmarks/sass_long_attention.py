@@ -49,7 +49,7 @@ def compiled(fn, constexprs: dict, dtype: str, warps: int, stages: int | None, s
             sig[name] = "fp32"
         elif name == "KEEP":
             sig[name] = "*i1"
-        elif name == "ITERS":
+        elif name in ("ITERS", "CNT", "LIST"):
             sig[name] = "*i32"
         elif name[0].isupper() and name not in SIZES:
             sig[name] = ptr if name in ("Q", "K", "V", "O", "GO", "DQ", "DK", "DV") else "*fp32"
@@ -108,15 +108,18 @@ def kernels(args: argparse.Namespace) -> list[tuple[str, object, dict, int, int 
     common = dict(BM=bm, BN=bn, BD=bd, BDV=bd, HAS_KEEP=args.keep, CAUSAL=args.causal, HAS_DROP=args.dropout,
                   PREC="tf32x3" if args.dtype == "fp32" else "tf32", LOGIT=False, LO=1.0, HI=2.0, SKIP=True)
     fwd = dict(common, ITERS=None, MODE=args.mode, MAX_ITER=64 if args.mode == 2 else 32, GROUP_ITER=32,
-               TOPK=args.topk or KL._topk(args.keys), START_MARGIN2=False)
+               TOPK=args.topk or KL._topk(args.keys), START_MARGIN2=False, ROWWISE=args.rowwise)
     bwd = dict(common, BN=bn_b)
     if args.alpha_grad:  # learned alphas (their logits' gradient): the dq kernel sums it, so two kernels
         fwd.update(LOGIT=True)
         bwd.update(LOGIT=True)
     fused = args.dtype != "fp32" and not args.alpha_grad
-    out = [(f"forward {bm}x{bn}x{warps}", KL._fwd_kernel, fwd, warps, stages),
-           (f"backward dk dv{' dq' if fused else ''} {bm}x{bn_b}x{warps}", KL._bwd_dkv_kernel,
-            dict(bwd, MODE=args.mode, FUSED_DQ=fused), warps, bwd_stages)]
+    out = [(f"forward {bm}x{bn}x{warps}", KL._fwd_kernel, fwd, warps, stages)]
+    if args.rowwise:
+        rows = {c: v for c, v in fwd.items() if c not in ("ITERS", "GROUP_ITER", "TOPK", "START_MARGIN2", "ROWWISE")}
+        out.append((f"forward, listed rows {bm}x{bn}x{warps}", KL._fwd_rows_kernel, rows, warps, stages))
+    out.append((f"backward dk dv{' dq' if fused else ''} {bm}x{bn_b}x{warps}", KL._bwd_dkv_kernel,
+                dict(bwd, MODE=args.mode, FUSED_DQ=fused), warps, bwd_stages))
     if not fused:
         out.append((f"backward dq {bm}x{bn_b}x{warps}", KL._bwd_dq_kernel,
                     dict(bwd, MODE=args.mode, HAS_DALPHA=args.alpha_grad), warps, bwd_stages))
@@ -138,6 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--keep", action="store_true", help="with a keep mask")
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--dropout", action="store_true", help="with attention dropout")
+    ap.add_argument("--rowwise", action="store_true", help="ROWWISE: rows pass 1 does not prove, in a second launch")
     ap.add_argument("--unspecialised", action="store_true", help="no int specialised (every stride a plain int)")
     ap.add_argument("--loops", action="store_true", help="also each loop's instruction count and commonest opcodes")
     args = ap.parse_args(argv)

@@ -190,6 +190,28 @@ def test_one_kernel_backward_matches_float64_reference(kind, Tq, Tk, mask, monke
 
 
 @pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+@pytest.mark.parametrize("kind,Tq,Tk,mask", [("entmax15", 130, 130, "causal"), ("sparsemax", 20, 150, "pad"),
+                                             ("entmax15", 150, 150, "causal-only"), ("entmax15", 18, 200, "dense")])
+def test_rows_pass_one_leaves_are_solved_in_compact_blocks(kind, Tq, Tk, mask, monkeypatch):
+    """ROWWISE: every row pass 1 does not prove goes to its (batch, head)'s list and a second launch solves
+    them in blocks of rows from any query block; out and the gradients as the float64 reference's (the
+    backward reads the thresholds the second launch wrote), with rows on the lists."""
+    monkeypatch.setattr(KL, "ROWWISE", True)
+    monkeypatch.setattr(KL, "TOPK", 2)
+    counts = []
+    real = KL._launch
+
+    def launch(fn, grid, args, *a, **kw):
+        real(fn, grid, args, *a, **kw)
+        if fn is KL._fwd_kernel:
+            counts.append(args[11].clone())  # (CNT: the rows each list took)
+
+    monkeypatch.setattr(KL, "_launch", launch)
+    test_output_and_gradients_match_float64_reference(kind, Tq, Tk, mask)
+    assert counts and counts[0].sum() > 0, counts
+
+
+@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
 @pytest.mark.parametrize("kind,Tq,Tk,mask,fused", [("entmax15", 130, 130, "causal-only", True),
                                                    ("sparsemax", 20, 150, "pad", False),
                                                    ("per_head", 18, 200, "dense", True)])

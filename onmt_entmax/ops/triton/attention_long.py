@@ -90,6 +90,9 @@ ITERS: torch.Tensor | None = None  # int32 (B H, query blocks): Newton passes of
 FUSED_BWD: bool | None = None
 TOPK: int | None = None  # entries kept a key position for the threshold's start, 1, 2 or 4 (None: by `_topk`)
 ALPHA_MARGIN = False  # alpha-entmax's Newton passes start at the subset's threshold less the margin too (sweeps)
+# sparsemax, 1.5-entmax: rows pass 1 does not prove solved by a second launch in compact blocks (`_fwd_rows_kernel`)
+# rather than by their block's Newton passes (benchmark sweeps; not yet timed on a GPU)
+ROWWISE = False
 
 BWD_WARPS: int | None = None  # the backward kernels' warps (None: the forward's, from `_tiles`; benchmark sweeps)
 # ints the kernels are not specialised on (a new length or batch compiles nothing). The head dims and the q, k, v,
@@ -363,56 +366,15 @@ def _sum_tile(acc, accw, tot_p, su, j, q, K, V, KEEP, b, h, bh, t, q0, dd, dv, m
     return acc, accw, tot_p, su
 
 
-@triton.jit(do_not_specialize=_INTS)
-def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, ALPHA, ITERS, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, sk_b, sk_h, sk_t,
-                sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, n_qb, n_kt, seed, scale, drop,
-                tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, GROUP_ITER: tl.constexpr, BM: tl.constexpr,
-                BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr,
-                CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr, PREC: tl.constexpr, LOGIT: tl.constexpr,
-                LO: tl.constexpr, HI: tl.constexpr, SKIP: tl.constexpr, TOPK: tl.constexpr,
-                START_MARGIN2: tl.constexpr):
-    qb = tl.program_id(0)
-    bh = tl.program_id(1)
-    b = (bh // H).to(tl.int64)
-    h = (bh % H).to(tl.int64)
-    q0 = qb * BM
-    t = q0 + tl.arange(0, BM)
-    tin = t < Tq
-    dd = tl.arange(0, BD)
-    dv = tl.arange(0, BDV)
-    q = load_tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
-    a1, _chain, soft, a1s, beta = _head(ALPHA, h, sa_h, t, tin, BM, MODE, LOGIT, LO, HI)
-    tmax = TMAX + (bh * n_qb + qb).to(tl.int64) * n_kt
-    # 1. row max; the TOPK largest entries at each key position mod BN; the tiles' maxima (of the tiles any kernel
-    # visits: `_key_end`)
-    hi_max = _key_end(Tk, q0, BM, CAUSAL, HAS_KEEP)
-    n_hi = tl.cdiv(hi_max, BN)  # (causal: the key tiles up to the block's last query)
-    m1 = tl.full([BM, BN], float("-inf"), tl.float32)
-    m2 = m1
-    m3 = m1
-    m4 = m1
-    for j0 in range(0, hi_max, BN):
-        keys = j0 + tl.arange(0, BN)
-        k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
-        s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j0, q0, BN, HAS_KEEP,
-                        CAUSAL, PREC)
-        m1, m2, m3, m4 = _insert(m1, m2, m3, m4, s, TOPK)
-        tl.store(tmax + j0 // BN, tl.max(tl.max(s, 1), 0))
-    m = tl.reduce(m1, 1, S.max_nan)
-    row_ok = (m > float("-inf")) & tin
-    m = tl.where(row_ok, m, 0.0)
-    # 2. threshold: a subset's, where pass 1 certifies it as the row's (`_start`); else a lower bound from
-    # it, then Newton from below, sparsemax and 1.5-entmax also summing the tile products that give out and
-    # W where a pass certifies a row
-    solve = row_ok & (soft == 0)
-    tau, t_sub, cert = _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE, GROUP_ITER, TOPK, BM, BN, START_MARGIN2)
-    tau = tl.where(solve, tau, -1.0)
-    if MODE != 2:
-        # only where every row of the block has it: the Newton pass the others need writes every certified
-        # row's output (`_fused_rows`), which the last sweep would then do again
-        cert = cert & (tl.sum((solve & (cert == 0)).to(tl.int32), 0) == 0)
-        tau = tl.where(cert, t_sub, tau)
-        solve = solve & (cert == 0)  # (certified rows: out and W from the last sweep)
+@triton.jit
+def _solve_rows(q, K, V, O, W, KEEP, tmax, b, h, bh, t, tin, q0, n_hi, dd, dv, m, a1s, beta, soft, row_ok, tau,
+                solve, later, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q,
+                sm_k, seed, scale, drop, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, BM: tl.constexpr,
+                BN: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
+                HAS_DROP: tl.constexpr, PREC: tl.constexpr, SKIP: tl.constexpr):
+    """Steps 2-3 of the forward for a block of rows t (their q, m, and tau: the start where solve, the
+    threshold elsewhere): Newton passes over the n_hi key tiles from tau for the rows that solve, out and W
+    written for every row in Tq but those of `later` (another launch writes them); (tau, sum f, passes)."""
     FUSE: tl.constexpr = MODE != 2
     fused = tin == 0  # rows whose out and W are written (rows past Tq: nothing to write)
     tot = tl.full([BM], 1.0, tl.float32)
@@ -464,10 +426,8 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, ALPHA, ITERS, Tq, H, Tk, D,
         it += 1
         go = (tl.sum(1 - done, 0) > 0) & (it < MAX_ITER)
     tau = out_tau
-    if ITERS is not None:
-        tl.store(ITERS + bh * n_qb + qb, it)
     # 3. the rows not written yet (every row of alpha-entmax): out = sum f v / sum f, W = sum u v / sum u
-    need = fused == 0
+    need = (fused == 0) & (later == 0)
     if tl.max(need.to(tl.int32), 0) > 0:
         acc = tl.zeros([BM, BDV], tl.float32)
         accw = tl.zeros([BM, BDV], tl.float32)
@@ -493,12 +453,124 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, ALPHA, ITERS, Tq, H, Tk, D,
         store_tile(W, accw * (1.0 / tl.where(su > 0, su, 1.0))[:, None], bh.to(tl.int64), 0, Tq * Dv, 0, Dv, rows,
                    Tq, dv, Dv)
         tot = tl.where(need, tot_p, tot)
+    return tau, tot, it
+
+
+@triton.jit(do_not_specialize=_INTS)
+def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, ALPHA, ITERS, CNT, LIST, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, sk_b,
+                sk_h, sk_t,
+                sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, n_qb, n_kt, seed, scale, drop,
+                tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, GROUP_ITER: tl.constexpr, BM: tl.constexpr,
+                BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr,
+                CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr, PREC: tl.constexpr, LOGIT: tl.constexpr,
+                LO: tl.constexpr, HI: tl.constexpr, SKIP: tl.constexpr, TOPK: tl.constexpr,
+                START_MARGIN2: tl.constexpr, ROWWISE: tl.constexpr):
+    qb = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = (bh // H).to(tl.int64)
+    h = (bh % H).to(tl.int64)
+    q0 = qb * BM
+    t = q0 + tl.arange(0, BM)
+    tin = t < Tq
+    dd = tl.arange(0, BD)
+    dv = tl.arange(0, BDV)
+    q = load_tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
+    a1, _chain, soft, a1s, beta = _head(ALPHA, h, sa_h, t, tin, BM, MODE, LOGIT, LO, HI)
+    tmax = TMAX + (bh * n_qb + qb).to(tl.int64) * n_kt
+    # 1. row max; the TOPK largest entries at each key position mod BN; the tiles' maxima (of the tiles any kernel
+    # visits: `_key_end`)
+    hi_max = _key_end(Tk, q0, BM, CAUSAL, HAS_KEEP)
+    n_hi = tl.cdiv(hi_max, BN)  # (causal: the key tiles up to the block's last query)
+    m1 = tl.full([BM, BN], float("-inf"), tl.float32)
+    m2 = m1
+    m3 = m1
+    m4 = m1
+    for j0 in range(0, hi_max, BN):
+        keys = j0 + tl.arange(0, BN)
+        k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
+        s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j0, q0, BN, HAS_KEEP,
+                        CAUSAL, PREC)
+        m1, m2, m3, m4 = _insert(m1, m2, m3, m4, s, TOPK)
+        tl.store(tmax + j0 // BN, tl.max(tl.max(s, 1), 0))
+    m = tl.reduce(m1, 1, S.max_nan)
+    row_ok = (m > float("-inf")) & tin
+    m = tl.where(row_ok, m, 0.0)
+    # 2. threshold: a subset's, where pass 1 certifies it as the row's (`_start`); else a lower bound from
+    # it, then Newton from below, sparsemax and 1.5-entmax also summing the tile products that give out and
+    # W where a pass certifies a row
+    solve = row_ok & (soft == 0)
+    tau, t_sub, cert = _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE, GROUP_ITER, TOPK, BM, BN, START_MARGIN2)
+    tau = tl.where(solve, tau, -1.0)
+    later = tin == 2  # (all False)
+    if MODE != 2:
+        if ROWWISE:
+            # each proved row takes its subset's threshold; the others go on their (batch, head)'s list, whose
+            # rows `_fwd_rows_kernel` solves in compact blocks (their start, a lower bound, kept in ST)
+            later = solve & (cert == 0)
+            n_later = tl.sum(later.to(tl.int32), 0)
+            if n_later > 0:
+                base = tl.atomic_add(CNT + bh, n_later)
+                rank = tl.cumsum(later.to(tl.int32), 0) - 1
+                tl.store(LIST + (bh * Tq).to(tl.int64) + base + rank, t, mask=later)
+        else:
+            # only where every row of the block has it: the Newton pass the others need writes every certified
+            # row's output (`_fused_rows`), which the last sweep would then do again
+            cert = cert & (tl.sum((solve & (cert == 0)).to(tl.int32), 0) == 0)
+        tau = tl.where(cert, t_sub, tau)
+        solve = solve & (cert == 0) & (later == 0)  # (certified rows: out and W from the last sweep)
+    tau, tot, it = _solve_rows(q, K, V, O, W, KEEP, tmax, b, h, bh, t, tin, q0, n_hi, dd, dv, m, a1s, beta, soft,
+                               row_ok, tau, solve, later, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, so_b,
+                               so_h, so_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, tol, MODE, MAX_ITER, BM, BN,
+                               BDV, HAS_KEEP, CAUSAL, HAS_DROP, PREC, SKIP)
+    if ITERS is not None:
+        tl.store(ITERS + bh * n_qb + qb, it)
     rows = ST + (bh * Tq).to(tl.int64) + t
     n_rows = (tl.num_programs(1) * Tq).to(tl.int64)
     tl.store(rows, m, mask=tin)
     tl.store(rows + n_rows, tau, mask=tin)
     tl.store(rows + 2 * n_rows, tot, mask=tin)
     tl.store(LOWB + bh * n_qb + qb, _low(m, a1s, tau, row_ok, soft))
+
+
+@triton.jit(do_not_specialize=_INTS)
+def _fwd_rows_kernel(Q, K, V, O, W, ST, KEEP, ALPHA, CNT, LIST, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, sk_b, sk_h, sk_t,
+                     sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, n_qb, n_kt, seed, scale, drop,
+                     tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                     BD: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
+                     HAS_DROP: tl.constexpr, PREC: tl.constexpr, LOGIT: tl.constexpr, LO: tl.constexpr,
+                     HI: tl.constexpr, SKIP: tl.constexpr):
+    """`_fwd_kernel`'s steps 2-3 for the rows it put on the lists (ROWWISE): one program per (batch, head, BM
+    entries of its list), rows from any query block, each from the start ST holds; every key tile up to the
+    last row's (the forward's tile maxima are its blocks'); tau and sum f written to ST. A row's sums do not
+    depend on the rows beside it, so its result is the same whichever block it lands in."""
+    sb = tl.program_id(0)
+    bh = tl.program_id(1)
+    n = tl.load(CNT + bh)
+    if sb * BM < n:
+        b = (bh // H).to(tl.int64)
+        h = (bh % H).to(tl.int64)
+        slots = sb * BM + tl.arange(0, BM)
+        t = tl.load(LIST + (bh * Tq).to(tl.int64) + slots, mask=slots < n, other=Tq)
+        tin = t < Tq
+        dd = tl.arange(0, BD)
+        dv = tl.arange(0, BDV)
+        q = load_tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
+        _a1, _chain, soft, a1s, beta = _head(ALPHA, h, sa_h, t, tin, BM, MODE, LOGIT, LO, HI)
+        rows = ST + (bh * Tq).to(tl.int64) + t
+        n_rows = (tl.num_programs(1) * Tq).to(tl.int64)
+        m = tl.load(rows, mask=tin, other=0.0)
+        tau = tl.load(rows + n_rows, mask=tin, other=-1.0)
+        q0 = tl.min(tl.where(tin, t, Tq), 0)  # (the causal tiles to mask: from the first row's)
+        hi_max = Tk
+        if CAUSAL:
+            if not HAS_KEEP:
+                hi_max = tl.minimum(Tk, tl.max(tl.where(tin, t, 0), 0) + 1)
+        tau, tot, _it = _solve_rows(q, K, V, O, W, KEEP, ST, b, h, bh, t, tin, q0, tl.cdiv(hi_max, BN), dd, dv, m,
+                                    a1s, beta, soft, tin, tau, tin, tin == 2, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b,
+                                    sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, tol, MODE,
+                                    MAX_ITER, BM, BN, BDV, HAS_KEEP, CAUSAL, HAS_DROP, PREC, False)
+        tl.store(rows + n_rows, tau, mask=tin)
+        tl.store(rows + 2 * n_rows, tot, mask=tin)
 
 
 @triton.jit
@@ -822,12 +894,17 @@ def forward(q, k, v, keep, alpha, bounds, mode: int, scale: float, drop: float, 
     low = torch.empty((B * H, call.n_qb), device=q.device, dtype=torch.float32)
     if out.numel() == 0:
         return out, w, st, tmax, low, call
-    args = (q, k, v, out, w, st, tmax, low, call.keep, call.alpha, ITERS, *call.sizes, *call.qkv, *out.stride()[:3],
-            *call.tail, scale, drop, 1e-6)
-    _launch(_fwd_kernel, call.grid_q, args,
-           dict(MODE=mode, MAX_ITER=64 if mode == 2 else 32, GROUP_ITER=32, **call.consts, TOPK=_topk(Tk),
-                START_MARGIN2=ALPHA_MARGIN),
-            call.warps, call.stages, REGS)
+    rowwise = ROWWISE and mode != MODES["bisect"] and _topk(Tk) > 1
+    lists = (torch.zeros(B * H, device=q.device, dtype=torch.int32),
+             torch.empty(B * H * Tq, device=q.device, dtype=torch.int32)) if rowwise else (st, st)
+    tail = (*call.sizes, *call.qkv, *out.stride()[:3], *call.tail, scale, drop, 1e-6)
+    max_iter = 64 if mode == 2 else 32
+    _launch(_fwd_kernel, call.grid_q, (q, k, v, out, w, st, tmax, low, call.keep, call.alpha, ITERS, *lists, *tail),
+            dict(MODE=mode, MAX_ITER=max_iter, GROUP_ITER=32, **call.consts, TOPK=_topk(Tk),
+                 START_MARGIN2=ALPHA_MARGIN, ROWWISE=rowwise), call.warps, call.stages, REGS)
+    if rowwise:
+        _launch(_fwd_rows_kernel, call.grid_q, (q, k, v, out, w, st, call.keep, call.alpha, *lists, *tail),
+                dict(MODE=mode, MAX_ITER=max_iter, **call.consts), call.warps, call.stages, REGS)
     return out, w, st, tmax, low, call
 
 
