@@ -248,8 +248,8 @@ def _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE: tl.constexpr, GROUP_I
     The Newton passes start at t less the solver's margin; alpha-entmax at t itself (less the margin too
     with START_MARGIN2, the sweep knob `ALPHA_MARGIN`): its Newton steps back from above, and where T holds
     the support its first pass meets the tolerance at t, which the margin would fail (A - 1 = beta B 1e-6
-    there, and B >= A = 1 as every d <= 1). Certificate, from pass 1
-    alone: an entry left out of T at key position p is at most the smallest one kept there (m_TOPK[p]),
+    there, and B >= A = 1 as every d <= 1). Certificate, from pass 1 alone: an entry left out of T at key
+    position p is at most the smallest one kept there (m_TOPK[p]),
     so where each position's smallest kept entry is at or below the row's `_reach` at t (f = 0 there),
     nothing outside T is in the support and F = F_T at t: t is the row's threshold (T solved to the end:
     its solve stopped before GROUP_ITER passes). TOPK 1 never certifies (the row max is its own
@@ -367,6 +367,20 @@ def _sum_tile(acc, accw, tot_p, su, j, q, K, V, KEEP, b, h, bh, t, q0, dd, dv, m
 
 
 @triton.jit
+def _query_block(Q, Tq, H, D, sq_b, sq_h, sq_t, BM: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr):
+    """(qb, bh, b, h, q0, t, tin, dd, dv, q) of the program for (batch x head bh, query block qb): its rows t
+    from q0, which of them lie in Tq, the head-dim ranges of q and v, and its q tile."""
+    qb = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = (bh // H).to(tl.int64)
+    h = (bh % H).to(tl.int64)
+    q0 = qb * BM
+    t = q0 + tl.arange(0, BM)
+    dd = tl.arange(0, BD)
+    return qb, bh, b, h, q0, t, t < Tq, dd, tl.arange(0, BDV), load_tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
+
+
+@triton.jit
 def _solve_rows(q, K, V, O, W, KEEP, tmax, b, h, bh, t, tin, q0, n_hi, dd, dv, m, a1s, beta, soft, row_ok, tau,
                 solve, later, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q,
                 sm_k, seed, scale, drop, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, BM: tl.constexpr,
@@ -458,23 +472,13 @@ def _solve_rows(q, K, V, O, W, KEEP, tmax, b, h, bh, t, tin, q0, n_hi, dd, dv, m
 
 @triton.jit(do_not_specialize=_INTS)
 def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, ALPHA, ITERS, CNT, LIST, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, sk_b,
-                sk_h, sk_t,
-                sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, n_qb, n_kt, seed, scale, drop,
-                tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, GROUP_ITER: tl.constexpr, BM: tl.constexpr,
+                sk_h, sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, n_qb, n_kt, seed, scale,
+                drop, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, GROUP_ITER: tl.constexpr, BM: tl.constexpr,
                 BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr,
                 CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr, PREC: tl.constexpr, LOGIT: tl.constexpr,
                 LO: tl.constexpr, HI: tl.constexpr, SKIP: tl.constexpr, TOPK: tl.constexpr,
                 START_MARGIN2: tl.constexpr, ROWWISE: tl.constexpr):
-    qb = tl.program_id(0)
-    bh = tl.program_id(1)
-    b = (bh // H).to(tl.int64)
-    h = (bh % H).to(tl.int64)
-    q0 = qb * BM
-    t = q0 + tl.arange(0, BM)
-    tin = t < Tq
-    dd = tl.arange(0, BD)
-    dv = tl.arange(0, BDV)
-    q = load_tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
+    qb, bh, b, h, q0, t, tin, dd, dv, q = _query_block(Q, Tq, H, D, sq_b, sq_h, sq_t, BM, BD, BDV)
     a1, _chain, soft, a1s, beta = _head(ALPHA, h, sa_h, t, tin, BM, MODE, LOGIT, LO, HI)
     tmax = TMAX + (bh * n_qb + qb).to(tl.int64) * n_kt
     # 1. row max; the TOPK largest entries at each key position mod BN; the tiles' maxima (of the tiles any kernel
@@ -556,10 +560,7 @@ def _fwd_rows_kernel(Q, K, V, O, W, ST, KEEP, ALPHA, CNT, LIST, Tq, H, Tk, D, Dv
         dv = tl.arange(0, BDV)
         q = load_tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
         _a1, _chain, soft, a1s, beta = _head(ALPHA, h, sa_h, t, tin, BM, MODE, LOGIT, LO, HI)
-        rows = ST + (bh * Tq).to(tl.int64) + t
-        n_rows = (tl.num_programs(1) * Tq).to(tl.int64)
-        m = tl.load(rows, mask=tin, other=0.0)
-        tau = tl.load(rows + n_rows, mask=tin, other=-1.0)
+        m, tau, _tot = _row_stats(ST, bh, t, tin, Tq, tl.num_programs(1))
         q0 = tl.min(tl.where(tin, t, Tq), 0)  # (the causal tiles to mask: from the first row's)
         hi_max = Tk
         if CAUSAL:
@@ -569,6 +570,8 @@ def _fwd_rows_kernel(Q, K, V, O, W, ST, KEEP, ALPHA, CNT, LIST, Tq, H, Tk, D, Dv
                                     a1s, beta, soft, tin, tau, tin, tin == 2, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b,
                                     sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, tol, MODE,
                                     MAX_ITER, BM, BN, BDV, HAS_KEEP, CAUSAL, HAS_DROP, PREC, False)
+        rows = ST + (bh * Tq).to(tl.int64) + t
+        n_rows = (tl.num_programs(1) * Tq).to(tl.int64)
         tl.store(rows + n_rows, tau, mask=tin)
         tl.store(rows + 2 * n_rows, tot, mask=tin)
 
@@ -674,16 +677,7 @@ def _bwd_dq_kernel(Q, K, V, GO, DQ, W, C, ST, TMAX, LOWB, KEEP, ALPHA, DALPHA, T
                    SKIP: tl.constexpr, HAS_DALPHA: tl.constexpr):
     """One program per (batch, head, BM queries): c = G . W written for the dk, dv kernel; dq; the
     alpha-gradient of the rows added to their head's entry. (so_*: strides of G and dq's are q's.)"""
-    qb = tl.program_id(0)
-    bh = tl.program_id(1)
-    b = (bh // H).to(tl.int64)
-    h = (bh % H).to(tl.int64)
-    q0 = qb * BM
-    t = q0 + tl.arange(0, BM)
-    tin = t < Tq
-    dd = tl.arange(0, BD)
-    dv = tl.arange(0, BDV)
-    q = load_tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
+    qb, bh, b, h, q0, t, tin, dd, dv, q = _query_block(Q, Tq, H, D, sq_b, sq_h, sq_t, BM, BD, BDV)
     go = load_tile(GO, b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
     w = load_tile(W, bh.to(tl.int64), 0, Tq * Dv, 0, Dv, t, Tq, dv, Dv)
     c = tl.sum(go.to(tl.float32) * w, 1)
