@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from onmt_entmax.modules.attention import ALPHA_MAX, ALPHA_MIN  # noqa: E402
+from onmt_entmax.modules.attention import ALPHA_MAX, ALPHA_MIN, LearnableAlpha  # noqa: E402
 from onmt_entmax.ops.triton import attention_long as KL  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -34,8 +34,7 @@ def timings(q, k, v, grad, kind, causal):
     (the learned-alpha backward)."""
     inputs, extra = (q, k, v), {}
     if kind == LEARNED:
-        a = (ALPHA["entmax_bisect"] - 1.0) / (2.0 - ALPHA["entmax_bisect"])  # (sigmoid(log a) = alpha - 1)
-        alpha = torch.full((q.shape[1],), a, device=q.device).log().requires_grad_()
+        alpha = LearnableAlpha(q.shape[1], ALPHA["entmax_bisect"]).to(q.device).a  # (the module's logits)
         kind, inputs, extra = "entmax_bisect", (q, k, v, alpha), {"alpha_bounds": (ALPHA_MIN, ALPHA_MAX)}
     else:
         alpha = ALPHA[kind]
