@@ -116,7 +116,8 @@ def kernels(args: argparse.Namespace) -> list[tuple[str, object, dict, int, int 
     fused = args.dtype != "fp32" and not args.alpha_grad
     out = [(f"forward {bm}x{bn}x{warps}", KL._fwd_kernel, fwd, warps, stages)]
     if args.rowwise:
-        rows = {c: v for c, v in fwd.items() if c not in ("ITERS", "GROUP_ITER", "TOPK", "START_MARGIN2", "ROWWISE")}
+        rows = {c: v for c, v in fwd.items() if c not in ("GROUP_ITER", "TOPK", "START_MARGIN2", "ROWWISE")}
+        rows["QBM"] = bm
         out.append((f"forward, listed rows {bm}x{bn}x{warps}", KL._fwd_rows_kernel, rows, warps, stages))
     out.append((f"backward dk dv{' dq' if fused else ''} {bm}x{bn_b}x{warps}", KL._bwd_dkv_kernel,
                 dict(bwd, MODE=args.mode, FUSED_DQ=fused), warps, bwd_stages))

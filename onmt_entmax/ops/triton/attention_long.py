@@ -93,6 +93,7 @@ ALPHA_MARGIN = False  # alpha-entmax's Newton passes start at the subset's thres
 # sparsemax, 1.5-entmax: rows pass 1 does not prove solved by a second launch in compact blocks (`_fwd_rows_kernel`)
 # rather than by their block's Newton passes (benchmark sweeps; not yet timed on a GPU)
 ROWWISE = False
+ROWS_TILE: tuple[int, int, int] | None = None  # the listed-rows kernel's (BM, BN, warps) (None: the forward's; sweeps)
 
 BWD_WARPS: int | None = None  # the backward kernels' warps (None: the forward's, from `_tiles`; benchmark sweeps)
 # ints the kernels are not specialised on (a new length or batch compiles nothing). The head dims and the q, k, v,
@@ -537,12 +538,12 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, ALPHA, ITERS, CNT, LIST, Tq
 
 
 @triton.jit(do_not_specialize=_INTS)
-def _fwd_rows_kernel(Q, K, V, O, W, ST, KEEP, ALPHA, CNT, LIST, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, sk_b, sk_h, sk_t,
-                     sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, n_qb, n_kt, seed, scale, drop,
-                     tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+def _fwd_rows_kernel(Q, K, V, O, W, ST, KEEP, ALPHA, ITERS, CNT, LIST, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, sk_b, sk_h,
+                     sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, n_qb, n_kt, seed, scale,
+                     drop, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                      BD: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
                      HAS_DROP: tl.constexpr, PREC: tl.constexpr, LOGIT: tl.constexpr, LO: tl.constexpr,
-                     HI: tl.constexpr, SKIP: tl.constexpr):
+                     HI: tl.constexpr, SKIP: tl.constexpr, QBM: tl.constexpr):
     """`_fwd_kernel`'s steps 2-3 for the rows it put on the lists (ROWWISE): one program per (batch, head, BM
     entries of its list), rows from any query block, each from the start ST holds; every key tile up to the
     last row's (the forward's tile maxima are its blocks'); tau and sum f written to ST. A row's sums do not
@@ -566,7 +567,7 @@ def _fwd_rows_kernel(Q, K, V, O, W, ST, KEEP, ALPHA, CNT, LIST, Tq, H, Tk, D, Dv
         if CAUSAL:
             if not HAS_KEEP:
                 hi_max = tl.minimum(Tk, tl.max(tl.where(tin, t, 0), 0) + 1)
-        tau, tot, _it = _solve_rows(q, K, V, O, W, KEEP, ST, b, h, bh, t, tin, q0, tl.cdiv(hi_max, BN), dd, dv, m,
+        tau, tot, it = _solve_rows(q, K, V, O, W, KEEP, ST, b, h, bh, t, tin, q0, tl.cdiv(hi_max, BN), dd, dv, m,
                                     a1s, beta, soft, tin, tau, tin, tin == 2, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b,
                                     sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, tol, MODE,
                                     MAX_ITER, BM, BN, BDV, HAS_KEEP, CAUSAL, HAS_DROP, PREC, False)
@@ -574,6 +575,8 @@ def _fwd_rows_kernel(Q, K, V, O, W, ST, KEEP, ALPHA, CNT, LIST, Tq, H, Tk, D, Dv
         n_rows = (tl.num_programs(1) * Tq).to(tl.int64)
         tl.store(rows + n_rows, tau, mask=tin)
         tl.store(rows + 2 * n_rows, tot, mask=tin)
+        if ITERS is not None:  # (the passes of a row's own query block of QBM rows: the most of its rows')
+            tl.atomic_max(ITERS + bh * n_qb + t // QBM, it + 0 * t, mask=tin)
 
 
 @triton.jit
@@ -897,8 +900,11 @@ def forward(q, k, v, keep, alpha, bounds, mode: int, scale: float, drop: float, 
             dict(MODE=mode, MAX_ITER=max_iter, GROUP_ITER=32, **call.consts, TOPK=_topk(Tk),
                  START_MARGIN2=ALPHA_MARGIN, ROWWISE=rowwise), call.warps, call.stages, REGS)
     if rowwise:
-        _launch(_fwd_rows_kernel, call.grid_q, (q, k, v, out, w, st, call.keep, call.alpha, *lists, *tail),
-                dict(MODE=mode, MAX_ITER=max_iter, **call.consts), call.warps, call.stages, REGS)
+        bm, bn, warps = ROWS_TILE or (call.bm, call.bn, call.warps)
+        _launch(_fwd_rows_kernel, (cdiv(Tq, bm), B * H),
+                (q, k, v, out, w, st, call.keep, call.alpha, ITERS, *lists, *tail),
+                {**call.consts, "MODE": mode, "MAX_ITER": max_iter, "BM": bm, "BN": bn, "QBM": call.bm}, warps,
+                call.stages, REGS)
     return out, w, st, tmax, low, call
 
 
