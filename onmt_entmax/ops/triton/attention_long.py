@@ -548,10 +548,12 @@ def _fwd_rows_kernel(Q, K, V, O, W, ST, KEEP, ALPHA, ITERS, CNT, LIST, Tq, H, Tk
     entries of its list), rows from any query block, each from the start ST holds; every key tile up to the
     last row's (the forward's tile maxima are its blocks'); tau and sum f written to ST. A row's sums do not
     depend on the rows beside it, so its result is the same whichever block it lands in."""
-    sb = tl.program_id(0)
     bh = tl.program_id(1)
     n = tl.load(CNT + bh)
-    if sb * BM < n:
+    # the list's last entries first: blocks list their rows about in query order as they end, so causal, the
+    # longest rows start first and the launch's tail is shorter
+    sb = tl.cdiv(n, BM) - 1 - tl.program_id(0)
+    if sb >= 0:
         b = (bh // H).to(tl.int64)
         h = (bh % H).to(tl.int64)
         slots = sb * BM + tl.arange(0, BM)
