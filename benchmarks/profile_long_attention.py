@@ -61,14 +61,14 @@ def host_ms(fn, n: int = 20) -> float:
 
 def set_knobs(var: str) -> None:
     """The kernels' knobs for a variant: '+'-joined parts, each 'default', 'noskip', 'margin' (alpha-entmax's
-    Newton from the start's subset threshold less the solver's margin), 'rowwise' / 'blockwise' (rows pass 1 does not
-    prove solved by a second launch / by their block's Newton passes; default: by kind), 'topkN', 'twobwd',
+    Newton from the start's subset threshold less the solver's margin), 'rowwise' (rows pass 1 does not prove
+    solved by a second launch), 'topkN', 'twobwd',
     'stagesN' (every kernel), 'bstagesN' (the backward's), 'bwN' (the backward's warps), 'bkN' (the backward's key
     tile: BN or 2 BN), 'regN' / 'bregN' (the forward's / backward's register cap a thread), 'BMxBNxWARPS' (both
     passes' tiles, unless bkN) or 'rowsBMxBNxWARPS' (the listed-rows kernel's, with rowwise)."""
     KL.TILE, KL.SKIP, KL.STAGES, KL.TOPK, KL.FUSED_BWD, KL.BWD_WARPS, KL.BWD_STAGES, KL.BWD_KEYS = \
         None, True, None, None, None, None, BWD_STAGES, None
-    KL.REGS, KL.BWD_REGS, KL.ALPHA_MARGIN, KL.ROWWISE, KL.ROWS_TILE = None, None, False, None, None
+    KL.REGS, KL.BWD_REGS, KL.ALPHA_MARGIN, KL.ROWWISE, KL.ROWS_TILE = None, None, False, False, None
     for part in var.split("+"):
         if part == "noskip":
             KL.SKIP = False
@@ -76,8 +76,6 @@ def set_knobs(var: str) -> None:
             KL.ALPHA_MARGIN = True
         elif part == "rowwise":
             KL.ROWWISE = True
-        elif part == "blockwise":
-            KL.ROWWISE = False
         elif part.startswith("rows"):
             KL.ROWS_TILE = tuple(int(n) for n in part[4:].split("x"))
         elif part.startswith("topk"):

@@ -90,9 +90,9 @@ ITERS: torch.Tensor | None = None  # int32 (B H, query blocks): Newton passes of
 FUSED_BWD: bool | None = None
 TOPK: int | None = None  # entries kept a key position for the threshold's start, 1, 2 or 4 (None: by `_topk`)
 ALPHA_MARGIN = False  # alpha-entmax's Newton passes start at the subset's threshold less the margin too (sweeps)
-# rows pass 1 does not prove solved by a second launch in compact blocks (`_fwd_rows_kernel`) rather than by their
-# block's Newton passes: True, False, or None: by `_rowwise` (sparsemax and 1.5-entmax only; benchmark sweeps)
-ROWWISE: bool | None = None
+# sparsemax, 1.5-entmax: rows pass 1 does not prove solved by a second launch in compact blocks (`_fwd_rows_kernel`)
+# rather than by their block's Newton passes (benchmark sweeps; not yet timed on a GPU)
+ROWWISE = False
 ROWS_TILE: tuple[int, int, int] | None = None  # the listed-rows kernel's (BM, BN, warps) (None: the forward's; sweeps)
 
 BWD_WARPS: int | None = None  # the backward kernels' warps (None: the forward's, from `_tiles`; benchmark sweeps)
@@ -783,16 +783,6 @@ LONG_KEYS = 4096  # half rows of up to this many keys (sparsemax, 1.5-entmax): f
 FP32_MAX_HEAD_DIM = 128  # float32 tiles of wider heads exceed the shared memory of a block (227 KiB on sm_90)
 
 
-def _rowwise(mode: int, causal: bool) -> bool:
-    """ROWWISE if set, else 1.5-entmax without a causal mask. There a quarter of the rows fail pass 1's proof,
-    spread over most blocks, and solving them in compact blocks saves more than the second launch's tail
-    costs. Sparsemax lists a few dozen rows (one long block sweeping every key, after the rest), and causal
-    1.5-entmax blocks are shorter and fewer of their rows are listed: both ran slower so (docs/kernels.md)."""
-    if ROWWISE is not None:
-        return ROWWISE
-    return mode == MODES["entmax15"] and not causal
-
-
 def _topk(Tk: int) -> int:
     """TOPK if set; 4, or 1 for rows of at most SHORT_KEYS keys, where 4 entries a key position hold
     much of the row and the start's solve on them costs more than the passes it saves (2 in the
@@ -903,7 +893,7 @@ def forward(q, k, v, keep, alpha, bounds, mode: int, scale: float, drop: float, 
     low = torch.empty((B * H, call.n_qb), device=q.device, dtype=torch.float32)
     if out.numel() == 0:
         return out, w, st, tmax, low, call
-    rowwise = _rowwise(mode, causal) and mode != MODES["bisect"] and _topk(Tk) > 1
+    rowwise = ROWWISE and mode != MODES["bisect"] and _topk(Tk) > 1
     lists = (torch.zeros(B * H, device=q.device, dtype=torch.int32),
              torch.empty(B * H * Tq, device=q.device, dtype=torch.int32)) if rowwise else (st, st)
     tail = (*call.sizes, *call.qkv, *out.stride()[:3], *call.tail, scale, drop, 1e-6)
