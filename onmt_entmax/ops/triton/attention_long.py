@@ -91,7 +91,7 @@ FUSED_BWD: bool | None = None
 TOPK: int | None = None  # entries kept a key position for the threshold's start, 1, 2 or 4 (None: by `_topk`)
 ALPHA_MARGIN = False  # alpha-entmax's Newton passes start at the subset's threshold less the margin too (sweeps)
 # sparsemax, 1.5-entmax: rows pass 1 does not prove solved by a second launch in compact blocks (`_fwd_rows_kernel`)
-# rather than by their block's Newton passes (benchmark sweeps; not yet timed on a GPU)
+# rather than by their block's Newton passes (benchmark sweeps: faster on randn inputs, slower in training)
 ROWWISE = False
 ROWS_TILE: tuple[int, int, int] | None = None  # the listed-rows kernel's (BM, BN, warps) (None: the forward's; sweeps)
 
