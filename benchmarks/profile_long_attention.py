@@ -5,6 +5,12 @@ e.g. --variants default,64x64x8+topk2+bw4; learned alphas (`--kinds learned`) wi
 
     python3 benchmarks/profile_long_attention.py [--T 4096] [--batch 2] [--kinds entmax15] [--dtype bf16]
     python3 benchmarks/profile_long_attention.py --kinds entmax_bisect --alpha 1.5 --variants default,margin
+    python3 benchmarks/profile_long_attention.py --mask causal-full --variants default
+
+--mask gives the keep masks the toolkits pass (SDPA gets the same one): `pad` (B, 1, 1, T), the key padding of
+Eole's encoder, the last eighth of the keys of every other sequence padded; `pad-full`, the same as a
+materialized (B, 1, T, T) tensor, OpenNMT-py's encoder and cross-attention; `causal-full`, its decoder's
+(B, 1, T, T) causal and padding mask (both toolkits').
 """
 from __future__ import annotations
 
@@ -27,7 +33,24 @@ LEARNED = "learned"  # a kind of its own here: alpha-entmax from one logit a hea
 BWD_STAGES = KL.BWD_STAGES  # (the default, restored between variants)
 
 
-def timings(q, k, v, grad, kind, causal):
+MASKS = ("none", "pad", "pad-full", "causal-full")
+
+
+def keep_mask(name: str, batch: int, T: int) -> torch.Tensor | None:
+    """The --mask keep mask (True = attend) for batch x T keys: see the module docstring."""
+    if name == "none":
+        return None
+    pad = torch.ones(batch, 1, 1, T, dtype=torch.bool, device="cuda")
+    pad[1::2, ..., T - T // 8:] = False
+    if name == "pad":
+        return pad
+    full = pad.expand(batch, 1, T, T)
+    if name == "causal-full":
+        full = full & torch.ones(T, T, dtype=torch.bool, device="cuda").tril()
+    return full.contiguous()
+
+
+def timings(q, k, v, grad, kind, causal, keep=None):
     """(forward ms, backward ms, host ms): the GPU times of the forward and of the backward alone (on a kept graph),
     and the host's time to issue a forward + backward, unsynchronised (above the GPU times: the call is bound by
     its Python and launch overhead, not by the kernels). LEARNED: logits of --alpha a head, their gradient too
@@ -38,7 +61,7 @@ def timings(q, k, v, grad, kind, causal):
         kind, inputs, extra = "entmax_bisect", (q, k, v, alpha), {"alpha_bounds": (ALPHA_MIN, ALPHA_MAX)}
     else:
         alpha = ALPHA[kind]
-    fwd = lambda: KL.sparse_attention(q, k, v, None, kind, alpha, q.shape[-1] ** -0.5, causal=causal, **extra)
+    fwd = lambda: KL.sparse_attention(q, k, v, keep, kind, alpha, q.shape[-1] ** -0.5, causal=causal, **extra)
     out = fwd()
     torch.autograd.grad(out, inputs, grad, retain_graph=True)
     t_f = do_bench(lambda: fwd(), warmup=10, rep=50, return_mode="median")
@@ -111,6 +134,7 @@ def main() -> None:
     ap.add_argument("--variants", default="default,noskip,128x64x8,128x64x4,64x128x4,stages1,stages2,stages4")
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--dtype", choices=DTYPES, default="bf16")
+    ap.add_argument("--mask", choices=MASKS, default="none", help="the keep mask (module docstring)")
     a = ap.parse_args()
     ALPHA["entmax_bisect"] = a.alpha
     if not torch.cuda.is_available():
@@ -120,12 +144,12 @@ def main() -> None:
                      for _ in range(4))
     for x in (q, k, v):
         x.requires_grad_()
-    sd_f = do_bench(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=a.causal), return_mode="median")
-    sd_fb = do_bench(lambda: torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=a.causal),
-                                                 (q, k, v), grad), return_mode="median")
-    sd_host = host_ms(lambda: torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=a.causal),
-                                                  (q, k, v), grad))
-    print(f"{a.dtype} T={a.T} B={a.batch} causal={a.causal}: SDPA fwd {sd_f:.3f} ms, fwd+bwd {sd_fb:.3f} ms, "
+    keep = keep_mask(a.mask, a.batch, a.T)
+    sdpa = lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=a.causal)
+    sd_f = do_bench(sdpa, return_mode="median")
+    sd_fb = do_bench(lambda: torch.autograd.grad(sdpa(), (q, k, v), grad), return_mode="median")
+    sd_host = host_ms(lambda: torch.autograd.grad(sdpa(), (q, k, v), grad))
+    print(f"{a.dtype} T={a.T} B={a.batch} causal={a.causal} mask={a.mask}: SDPA fwd {sd_f:.3f} ms, fwd+bwd {sd_fb:.3f} ms, "
           f"host {sd_host:.3f} ms", flush=True)
     for kind in a.kinds.split(","):
         for var in a.variants.split(","):
@@ -133,7 +157,7 @@ def main() -> None:
             bm = KL.TILE[0] if KL.TILE else 64
             KL.ITERS = torch.zeros(a.batch * 8, -(-a.T // bm), dtype=torch.int32, device="cuda")
             try:
-                f, b, host = timings(q, k, v, grad, kind, a.causal)
+                f, b, host = timings(q, k, v, grad, kind, a.causal, keep)
             except Exception as e:  # noqa: BLE001 (a variant that does not compile: say so, go on)
                 print(kind, var, "failed:", str(e).splitlines()[0][:200], flush=True)
                 continue
