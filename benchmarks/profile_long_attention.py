@@ -149,8 +149,8 @@ def main() -> None:
     sd_f = do_bench(sdpa, return_mode="median")
     sd_fb = do_bench(lambda: torch.autograd.grad(sdpa(), (q, k, v), grad), return_mode="median")
     sd_host = host_ms(lambda: torch.autograd.grad(sdpa(), (q, k, v), grad))
-    print(f"{a.dtype} T={a.T} B={a.batch} causal={a.causal} mask={a.mask}: SDPA fwd {sd_f:.3f} ms, fwd+bwd {sd_fb:.3f} ms, "
-          f"host {sd_host:.3f} ms", flush=True)
+    print(f"{a.dtype} T={a.T} B={a.batch} causal={a.causal} mask={a.mask}: SDPA fwd {sd_f:.3f} ms, "
+          f"fwd+bwd {sd_fb:.3f} ms, host {sd_host:.3f} ms", flush=True)
     for kind in a.kinds.split(","):
         for var in a.variants.split(","):
             set_knobs(var)

@@ -49,8 +49,10 @@ def compiled(fn, constexprs: dict, dtype: str, warps: int, stages: int | None, s
             sig[name] = "fp32"
         elif name == "KEEP":
             sig[name] = "*i1"
-        elif name in ("ITERS", "CNT", "LIST"):
+        elif name in ("ITERS", "CNT", "LIST", "JR", "QR"):
             sig[name] = "*i32"
+        elif name == "KCLS":
+            sig[name] = "*i8"
         elif name[0].isupper() and name not in SIZES:
             sig[name] = ptr if name in ("Q", "K", "V", "O", "GO", "DQ", "DK", "DV") else "*fp32"
         else:
@@ -105,19 +107,20 @@ def kernels(args: argparse.Namespace) -> list[tuple[str, object, dict, int, int 
     stages, bwd_stages = KL._stages(args.head_dim, args.head_dim, dtype)
     stages = args.stages if args.stages is not None else stages
     bd = triton.next_power_of_2(max(args.head_dim, 16))
-    common = dict(BM=bm, BN=bn, BD=bd, BDV=bd, HAS_KEEP=args.keep, CAUSAL=args.causal, HAS_DROP=args.dropout,
+    common = dict(BM=bm, BN=bn, BD=bd, BDV=bd, HAS_KEEP=2 * args.keep, CAUSAL=args.causal, HAS_DROP=args.dropout,
                   PREC="tf32x3" if args.dtype == "fp32" else "tf32", LOGIT=False, LO=1.0, HI=2.0, SKIP=True)
     fwd = dict(common, ITERS=None, MODE=args.mode, MAX_ITER=64 if args.mode == 2 else 32, GROUP_ITER=32,
                TOPK=args.topk or KL._topk(args.keys), START_MARGIN2=False, ROWWISE=args.rowwise)
-    bwd = dict(common, BN=bn_b)
+    fwd["R"] = 1
+    bwd = dict(common, BN=bn_b, R=bn_b // bn)
     if args.alpha_grad:  # learned alphas (their logits' gradient): the dq kernel sums it, so two kernels
         fwd.update(LOGIT=True)
         bwd.update(LOGIT=True)
     fused = args.dtype != "fp32" and not args.alpha_grad
     out = [(f"forward {bm}x{bn}x{warps}", KL._fwd_kernel, fwd, warps, stages)]
     if args.rowwise:
-        rows = {c: v for c, v in fwd.items() if c not in ("GROUP_ITER", "TOPK", "START_MARGIN2", "ROWWISE")}
-        rows["QBM"] = bm
+        rows = {c: v for c, v in fwd.items() if c not in ("GROUP_ITER", "TOPK", "START_MARGIN2", "ROWWISE", "R")}
+        rows.update(QBM=bm, HAS_KEEP=int(args.keep))
         out.append((f"forward, listed rows {bm}x{bn}x{warps}", KL._fwd_rows_kernel, rows, warps, stages))
     out.append((f"backward dk dv{' dq' if fused else ''} {bm}x{bn_b}x{warps}", KL._bwd_dkv_kernel,
                 dict(bwd, MODE=args.mode, FUSED_DQ=fused), warps, bwd_stages))

@@ -205,6 +205,7 @@ def _other_kernels():
     from onmt_entmax.ops.triton import attention_long as KLA
     from onmt_entmax.ops.triton import attention_tiles as KTT
     from onmt_entmax.ops.triton import beam_step as KB
+    from onmt_entmax.ops.triton import keep_tiles as KT
 
     i64 = "*i64"
     tiles = dict(MODE=2, BR=KTT.BM, BC=32, BD=64, BDV=64, HAS_KEEP=True, HAS_DROP=True, PREC="ieee",
@@ -212,8 +213,10 @@ def _other_kernels():
     # (long attention: bf16 tiles, every mask and the learned alpha; the forward's fused 1.5-entmax passes
     # and its weighted-sum pass, the dq kernel with the alpha-gradient, the key-tile kernel with dq by atomics)
     b16 = "*bf16"
-    half = {n: b16 for n in ("Q", "K", "V", "O", "GO", "DQ", "DK", "DV")} | {"KEEP": "*i1"}
-    long = dict(BM=64, BN=64, BD=64, BDV=64, HAS_KEEP=True, CAUSAL=True, HAS_DROP=True, PREC="tf32", LOGIT=True,
+    half = {n: b16 for n in ("Q", "K", "V", "O", "GO", "DQ", "DK", "DV")} | {"KEEP": "*i1", "KCLS": "*i8", "JR": "*i32",
+                                                                           "QR": "*i32"}
+    # (a keep mask read by its tile classes, HAS_KEEP 2, the launches' own; the listed rows read it entry by entry)
+    long = dict(BM=64, BN=64, BD=64, BDV=64, HAS_KEEP=2, CAUSAL=True, HAS_DROP=True, PREC="tf32", LOGIT=True,
                 LO=1.01, HI=2.0, SKIP=True)
     return [
         ("beam stats", KB._stats_kernel, dict(KP=8, BLOCK=KB._BLOCK, FINAL=False),
@@ -233,13 +236,16 @@ def _other_kernels():
         ("training attention tiles, backward", KTT._bwd_kernel, dict(tiles, HAS_DALPHA=True), {"KEEP": "*i1"}, 4,
          False),
         *[(f"long attention, forward{', rows proved a row' if rowwise else ''}", KLA._fwd_kernel,
-           dict(long, ITERS=None, MODE=1, MAX_ITER=32, GROUP_ITER=32, TOPK=4, START_MARGIN2=False, ROWWISE=rowwise),
+           dict(long, ITERS=None, MODE=1, MAX_ITER=32, GROUP_ITER=32, TOPK=4, START_MARGIN2=False, ROWWISE=rowwise,
+                R=1),
            half | {"CNT": "*i32", "LIST": "*i32"}, 4, False) for rowwise in (False, True)],
         ("long attention, forward of the listed rows", KLA._fwd_rows_kernel,
-         dict(long, ITERS=None, MODE=1, MAX_ITER=32, QBM=64),
+         dict(long, ITERS=None, MODE=1, MAX_ITER=32, QBM=64, HAS_KEEP=1),
          half | {"CNT": "*i32", "LIST": "*i32"}, 4, False),
-        ("long attention, dq", KLA._bwd_dq_kernel, dict(long, MODE=2, HAS_DALPHA=True), half, 4, False),
-        ("long attention, dq dk dv", KLA._bwd_dkv_kernel, dict(long, MODE=1, FUSED_DQ=True), half, 4, False),
+        ("long attention, dq", KLA._bwd_dq_kernel, dict(long, MODE=2, HAS_DALPHA=True, R=2), half, 4, False),
+        ("long attention, dq dk dv", KLA._bwd_dkv_kernel, dict(long, MODE=1, FUSED_DQ=True, R=2), half, 4, False),
+        ("long attention, keep mask tiles", KT._classes_kernel, dict(BM=64, BN=32, CH=256, R=2),
+         {"KEEP": "*i1", "KCLS": "*i8", "JR": "*i32", "QR": "*i32"}, 8, False),
         ("long attention, c", KLA._c_kernel, dict(BM=64, BDV=64), half, 4, False),
     ]
 

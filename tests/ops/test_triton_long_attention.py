@@ -42,7 +42,10 @@ def _case(Tq, Tk, D, Dv, seed, mask, H=1, B=2):
     pad: keys padded per batch entry (B, 1, 1, Tk), batch 0 fully masked (uniform rows; B = 2);
     causal: causal, and the last batch entry's first key padded (its query 0 has no key: uniform over
     all keys, as the reference); causal-only: causal and no keep mask (no row fully masked);
-    dense: one mask per query (B, 1, Tq, Tk), read through its strides."""
+    dense: one mask per query (B, 1, Tq, Tk), read through its strides; the masks the toolkits pass, as
+    (B, 1, Tq, Tk) tensors, whose tiles are mostly kept or masked whole (`keep_tiles`): pad-full, key padding
+    (the last entry's last third of the keys), causal-full, causal and that padding, with one row of the last
+    entry that keeps no key (its query block reads every tile)."""
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(B, H, Tq, D, generator=g) * 2
     k = torch.randn(B, H, Tk, D, generator=g) * 2
@@ -58,6 +61,13 @@ def _case(Tq, Tk, D, Dv, seed, mask, H=1, B=2):
         keep = torch.ones(B, 1, 1, Tk, dtype=torch.bool)
         keep[-1, ..., 0] = False
         return q, k, v, keep, True
+    if mask in ("pad-full", "causal-full"):
+        keep = torch.ones(B, 1, Tq, Tk, dtype=torch.bool)
+        keep[-1, ..., Tk - Tk // 3:] = False
+        if mask == "causal-full":
+            keep &= torch.ones(Tq, Tk, dtype=torch.bool).tril()
+            keep[-1, :, Tq // 3] = False
+        return q, k, v, keep, False
     keep = torch.rand(B, 1, Tq, Tk, generator=g) > 0.5
     keep[..., 0] = True
     return q, k, v, keep, False
@@ -81,12 +91,13 @@ def _grads(out, inputs, grad):
 @pytest.mark.parametrize("kind,Tq,Tk,mask", [
     ("sparsemax", 20, 150, "pad"), ("sparsemax", 130, 130, "causal"), ("sparsemax", 18, 200, "dense"),
     ("entmax15", 20, 150, "pad"), ("entmax15", 130, 130, "causal"), ("entmax15", 18, 200, "dense"),
-    ("entmax15", 150, 150, "causal-only"), ("entmax_bisect", 20, 150, "pad"), ("per_head", 18, 200, "dense")])
+    ("entmax15", 150, 150, "causal-only"), ("entmax_bisect", 20, 150, "pad"), ("per_head", 18, 200, "dense"),
+    ("entmax15", 130, 130, "causal-full"), ("sparsemax", 40, 150, "pad-full"), ("per_head", 130, 130, "causal-full")])
 def test_output_and_gradients_match_float64_reference(kind, Tq, Tk, mask):
     """out, dq, dk, dv and the per-head alpha-gradient against autograd through the reference:
     cross-attention (Tq != Tk), key padding with fully masked rows, causal (with and without a keep mask:
-    the kernels then visit only the tiles up to the diagonal), a dense mask. (alpha-entmax causal: the
-    support test.)"""
+    the kernels then visit only the tiles up to the diagonal), a dense mask, the toolkits' masks as tensors
+    (read by tiles). (alpha-entmax causal: the support test.)"""
     D = 16
     # (one batch entry where the pad case's fully masked one is not needed: the interpreter's time)
     q, k, v, keep, causal = _case(Tq, Tk, D, D, seed=Tq + Tk, mask=mask, H=H if kind == "per_head" else 1,
@@ -176,7 +187,7 @@ def test_pass_one_does_not_certify_a_subset_missing_support(kind, monkeypatch):
 
 @pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
 @pytest.mark.parametrize("kind,Tq,Tk,mask", [("entmax15", 130, 130, "causal"), ("sparsemax", 20, 150, "pad"),
-                                             ("entmax_bisect", 18, 200, "dense")])
+                                             ("entmax_bisect", 18, 200, "dense"), ("entmax15", 130, 130, "causal-full")])
 def test_one_kernel_backward_matches_float64_reference(kind, Tq, Tk, mask, monkeypatch):
     """The backward that makes dq, dk and dv in one kernel over the key tiles (dq added atomically;
     half inputs take it) against autograd through the float64 reference, forced on float32 inputs:
@@ -191,7 +202,8 @@ def test_one_kernel_backward_matches_float64_reference(kind, Tq, Tk, mask, monke
 
 @pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
 @pytest.mark.parametrize("kind,Tq,Tk,mask", [("entmax15", 130, 130, "causal"), ("sparsemax", 20, 150, "pad"),
-                                             ("entmax15", 150, 150, "causal-only"), ("entmax15", 18, 200, "dense")])
+                                             ("entmax15", 150, 150, "causal-only"), ("entmax15", 18, 200, "dense"),
+                                             ("entmax15", 130, 130, "causal-full")])
 def test_rows_pass_one_leaves_are_solved_in_compact_blocks(kind, Tq, Tk, mask, monkeypatch):
     """ROWWISE: every row pass 1 does not prove goes to its (batch, head)'s list and a second launch solves
     them in blocks of rows from any query block; out and the gradients as the float64 reference's (the
@@ -214,7 +226,9 @@ def test_rows_pass_one_leaves_are_solved_in_compact_blocks(kind, Tq, Tk, mask, m
 @pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
 @pytest.mark.parametrize("kind,Tq,Tk,mask,fused", [("entmax15", 130, 130, "causal-only", True),
                                                    ("sparsemax", 20, 150, "pad", False),
-                                                   ("per_head", 18, 200, "dense", True)])
+                                                   ("per_head", 18, 200, "dense", True),
+                                                   ("entmax15", 130, 130, "causal-full", True),
+                                                   ("sparsemax", 40, 150, "pad-full", False)])
 def test_backward_on_key_tiles_twice_the_forwards(kind, Tq, Tk, mask, fused, monkeypatch):
     """The backward on key tiles of twice the forward's (half inputs past SHORT_KEYS keys), skipping by the
     maxima of each pair of the forward's tiles (an odd last tile alone; causal: pairs across the diagonal,
@@ -227,6 +241,33 @@ def test_backward_on_key_tiles_twice_the_forwards(kind, Tq, Tk, mask, fused, mon
     monkeypatch.setattr(KL, "pair_maxima", lambda t: calls.append(t.shape) or real(t))
     test_output_and_gradients_match_float64_reference(kind, Tq, Tk, mask)
     assert calls, "the backward did not take the paired tiles"
+
+
+@pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
+def test_a_causal_mask_as_a_tensor_is_swept_as_is_causal(monkeypatch):
+    """The toolkits pass their decoders' causal and padding mask as a (B, 1, T, T) tensor: the forward visits
+    each query block's tiles up to its diagonal and its last kept key only (those after them are masked
+    whole and not read), as it would with is_causal, but every tile in the block of the row that keeps no
+    key (which attends uniformly to all of them)."""
+    Tq = Tk = 130
+    q, k, v, keep, _c = _case(Tq, Tk, 16, 16, seed=4, mask="causal-full", B=1)
+    maxima = []
+    real = KL._launch
+
+    def launch(fn, grid, args, *a, **kw):
+        real(fn, grid, args, *a, **kw)
+        if fn is KL._fwd_kernel:
+            maxima.append(args[6].cpu())  # (TMAX: -inf where a tile was not visited)
+
+    monkeypatch.setattr(KL, "_launch", launch)
+    KL.sparse_attention(q.to(DEV), k.to(DEV), v.to(DEV), keep.to(DEV), "entmax15", None, 0.25)
+    bm, bn = KL._tiles(16, 16, Tk, torch.float32, 1)[:2]
+    visited = maxima[0][0] > float("-inf")
+    last_kept = Tk - Tk // 3 - 1
+    for qb in range(visited.shape[0]):
+        rows = range(qb * bm, min(Tq, qb * bm + bm))
+        ends = Tk - 1 if Tq // 3 in rows else min(rows[-1], last_kept)
+        assert visited[qb].tolist() == [j * bn <= ends for j in range(visited.shape[1])], qb
 
 
 def test_pair_maxima_bound_every_tile_of_the_pair():
@@ -253,7 +294,7 @@ def _threshold_margin(s, keep, kind, alpha, p):
 
 @pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
 @pytest.mark.parametrize("kind", ["sparsemax", "entmax15", "entmax_bisect"])
-@pytest.mark.parametrize("mask", ["pad", "causal"])
+@pytest.mark.parametrize("mask", ["pad", "causal", "causal-full"])
 def test_support_is_the_references_and_fully_masked_rows_are_uniform(kind, mask):
     """With v = I the output is the weights: zero exactly where the reference's are (away from ties:
     entries within 1e-4 of the threshold are not compared), weights summing to 1, and a row with

@@ -73,6 +73,7 @@ from ._config import cdiv, next_pow2
 from ._launch import launch
 from .attention import alpha_flags, alpha_rows, broadcast4, dropout_keep, head_alpha, keep_at
 from .attention_tiles import load_tile, store_tile
+from .keep_tiles import KeepTiles, block_index, tile_class
 from .mapping import MODES, alpha_grad
 
 MAX_HEAD_DIM = 256
@@ -99,34 +100,58 @@ BWD_WARPS: int | None = None  # the backward kernels' warps (None: the forward's
 # ints the kernels are not specialised on (a new length or batch compiles nothing). The head dims and the q, k, v,
 # out strides are: Triton then knows a tile's rows 16-byte aligned where they are, and loads them 16 bytes at a time
 # into the pipelined copies (unspecialised, every entry was its own 2-byte load)
-_INTS = ["Tq", "H", "Tk", "sm_b", "sm_h", "sm_q", "sm_k", "sa_h", "n_qb", "n_kt", "seed"]
+_INTS = ["Tq", "H", "Tk", "sm_b", "sm_h", "sm_q", "sm_k", "kb_b", "kb_h", "cq", "n_kc", "sa_h", "n_qb", "n_kt",
+         "seed"]
 
 
 @triton.jit
-def _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j0, q0,
-            BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, PREC: tl.constexpr):
+def _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j0, q0,
+            BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, PREC: tl.constexpr, R: tl.constexpr):
     """(s [BM, BN] = scale q k^T, -1e18 at masked keys, -inf at keys past Tk; with a keep mask, which
     entries are attended keys (for ds), else 0). Rows past Tq are not masked (q is 0 there: s = 0;
     the kernels never store them and count them out of every test). Without a keep mask only a tile
-    past Tk's end or crossing the causal diagonal is masked (a uniform branch): the others are s."""
+    past Tk's end or crossing the causal diagonal is masked (a uniform branch): the others are s.
+    HAS_KEEP 2: the mask's tile classes (`keep_tiles`, kc the block's, tiles of R forward tiles) say
+    whether the tile is read entry by entry (MIXED), masked whole (EMPTY) or not at all (FULL); HAS_KEEP 1
+    reads every tile's entries. Where a tile is not read, `allowed` is only the keys < Tk: ds needs the
+    mask only in a row that keeps no key (the others have u = 0 at masked keys), whose block is all MIXED."""
     s = tl.dot(q, tl.trans(k), input_precision=PREC) * scale
     if HAS_KEEP:
-        inside = (t < Tq)[:, None] & (keys < Tk)[None, :]
-        allowed = inside & keep_at(KEEP, b, h, t[:, None], keys[None, :], inside, sm_b, sm_h, sm_q, sm_k)
-        if CAUSAL:
-            allowed = allowed & (keys[None, :] <= t[:, None])
-        s = tl.where(allowed, s, -1e18)
-        s = tl.where((keys < Tk)[None, :], s, float("-inf"))
+        if HAS_KEEP == 2:
+            cls = tile_class(kc, j0 // BN, n_kc, R)
+        else:
+            cls = 2
+        if cls == 2:
+            inside = (t < Tq)[:, None] & (keys < Tk)[None, :]
+            allowed = inside & keep_at(KEEP, b, h, t[:, None], keys[None, :], inside, sm_b, sm_h, sm_q, sm_k)
+            if CAUSAL:
+                allowed = allowed & (keys[None, :] <= t[:, None])
+            s = tl.where(allowed, s, -1e18)
+            s = tl.where((keys < Tk)[None, :], s, float("-inf"))
+        else:
+            allowed = (keys < Tk)[None, :] & (t >= 0)[:, None]
+            if cls == 0:
+                s = tl.where(allowed, -1e18, float("-inf"))
+            else:
+                s = _edges(s, t, keys, Tk, j0, q0, BN, CAUSAL)
     else:
         allowed = 0
-        edge = j0 + BN > Tk
-        if CAUSAL:
-            edge = edge | (j0 + BN > q0 + 1)
-        if edge:
-            if CAUSAL:
-                s = tl.where(keys[None, :] <= t[:, None], s, -1e18)
-            s = tl.where((keys < Tk)[None, :], s, float("-inf"))
+        s = _edges(s, t, keys, Tk, j0, q0, BN, CAUSAL)
     return s, allowed
+
+
+@triton.jit
+def _edges(s, t, keys, Tk, j0, q0, BN: tl.constexpr, CAUSAL: tl.constexpr):
+    """s with keys past Tk at -inf and (causal) keys after the query at -1e18, tested only in a tile past Tk's
+    end or crossing the diagonal (a uniform branch)."""
+    edge = j0 + BN > Tk
+    if CAUSAL:
+        edge = edge | (j0 + BN > q0 + 1)
+    if edge:
+        if CAUSAL:
+            s = tl.where(keys[None, :] <= t[:, None], s, -1e18)
+        s = tl.where((keys < Tk)[None, :], s, float("-inf"))
+    return s
 
 
 @triton.jit
@@ -308,16 +333,16 @@ def _fused_rows(tau_used, out_tau, newly, kk, aa, bb, acc0, acc1, acc2, MODE: tl
 
 
 @triton.jit
-def _newton_tile(kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP, b, h, bh, t, q0, dd, dv, m, a1s, tau, beta, Tq,
-                 Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop,
+def _newton_tile(kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP, kc, n_kc, b, h, bh, t, q0, dd, dv, m, a1s, tau,
+                 beta, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop,
                  MODE: tl.constexpr, BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
                  HAS_DROP: tl.constexpr, PREC: tl.constexpr):
     """A Newton pass over key tile j: the rows' k, A, B, min_S d added in, and (sparsemax, 1.5-entmax)
     the tile products sum d^2 v (acc2), sum d v (acc1), sum v (acc0) on the pass's support."""
     keys = j * BN + tl.arange(0, BN)
     k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
-    s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN, HAS_KEEP,
-                    CAUSAL, PREC)
+    s, _a = _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN,
+                    HAS_KEEP, CAUSAL, PREC, 1)
     x = (s - m[:, None]) * a1s[:, None]
     kf, a, bt, mnt = S.stats_elems(x, tau, beta, MODE)
     k_, a_, b_, mn_ = S.reduce_stats(kf, a, bt, mnt, MODE)
@@ -345,15 +370,15 @@ def _newton_tile(kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP, b, h, bh, t
 
 
 @triton.jit
-def _sum_tile(acc, accw, tot_p, su, j, q, K, V, KEEP, b, h, bh, t, q0, dd, dv, m, a1s, tau, beta, soft, Tq, Tk, D, Dv,
-              sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, MODE: tl.constexpr,
-              BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr,
-              PREC: tl.constexpr):
+def _sum_tile(acc, accw, tot_p, su, j, q, K, V, KEEP, kc, n_kc, b, h, bh, t, q0, dd, dv, m, a1s, tau, beta, soft, Tq,
+              Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop,
+              MODE: tl.constexpr, BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
+              HAS_DROP: tl.constexpr, PREC: tl.constexpr):
     """The weighted-sum pass over key tile j: sum f v, sum u v, sum f, sum u added in."""
     keys = j * BN + tl.arange(0, BN)
     k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
-    s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN, HAS_KEEP,
-                    CAUSAL, PREC)
+    s, _a = _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN,
+                    HAS_KEEP, CAUSAL, PREC, 1)
     f, u, _lg = _weights(s, m, a1s, tau, beta, soft, MODE)
     tot_p += tl.sum(f, 1)
     su += tl.sum(u, 1)
@@ -382,13 +407,13 @@ def _query_block(Q, Tq, H, D, sq_b, sq_h, sq_t, BM: tl.constexpr, BD: tl.constex
 
 
 @triton.jit
-def _solve_rows(q, K, V, O, W, KEEP, tmax, b, h, bh, t, tin, q0, n_hi, dd, dv, m, a1s, beta, soft, row_ok, tau,
-                solve, later, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q,
-                sm_k, seed, scale, drop, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, BM: tl.constexpr,
+def _solve_rows(q, K, V, O, W, KEEP, kc, n_kc, tmax, b, h, bh, t, tin, q0, n_lo, n_hi, dd, dv, m, a1s, beta, soft,
+                row_ok, tau, solve, later, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b,
+                sm_h, sm_q, sm_k, seed, scale, drop, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, BM: tl.constexpr,
                 BN: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
                 HAS_DROP: tl.constexpr, PREC: tl.constexpr, SKIP: tl.constexpr):
     """Steps 2-3 of the forward for a block of rows t (their q, m, and tau: the start where solve, the
-    threshold elsewhere): Newton passes over the n_hi key tiles from tau for the rows that solve, out and W
+    threshold elsewhere): Newton passes over key tiles n_lo..n_hi from tau for the rows that solve, out and W
     written for every row in Tq but those of `later` (another launch writes them); (tau, sum f, passes)."""
     FUSE: tl.constexpr = MODE != 2
     fused = tin == 0  # rows whose out and W are written (rows past Tq: nothing to write)
@@ -409,19 +434,21 @@ def _solve_rows(q, K, V, O, W, KEEP, tmax, b, h, bh, t, tin, q0, n_hi, dd, dv, m
         acc1 = tl.zeros([BM, BDV], tl.float32)
         acc2 = tl.zeros([BM, BDV], tl.float32)
         low = _low(m, a1s, tau, done == 0, soft == 1)
-        if _dense(tmax, 1, None, low, 0, n_hi, SKIP):
-            for j in range(0, n_hi):
-                kk, aa, bb, mn, acc0, acc1, acc2 = _newton_tile(
-                    kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP, b, h, bh, t, q0, dd, dv, m, a1s, tau, beta,
-                    Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop,
-                    MODE, BN, HAS_KEEP, CAUSAL, HAS_DROP, PREC)
+        if _dense(tmax, 1, None, low, n_lo, n_hi, SKIP):
+            for j in range(n_lo, n_hi):
+                kk, aa, bb, mn, acc0, acc1, acc2 = _newton_tile(kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP, kc,
+                                                                n_kc, b, h, bh, t, q0, dd, dv, m, a1s, tau, beta, Tq,
+                                                                Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b,
+                                                                sm_h, sm_q, sm_k, seed, scale, drop, MODE, BN, HAS_KEEP,
+                                                                CAUSAL, HAS_DROP, PREC)
         else:
-            for j in range(0, n_hi):
+            for j in range(n_lo, n_hi):
                 if tl.load(tmax + j) > low:
-                    kk, aa, bb, mn, acc0, acc1, acc2 = _newton_tile(
-                        kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP, b, h, bh, t, q0, dd, dv, m, a1s, tau,
-                        beta, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale,
-                        drop, MODE, BN, HAS_KEEP, CAUSAL, HAS_DROP, PREC)
+                    kk, aa, bb, mn, acc0, acc1, acc2 = _newton_tile(kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP,
+                                                                    kc, n_kc, b, h, bh, t, q0, dd, dv, m, a1s, tau,
+                                                                    beta, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h,
+                                                                    sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop,
+                                                                    MODE, BN, HAS_KEEP, CAUSAL, HAS_DROP, PREC)
         prev = tau
         live = done == 0
         tau, done, out_tau, out_norm, lo, hi = S.newton_step(tau, done, out_tau, out_norm, lo, hi, kk, aa, bb, mn,
@@ -449,19 +476,19 @@ def _solve_rows(q, K, V, O, W, KEEP, tmax, b, h, bh, t, tin, q0, n_hi, dd, dv, m
         tot_p = tl.zeros([BM], tl.float32)
         su = tl.zeros([BM], tl.float32)
         low = _low(m, a1s, tau, need & row_ok, soft)
-        if _dense(tmax, 1, None, low, 0, n_hi, SKIP):
-            for j in range(0, n_hi):
-                acc, accw, tot_p, su = _sum_tile(
-                    acc, accw, tot_p, su, j, q, K, V, KEEP, b, h, bh, t, q0, dd, dv, m, a1s, tau, beta, soft, Tq, Tk,
-                    D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, MODE, BN,
-                    HAS_KEEP, CAUSAL, HAS_DROP, PREC)
+        if _dense(tmax, 1, None, low, n_lo, n_hi, SKIP):
+            for j in range(n_lo, n_hi):
+                acc, accw, tot_p, su = _sum_tile(acc, accw, tot_p, su, j, q, K, V, KEEP, kc, n_kc, b, h, bh, t, q0, dd,
+                                                 dv, m, a1s, tau, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b,
+                                                 sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, MODE, BN,
+                                                 HAS_KEEP, CAUSAL, HAS_DROP, PREC)
         else:
-            for j in range(0, n_hi):
+            for j in range(n_lo, n_hi):
                 if tl.load(tmax + j) > low:
-                    acc, accw, tot_p, su = _sum_tile(
-                        acc, accw, tot_p, su, j, q, K, V, KEEP, b, h, bh, t, q0, dd, dv, m, a1s, tau, beta, soft, Tq,
-                        Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, MODE,
-                        BN, HAS_KEEP, CAUSAL, HAS_DROP, PREC)
+                    acc, accw, tot_p, su = _sum_tile(acc, accw, tot_p, su, j, q, K, V, KEEP, kc, n_kc, b, h, bh, t, q0,
+                                                     dd, dv, m, a1s, tau, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h, sk_t,
+                                                     sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, MODE,
+                                                     BN, HAS_KEEP, CAUSAL, HAS_DROP, PREC)
         tot_p = tl.where(tot_p > 0, tot_p, 1.0)
         rows = tl.where(need, t, Tq)
         store_tile(O, acc * (1.0 / tot_p)[:, None], b, h, so_b, so_h, so_t, rows, Tq, dv, Dv)
@@ -471,32 +498,48 @@ def _solve_rows(q, K, V, O, W, KEEP, tmax, b, h, bh, t, tin, q0, n_hi, dd, dv, m
     return tau, tot, it
 
 
+@triton.jit
+def _keep_range(KCLS, JR, b, h, qb, kb_b, kb_h, cq, n_kc, n_hi, R: tl.constexpr, HAS_KEEP: tl.constexpr):
+    """(the key tiles n_lo..n_hi (of R forward tiles) a query block sweeps, the base of its tile classes): with the
+    mask's classes (HAS_KEEP 2) those from its first tile not EMPTY to its last, within 0..n_hi, else 0..n_hi."""
+    if HAS_KEEP == 2:
+        blk = block_index(b, h, qb, kb_b, kb_h, cq)
+        n_lo = tl.load(JR + 2 * blk) // R
+        n_hi = tl.minimum(n_hi, tl.cdiv(tl.load(JR + 2 * blk + 1), R))
+        kc = KCLS + blk * n_kc
+    else:
+        n_lo = 0
+        kc = KCLS
+    return n_lo, n_hi, kc
+
+
 @triton.jit(do_not_specialize=_INTS)
-def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, ALPHA, ITERS, CNT, LIST, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, sk_b,
-                sk_h, sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, n_qb, n_kt, seed, scale,
-                drop, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, GROUP_ITER: tl.constexpr, BM: tl.constexpr,
-                BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr,
-                CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr, PREC: tl.constexpr, LOGIT: tl.constexpr,
-                LO: tl.constexpr, HI: tl.constexpr, SKIP: tl.constexpr, TOPK: tl.constexpr,
-                START_MARGIN2: tl.constexpr, ROWWISE: tl.constexpr):
+def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, KCLS, JR, QR, ALPHA, ITERS, CNT, LIST, Tq, H, Tk, D, Dv, sq_b,
+                sq_h, sq_t, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, kb_b, kb_h,
+                cq, n_kc, sa_h, n_qb, n_kt, seed, scale, drop, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr,
+                GROUP_ITER: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
+                HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr, PREC: tl.constexpr,
+                LOGIT: tl.constexpr, LO: tl.constexpr, HI: tl.constexpr, SKIP: tl.constexpr, TOPK: tl.constexpr,
+                START_MARGIN2: tl.constexpr, ROWWISE: tl.constexpr, R: tl.constexpr):
     qb, bh, b, h, q0, t, tin, dd, dv, q = _query_block(Q, Tq, H, D, sq_b, sq_h, sq_t, BM, BD, BDV)
     a1, _chain, soft, a1s, beta = _head(ALPHA, h, sa_h, t, tin, BM, MODE, LOGIT, LO, HI)
     tmax = TMAX + (bh * n_qb + qb).to(tl.int64) * n_kt
     # 1. row max; the TOPK largest entries at each key position mod BN; the tiles' maxima (of the tiles any kernel
     # visits: `_key_end`)
-    hi_max = _key_end(Tk, q0, BM, CAUSAL, HAS_KEEP)
-    n_hi = tl.cdiv(hi_max, BN)  # (causal: the key tiles up to the block's last query)
+    # (with the mask's tile classes, only the block's tiles that are not EMPTY: `keep_tiles`)
+    n_hi = tl.cdiv(_key_end(Tk, q0, BM, CAUSAL, HAS_KEEP), BN)  # (causal: the key tiles up to the block's last query)
+    n_lo, n_hi, kc = _keep_range(KCLS, JR, b, h, qb, kb_b, kb_h, cq, n_kc, n_hi, 1, HAS_KEEP)
     m1 = tl.full([BM, BN], float("-inf"), tl.float32)
     m2 = m1
     m3 = m1
     m4 = m1
-    for j0 in range(0, hi_max, BN):
-        keys = j0 + tl.arange(0, BN)
+    for j in range(n_lo, n_hi):
+        keys = j * BN + tl.arange(0, BN)
         k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
-        s, _a = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j0, q0, BN, HAS_KEEP,
-                        CAUSAL, PREC)
+        s, _a = _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN,
+                        HAS_KEEP, CAUSAL, PREC, 1)
         m1, m2, m3, m4 = _insert(m1, m2, m3, m4, s, TOPK)
-        tl.store(tmax + j0 // BN, tl.max(tl.max(s, 1), 0))
+        tl.store(tmax + j, tl.max(tl.max(s, 1), 0))
     m = tl.reduce(m1, 1, S.max_nan)
     row_ok = (m > float("-inf")) & tin
     m = tl.where(row_ok, m, 0.0)
@@ -523,9 +566,9 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, ALPHA, ITERS, CNT, LIST, Tq
             cert = cert & (tl.sum((solve & (cert == 0)).to(tl.int32), 0) == 0)
         tau = tl.where(cert, t_sub, tau)
         solve = solve & (cert == 0) & (later == 0)  # (certified rows: out and W from the last sweep)
-    tau, tot, it = _solve_rows(q, K, V, O, W, KEEP, tmax, b, h, bh, t, tin, q0, n_hi, dd, dv, m, a1s, beta, soft,
-                               row_ok, tau, solve, later, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, so_b,
-                               so_h, so_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, tol, MODE, MAX_ITER, BM, BN,
+    tau, tot, it = _solve_rows(q, K, V, O, W, KEEP, kc, n_kc, tmax, b, h, bh, t, tin, q0, n_lo, n_hi, dd, dv, m, a1s,
+                               beta, soft, row_ok, tau, solve, later, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t,
+                               so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, tol, MODE, MAX_ITER, BM, BN,
                                BDV, HAS_KEEP, CAUSAL, HAS_DROP, PREC, SKIP)
     if ITERS is not None:
         tl.store(ITERS + bh * n_qb + qb, it)
@@ -539,15 +582,17 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, ALPHA, ITERS, CNT, LIST, Tq
 
 @triton.jit(do_not_specialize=_INTS)
 def _fwd_rows_kernel(Q, K, V, O, W, ST, KEEP, ALPHA, ITERS, CNT, LIST, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t, sk_b, sk_h,
-                     sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, n_qb, n_kt, seed, scale,
-                     drop, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                     BD: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
-                     HAS_DROP: tl.constexpr, PREC: tl.constexpr, LOGIT: tl.constexpr, LO: tl.constexpr,
-                     HI: tl.constexpr, SKIP: tl.constexpr, QBM: tl.constexpr):
+                     sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, kb_b, kb_h, cq, n_kc, sa_h, n_qb,
+                     n_kt, seed, scale, drop, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, BM: tl.constexpr,
+                     BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr,
+                     CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr, PREC: tl.constexpr, LOGIT: tl.constexpr,
+                     LO: tl.constexpr, HI: tl.constexpr, SKIP: tl.constexpr, QBM: tl.constexpr):
     """`_fwd_kernel`'s steps 2-3 for the rows it put on the lists (ROWWISE): one program per (batch, head, BM
     entries of its list), rows from any query block, each from the start ST holds; every key tile up to the
     last row's (the forward's tile maxima are its blocks'); tau and sum f written to ST. A row's sums do not
-    depend on the rows beside it, so its result is the same whichever block it lands in."""
+    depend on the rows beside it, so its result is the same whichever block it lands in. (Its rows come from
+    several query blocks: a keep mask is read entry by entry, HAS_KEEP 1.)"""
+    tl.static_assert(HAS_KEEP != 2)
     bh = tl.program_id(1)
     n = tl.load(CNT + bh)
     # the list's last entries first: blocks list their rows about in query order as they end, so causal, the
@@ -569,10 +614,10 @@ def _fwd_rows_kernel(Q, K, V, O, W, ST, KEEP, ALPHA, ITERS, CNT, LIST, Tq, H, Tk
         if CAUSAL:
             if not HAS_KEEP:
                 hi_max = tl.minimum(Tk, tl.max(tl.where(tin, t, 0), 0) + 1)
-        tau, tot, it = _solve_rows(q, K, V, O, W, KEEP, ST, b, h, bh, t, tin, q0, tl.cdiv(hi_max, BN), dd, dv, m,
-                                    a1s, beta, soft, tin, tau, tin, tin == 2, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b,
-                                    sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, tol, MODE,
-                                    MAX_ITER, BM, BN, BDV, HAS_KEEP, CAUSAL, HAS_DROP, PREC, False)
+        tau, tot, it = _solve_rows(q, K, V, O, W, KEEP, KEEP, 1, ST, b, h, bh, t, tin, q0, 0, tl.cdiv(hi_max, BN), dd,
+                                   dv, m, a1s, beta, soft, tin, tau, tin, tin == 2, Tq, Tk, D, Dv, sk_b, sk_h, sk_t,
+                                   sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, tol,
+                                   MODE, MAX_ITER, BM, BN, BDV, HAS_KEEP, CAUSAL, HAS_DROP, PREC, False)
         rows = ST + (bh * Tq).to(tl.int64) + t
         n_rows = (tl.num_programs(1) * Tq).to(tl.int64)
         tl.store(rows + n_rows, tau, mask=tin)
@@ -619,15 +664,15 @@ def _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1s, beta, soft, scale, HAS_
 
 
 @triton.jit
-def _dq_tile(dq, sgp, splp, sgplp, j, q, go, K, V, KEEP, b, h, bh, t, q0, dd, dv, m, tau, tot, c, a1, a1s, beta, soft,
-             Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop,
-             MODE: tl.constexpr, BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
-             HAS_DROP: tl.constexpr, PREC: tl.constexpr, HAS_DALPHA: tl.constexpr):
+def _dq_tile(dq, sgp, splp, sgplp, j, q, go, K, V, KEEP, kc, n_kc, b, h, bh, t, q0, dd, dv, m, tau, tot, c, a1, a1s,
+             beta, soft, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop,
+             MODE: tl.constexpr, BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr,
+             PREC: tl.constexpr, HAS_DALPHA: tl.constexpr, R: tl.constexpr):
     """dq += ds k over key tile j; with HAS_DALPHA the rows' sum g p, sum p log p, sum g p log p added in."""
     keys = j * BN + tl.arange(0, BN)
     k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
-    s, allowed = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN, HAS_KEEP,
-                         CAUSAL, PREC)
+    s, allowed = _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN,
+                         HAS_KEEP, CAUSAL, PREC, R)
     v = load_tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
     g = tl.dot(go, tl.trans(v), input_precision=PREC)
     if HAS_DROP:
@@ -644,10 +689,11 @@ def _dq_tile(dq, sgp, splp, sgplp, j, q, go, K, V, KEEP, b, h, bh, t, q0, dd, dv
 
 
 @triton.jit
-def _dkv_tile(dk, dvv, qb, k, v, Q, GO, DQA, C, ST, KEEP, b, h, bh, ar, keys, j, dd, dv, a1, a1s, beta, soft, Tq, Tk,
-              D, Dv, sq_b, sq_h, sq_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, n_bh,
-              MODE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
-              HAS_DROP: tl.constexpr, PREC: tl.constexpr, FUSED_DQ: tl.constexpr):
+def _dkv_tile(dk, dvv, qb, k, v, Q, GO, DQA, C, ST, KEEP, KCLS, b, h, bh, ar, keys, j, dd, dv, a1, a1s, beta, soft, Tq,
+              Tk, D, Dv, sq_b, sq_h, sq_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, kb_b, kb_h, cq, n_kc, seed, scale,
+              drop, n_bh, MODE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, HAS_KEEP: tl.constexpr,
+              CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr, PREC: tl.constexpr, FUSED_DQ: tl.constexpr,
+              R: tl.constexpr):
     """dk += ds^T q and dv += (p m / (1 - r))^T G over query block qb; FUSED_DQ: dq = ds k added to DQA."""
     t = qb * BM + ar
     tin = t < Tq
@@ -655,8 +701,9 @@ def _dkv_tile(dk, dvv, qb, k, v, Q, GO, DQA, C, ST, KEEP, b, h, bh, ar, keys, j,
     q = load_tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
     go = load_tile(GO, b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
     c = tl.load(C + (bh * Tq).to(tl.int64) + t, mask=tin, other=0.0)
-    s, allowed = _scores(q, k, KEEP, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, qb * BM, BN,
-                         HAS_KEEP, CAUSAL, PREC)
+    kc = KCLS + block_index(b, h, qb, kb_b, kb_h, cq) * n_kc
+    s, allowed = _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, qb * BM,
+                         BN, HAS_KEEP, CAUSAL, PREC, R)
     g = tl.dot(go, tl.trans(v), input_precision=PREC)
     if HAS_DROP:
         kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
@@ -674,12 +721,12 @@ def _dkv_tile(dk, dvv, qb, k, v, Q, GO, DQA, C, ST, KEEP, b, h, bh, ar, keys, j,
 
 
 @triton.jit(do_not_specialize=_INTS)
-def _bwd_dq_kernel(Q, K, V, GO, DQ, W, C, ST, TMAX, LOWB, KEEP, ALPHA, DALPHA, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t,
-                   sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, n_qb, n_kt,
-                   seed, scale, drop, MODE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
-                   BDV: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr,
-                   PREC: tl.constexpr, LOGIT: tl.constexpr, LO: tl.constexpr, HI: tl.constexpr,
-                   SKIP: tl.constexpr, HAS_DALPHA: tl.constexpr):
+def _bwd_dq_kernel(Q, K, V, GO, DQ, W, C, ST, TMAX, LOWB, KEEP, KCLS, JR, QR, ALPHA, DALPHA, Tq, H, Tk, D, Dv, sq_b,
+                   sq_h, sq_t, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, kb_b, kb_h,
+                   cq, n_kc, sa_h, n_qb, n_kt, seed, scale, drop, MODE: tl.constexpr, BM: tl.constexpr,
+                   BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
+                   HAS_DROP: tl.constexpr, PREC: tl.constexpr, LOGIT: tl.constexpr, LO: tl.constexpr, HI: tl.constexpr,
+                   SKIP: tl.constexpr, HAS_DALPHA: tl.constexpr, R: tl.constexpr):
     """One program per (batch, head, BM queries): c = G . W written for the dk, dv kernel; dq; the
     alpha-gradient of the rows added to their head's entry. (so_*: strides of G and dq's are q's.)"""
     qb, bh, b, h, q0, t, tin, dd, dv, q = _query_block(Q, Tq, H, D, sq_b, sq_h, sq_t, BM, BD, BDV)
@@ -694,21 +741,22 @@ def _bwd_dq_kernel(Q, K, V, GO, DQ, W, C, ST, TMAX, LOWB, KEEP, ALPHA, DALPHA, T
     sgp = tl.zeros([BM], tl.float32)
     splp = tl.zeros([BM], tl.float32)
     sgplp = tl.zeros([BM], tl.float32)
-    n_end = tl.cdiv(_key_end(Tk, q0, BM, CAUSAL, HAS_KEEP), BN)
+    n_lo, n_end, kc = _keep_range(KCLS, JR, b, h, qb, kb_b, kb_h, cq, n_kc,
+                                  tl.cdiv(_key_end(Tk, q0, BM, CAUSAL, HAS_KEEP), BN), R, HAS_KEEP)
     low = tl.load(LOWB + bh * n_qb + qb)
-    if _dense(tmax, 1, None, low, 0, n_end, SKIP):
-        for j in range(0, n_end):
-            dq, sgp, splp, sgplp = _dq_tile(
-                dq, sgp, splp, sgplp, j, q, go, K, V, KEEP, b, h, bh, t, q0, dd, dv, m, tau, tot, c, a1, a1s, beta,
-                soft, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop,
-                MODE, BN, HAS_KEEP, CAUSAL, HAS_DROP, PREC, HAS_DALPHA)
+    if _dense(tmax, 1, None, low, n_lo, n_end, SKIP):
+        for j in range(n_lo, n_end):
+            dq, sgp, splp, sgplp = _dq_tile(dq, sgp, splp, sgplp, j, q, go, K, V, KEEP, kc, n_kc, b, h, bh, t, q0, dd,
+                                            dv, m, tau, tot, c, a1, a1s, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h, sk_t,
+                                            sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, MODE, BN,
+                                            HAS_KEEP, CAUSAL, HAS_DROP, PREC, HAS_DALPHA, R)
     else:
-        for j in range(0, n_end):
+        for j in range(n_lo, n_end):
             if tl.load(tmax + j) > low:
-                dq, sgp, splp, sgplp = _dq_tile(
-                    dq, sgp, splp, sgplp, j, q, go, K, V, KEEP, b, h, bh, t, q0, dd, dv, m, tau, tot, c, a1, a1s,
-                    beta, soft, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed,
-                    scale, drop, MODE, BN, HAS_KEEP, CAUSAL, HAS_DROP, PREC, HAS_DALPHA)
+                dq, sgp, splp, sgplp = _dq_tile(dq, sgp, splp, sgplp, j, q, go, K, V, KEEP, kc, n_kc, b, h, bh, t, q0,
+                                                dd, dv, m, tau, tot, c, a1, a1s, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h,
+                                                sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, MODE,
+                                                BN, HAS_KEEP, CAUSAL, HAS_DROP, PREC, HAS_DALPHA, R)
     store_tile(DQ, dq, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
     if HAS_DALPHA:
         da = tl.where(tin, alpha_grad(a1, c, sgp, splp, sgplp) * chain, 0.0)
@@ -716,16 +764,17 @@ def _bwd_dq_kernel(Q, K, V, GO, DQ, W, C, ST, TMAX, LOWB, KEEP, ALPHA, DALPHA, T
 
 
 @triton.jit(do_not_specialize=_INTS)
-def _bwd_dkv_kernel(Q, K, V, GO, DK, DV, DQA, C, ST, TMAX, LOWB, KEEP, ALPHA, Tq, H, Tk, D, Dv, sq_b, sq_h, sq_t,
-                    sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, sa_h, n_qb, n_kt,
-                    seed, scale, drop, MODE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
-                    BDV: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr,
-                    PREC: tl.constexpr, LOGIT: tl.constexpr, LO: tl.constexpr, HI: tl.constexpr,
-                    SKIP: tl.constexpr, FUSED_DQ: tl.constexpr):
+def _bwd_dkv_kernel(Q, K, V, GO, DK, DV, DQA, C, ST, TMAX, LOWB, KEEP, KCLS, JR, QR, ALPHA, Tq, H, Tk, D, Dv, sq_b,
+                    sq_h, sq_t, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, kb_b,
+                    kb_h, cq, n_kc, sa_h, n_qb, n_kt, seed, scale, drop, MODE: tl.constexpr, BM: tl.constexpr,
+                    BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
+                    HAS_DROP: tl.constexpr, PREC: tl.constexpr, LOGIT: tl.constexpr, LO: tl.constexpr, HI: tl.constexpr,
+                    SKIP: tl.constexpr, FUSED_DQ: tl.constexpr, R: tl.constexpr):
     """One program per (batch, head, BN keys), k and v held: dk and dv over the query blocks that
-    reach the tile; FUSED_DQ: also dq = ds k, added atomically (float32, (B H, Tq, D) contiguous) into
-    DQA, as FlashAttention-2's backward (5 tile products a (query block, key tile) in all, against 7
-    for the dq kernel and this one apart). (dk, dv have k's and v's strides.)"""
+    reach the tile (with a keep mask's tile classes, those from the first that does not leave it EMPTY to the
+    last); FUSED_DQ: also dq = ds k, added atomically (float32, (B H, Tq, D) contiguous) into DQA, as
+    FlashAttention-2's backward (5 tile products a (query block, key tile) in all, against 7 for the dq kernel
+    and this one apart). (dk, dv have k's and v's strides.)"""
     j = tl.program_id(0)
     bh = tl.program_id(1)
     b = (bh // H).to(tl.int64)
@@ -743,20 +792,27 @@ def _bwd_dkv_kernel(Q, K, V, GO, DK, DV, DQA, C, ST, TMAX, LOWB, KEEP, ALPHA, Tq
     # (causal without a keep mask: the query blocks from the one holding the tile's first key, qb0; the earlier
     # ones attend none of its keys)
     qb0 = ((j * BN) // BM) if CAUSAL and not HAS_KEEP else 0
+    qb1 = n_qb
+    if HAS_KEEP == 2:  # (QR: n blocks - the first block, the last + 1; a mask of one row a query block or none)
+        qr = QR + 2 * ((b * kb_b + h * kb_h) * n_kt + j)
+        first, last = tl.load(qr), tl.load(qr + 1)
+        qb0 = tl.where(cq > 0, n_qb - first, tl.where(last > 0, 0, n_qb))
+        qb1 = tl.where(cq > 0, last, tl.where(last > 0, n_qb, 0))
     lows = LOWB + bh * n_qb
     n_bh = tl.num_programs(1)
-    if _dense(tmax, n_kt, lows, 0.0, qb0, n_qb, SKIP):
-        for qb in range(qb0, n_qb):
-            dk, dvv = _dkv_tile(dk, dvv, qb, k, v, Q, GO, DQA, C, ST, KEEP, b, h, bh, ar, keys, j, dd, dv, a1, a1s,
-                                beta, soft, Tq, Tk, D, Dv, sq_b, sq_h, sq_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k,
-                                seed, scale, drop, n_bh, MODE, BM, BN, HAS_KEEP, CAUSAL, HAS_DROP, PREC, FUSED_DQ)
+    if _dense(tmax, n_kt, lows, 0.0, qb0, qb1, SKIP):
+        for qb in range(qb0, qb1):
+            dk, dvv = _dkv_tile(dk, dvv, qb, k, v, Q, GO, DQA, C, ST, KEEP, KCLS, b, h, bh, ar, keys, j, dd, dv, a1,
+                                a1s, beta, soft, Tq, Tk, D, Dv, sq_b, sq_h, sq_t, so_b, so_h, so_t, sm_b, sm_h, sm_q,
+                                sm_k, kb_b, kb_h, cq, n_kc, seed, scale, drop, n_bh, MODE, BM, BN, HAS_KEEP, CAUSAL,
+                                HAS_DROP, PREC, FUSED_DQ, R)
     else:
-        for qb in range(qb0, n_qb):
+        for qb in range(qb0, qb1):
             if tl.load(tmax + qb * n_kt) > tl.load(lows + qb):
-                dk, dvv = _dkv_tile(dk, dvv, qb, k, v, Q, GO, DQA, C, ST, KEEP, b, h, bh, ar, keys, j, dd, dv, a1,
+                dk, dvv = _dkv_tile(dk, dvv, qb, k, v, Q, GO, DQA, C, ST, KEEP, KCLS, b, h, bh, ar, keys, j, dd, dv, a1,
                                     a1s, beta, soft, Tq, Tk, D, Dv, sq_b, sq_h, sq_t, so_b, so_h, so_t, sm_b, sm_h,
-                                    sm_q, sm_k, seed, scale, drop, n_bh, MODE, BM, BN, HAS_KEEP, CAUSAL, HAS_DROP,
-                                    PREC, FUSED_DQ)
+                                    sm_q, sm_k, kb_b, kb_h, cq, n_kc, seed, scale, drop, n_bh, MODE, BM, BN, HAS_KEEP,
+                                    CAUSAL, HAS_DROP, PREC, FUSED_DQ, R)
     store_tile(DK, dk, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
     store_tile(DV, dvv, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
 
@@ -854,17 +910,23 @@ class _Call:
         self.n_qb, self.n_kt = cdiv(Tq, self.bm), cdiv(Tk, self.bn)
         self.sizes = (Tq, H, Tk, D, Dv)
         self.qkv = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3])
-        self.tail = (*sm, sa_h, self.n_qb, self.n_kt, seed)
-        self.consts = {"BM": self.bm, "BN": self.bn, "BD": next_pow2(max(D, 16)), "BDV": next_pow2(max(Dv, 16)),
-                       "HAS_KEEP": keep is not None, "CAUSAL": bool(causal), "HAS_DROP": drop > 0,
-                       "PREC": "tf32x3" if q.dtype == torch.float32 else "tf32", **alpha_flags(bounds), "SKIP": SKIP}
-        self.grid_q = (self.n_qb, B * H)
         # the backward's key tiles: BN, or pairs of the forward's (`pair_maxima` coarsens TMAX for them)
         self.pairs = bn_b == 2 * self.bn
         assert bn_b in (self.bn, 2 * self.bn), (self.bn, bn_b)
+        r = bn_b // self.bn
+        # a keep mask's tile classes (`keep_tiles`): the kernels read the entries of MIXED tiles only
+        self.tiles = KeepTiles(keep, Tq, Tk, self.bm, self.bn, r, causal) if keep is not None else None
+        self.tile_ptrs = self.tiles.tensors if keep is not None else (q, q, q)
+        ints = (*sm, *(self.tiles.ints if keep is not None else (0, 0, 0, 1)))
+        self.tail = (*ints, sa_h, self.n_qb, self.n_kt, seed)
+        self.consts = {"BM": self.bm, "BN": self.bn, "BD": next_pow2(max(D, 16)), "BDV": next_pow2(max(Dv, 16)),
+                       "HAS_KEEP": 2 if keep is not None else 0, "CAUSAL": bool(causal), "HAS_DROP": drop > 0,
+                       "PREC": "tf32x3" if q.dtype == torch.float32 else "tf32", **alpha_flags(bounds), "SKIP": SKIP,
+                       "R": 1}
+        self.grid_q = (self.n_qb, B * H)
         n_kt_b = cdiv(Tk, bn_b)
-        self.bwd_tail = (*sm, sa_h, self.n_qb, n_kt_b, seed)
-        self.bwd_consts = {**self.consts, "BN": bn_b}
+        self.bwd_tail = (*ints, sa_h, self.n_qb, n_kt_b, seed)
+        self.bwd_consts = {**self.consts, "BN": bn_b, "R": r}
         self.grid_k = (n_kt_b, B * H)
 
 
@@ -888,8 +950,9 @@ def forward(q, k, v, keep, alpha, bounds, mode: int, scale: float, drop: float, 
     st = torch.empty((3, B * H, Tq), device=q.device, dtype=torch.float32)
     shape = (B * H, call.n_qb, call.n_kt)  # (a causal block leaves the tiles it does not visit unwritten: -inf
     # where the backward reads their pairs)
-    tmax = torch.full(shape, float("-inf"), device=q.device, dtype=torch.float32) if call.pairs else \
-        torch.empty(shape, device=q.device, dtype=torch.float32)
+    # (a key tile outside a block's range of a keep mask's tiles is not visited either)
+    tmax = torch.full(shape, float("-inf"), device=q.device, dtype=torch.float32) if call.pairs or keep is not None \
+        else torch.empty(shape, device=q.device, dtype=torch.float32)
     low = torch.empty((B * H, call.n_qb), device=q.device, dtype=torch.float32)
     if out.numel() == 0:
         return out, w, st, tmax, low, call
@@ -898,14 +961,16 @@ def forward(q, k, v, keep, alpha, bounds, mode: int, scale: float, drop: float, 
              torch.empty(B * H * Tq, device=q.device, dtype=torch.int32)) if rowwise else (st, st)
     tail = (*call.sizes, *call.qkv, *out.stride()[:3], *call.tail, scale, drop, 1e-6)
     max_iter = 64 if mode == 2 else 32
-    _launch(_fwd_kernel, call.grid_q, (q, k, v, out, w, st, tmax, low, call.keep, call.alpha, ITERS, *lists, *tail),
+    _launch(_fwd_kernel, call.grid_q,
+            (q, k, v, out, w, st, tmax, low, call.keep, *call.tile_ptrs, call.alpha, ITERS, *lists, *tail),
             dict(MODE=mode, MAX_ITER=max_iter, GROUP_ITER=32, **call.consts, TOPK=_topk(Tk),
                  START_MARGIN2=ALPHA_MARGIN, ROWWISE=rowwise), call.warps, call.stages, REGS)
     if rowwise:
         bm, bn, warps = ROWS_TILE or (call.bm, call.bn, call.warps)
         _launch(_fwd_rows_kernel, (cdiv(Tq, bm), B * H),
                 (q, k, v, out, w, st, call.keep, call.alpha, ITERS, *lists, *tail),
-                {**call.consts, "MODE": mode, "MAX_ITER": max_iter, "BM": bm, "BN": bn, "QBM": call.bm}, warps,
+                {**{c: x for c, x in call.consts.items() if c != "R"}, "MODE": mode, "MAX_ITER": max_iter, "BM": bm,
+                 "BN": bn, "QBM": call.bm, "HAS_KEEP": int(keep is not None)}, warps,
                 call.stages, REGS)
     return out, w, st, tmax, low, call
 
@@ -931,16 +996,19 @@ def backward(call: _Call, q, k, v, w, st, tmax, low, grad, dalpha):
                 dict(BM=call.bm, BDV=call.consts["BDV"]), 4)
         dqa = torch.zeros((B * H, Tq, D), device=q.device, dtype=torch.float32)
         _launch(_bwd_dkv_kernel, call.grid_k,
-               (q, k, v, grad, dk, dv, dqa, c, st, tmax, low, call.keep, call.alpha, *ints, call.scale, call.drop),
+               (q, k, v, grad, dk, dv, dqa, c, st, tmax, low, call.keep, *call.tile_ptrs, call.alpha, *ints, call.scale,
+                call.drop),
                dict(MODE=call.mode, **call.bwd_consts, FUSED_DQ=True), call.bwd_warps, call.bwd_stages, BWD_REGS)
         return dq.copy_(dqa.view(B, H, Tq, D)), dk, dv
     _launch(_bwd_dq_kernel, call.grid_q,
-           (q, k, v, grad, dq, w, c, st, tmax, low, call.keep, call.alpha, dalpha if dalpha is not None else c,
+           (q, k, v, grad, dq, w, c, st, tmax, low, call.keep, *call.tile_ptrs, call.alpha,
+            dalpha if dalpha is not None else c,
             *ints, call.scale, call.drop), dict(MODE=call.mode, **call.bwd_consts, HAS_DALPHA=dalpha is not None),
             call.bwd_warps, call.bwd_stages, BWD_REGS)
     # (dq, dk, dv are written through q's, k's and v's strides, which empty_like kept)
     _launch(_bwd_dkv_kernel, call.grid_k,
-           (q, k, v, grad, dk, dv, c, c, st, tmax, low, call.keep, call.alpha, *ints, call.scale, call.drop),
+           (q, k, v, grad, dk, dv, c, c, st, tmax, low, call.keep, *call.tile_ptrs, call.alpha, *ints, call.scale,
+            call.drop),
            dict(MODE=call.mode, **call.bwd_consts, FUSED_DQ=False), call.bwd_warps, call.bwd_stages, BWD_REGS)
     return dq, dk, dv
 

@@ -1,0 +1,164 @@
+"""A keep mask by tiles: what the tiled attention kernels need to know of it before reading an entry.
+
+The masks the toolkits pass are mostly whole tiles: key padding is a run of kept keys then masked ones,
+a decoder's mask (causal and padding) is kept below the diagonal and masked above it. Reading each
+entry of such a mask costs a gather an entry in every pass over the keys, and a causal mask given as a
+tensor makes every pass visit the tiles above the diagonal. One launch reads the mask once a call and
+classes each (query block of BM rows, key tile of BN keys):
+
+    EMPTY  no entry kept: s = -1e18 there, known without reading the mask;
+    FULL   every entry kept: s unmasked;
+    MIXED  both: the entries read from the mask,
+
+over the rows < Tq and keys < Tk only (the kernels mask keys past Tk themselves and never store rows past
+Tq). A block with a row that keeps no key (such a row attends uniformly to every key, as the reference)
+has every tile MIXED, so that its -1e18 entries are all swept as before. Also kept: each block's range of
+key tiles that are not EMPTY, [jlo, jhi) (the forward and the dq kernel sweep only those), and each key
+tile's (of R forward tiles, the backward's) range of query blocks that are not EMPTY there, [qlo, qhi)
+(the dk, dv kernel's sweep). Outside them every entry is -1e18 for every row of a block, and such entries
+add exact zeros (f = 0, u = 0) to every sum: skipping them is exact.
+
+A mask that broadcasts over the queries (key padding, (B, 1, 1, Tk)) is classed once for its one row:
+its blocks are one row each, and every query block reads the same classes. With ``causal`` (is_causal and a
+mask) the classes are those of the mask and the causal one together, a block a query block: a row may then
+keep no key (its first key masked), which the mask alone would not show.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ._config import cdiv
+from ._launch import launch
+from .attention import broadcast4, keep_at
+
+EMPTY, FULL, MIXED = 0, 1, 2
+CHUNK = 256  # keys a step of the class kernel ([BM, CHUNK] of the mask at once, CHUNK / BN tiles)
+
+
+@triton.jit
+def tile_class(kc, j, n_kc, R: tl.constexpr):
+    """The class of key tile j of R forward tiles (R = 1 or 2) in the block whose classes start at kc (n_kc
+    forward tiles): the tiles' own where they agree, else MIXED (an odd last tile alone)."""
+    if R == 1:
+        cls = tl.load(kc + j)
+    else:
+        c0 = tl.load(kc + 2 * j)
+        c1 = tl.load(kc + 2 * j + 1, mask=2 * j + 1 < n_kc, other=c0)
+        cls = tl.where(c0 == c1, c0, 2)
+    return cls
+
+
+@triton.jit
+def block_index(b, h, qb, kb_b, kb_h, cq):
+    """The keep block of (batch b, head h, query block qb): (b kb_b + h kb_h) blocks of the mask's (batch,
+    head) entries, of cq blocks each (or of one, cq = 0, where the mask broadcasts over the queries)."""
+    return (b * kb_b + h * kb_h) * tl.maximum(cq, 1) + qb * (cq > 0).to(tl.int64)
+
+
+@triton.jit(do_not_specialize=["Tq", "Tk", "Hk", "sm_b", "sm_h", "sm_q", "sm_k", "n_kt", "n_kt_b"])
+def _classes_kernel(KEEP, KCLS, JR, QR, Tq, Tk, Hk, sm_b, sm_h, sm_q, sm_k, n_kt, n_kt_b, BM: tl.constexpr,
+                    BN: tl.constexpr, CH: tl.constexpr, R: tl.constexpr, CAUSAL: tl.constexpr):
+    """One program per (keep block qb, mask batch x head kb): the classes of its key tiles, its range of
+    tiles not EMPTY (JR[blk] = jlo, jhi) and, for each backward key tile j it does not leave EMPTY, its
+    query block in that tile's range (QR[kb, j] = n blocks - qlo, qhi: atomic maxima over zeros)."""
+    qb = tl.program_id(0)
+    kb = tl.program_id(1)
+    n_blocks = tl.num_programs(0)
+    blk = (kb * n_blocks + qb).to(tl.int64)
+    b = (kb // Hk).to(tl.int64)
+    h = (kb % Hk).to(tl.int64)
+    t = qb * BM + tl.arange(0, BM)
+    rows = t < Tq
+    NB: tl.constexpr = CH // BN
+    seen = tl.zeros([BM], tl.int32)
+    jlo = n_kt
+    jhi = 0
+    qr = QR + 2 * (kb * n_kt_b).to(tl.int64)
+    for c in range(0, n_kt, NB):
+        keys = c * BN + tl.arange(0, CH)
+        inside = rows[:, None] & (keys < Tk)[None, :]
+        kept = keep_at(KEEP, b, h, t[:, None], keys[None, :], inside, sm_b, sm_h, sm_q, sm_k) & inside
+        if CAUSAL:
+            kept = kept & (keys[None, :] <= t[:, None])
+        gone = inside & (kept == 0)
+        seen = tl.maximum(seen, tl.max(kept.to(tl.int32), 1))
+        any_kept = tl.max(tl.max(tl.reshape(kept.to(tl.int32), [BM, NB, BN]), 2), 0)
+        any_gone = tl.max(tl.max(tl.reshape(gone.to(tl.int32), [BM, NB, BN]), 2), 0)
+        cls = tl.where(any_kept == 0, 0, tl.where(any_gone == 0, 1, 2))
+        j = c + tl.arange(0, NB)
+        tl.store(KCLS + blk * n_kt + j, cls.to(tl.int8), mask=j < n_kt)
+        live = (cls != 0) & (j < n_kt)
+        jlo = tl.minimum(jlo, tl.min(tl.where(live, j, n_kt), 0))
+        jhi = tl.maximum(jhi, tl.max(tl.where(live, j + 1, 0), 0))
+        tl.atomic_max(qr + 2 * (j // R), n_blocks - qb + 0 * j, mask=live, sem="relaxed")
+        tl.atomic_max(qr + 2 * (j // R) + 1, qb + 1 + 0 * j, mask=live, sem="relaxed")
+    if tl.max((rows & (seen == 0)).to(tl.int32), 0) > 0:  # a row keeping no key: every tile swept, read
+        for c in range(0, n_kt, NB):
+            j = c + tl.arange(0, NB)
+            tl.store(KCLS + blk * n_kt + j, tl.full([NB], 2, tl.int8), mask=j < n_kt)
+            tl.atomic_max(qr + 2 * (j // R), n_blocks - qb + 0 * j, mask=j < n_kt, sem="relaxed")
+            tl.atomic_max(qr + 2 * (j // R) + 1, qb + 1 + 0 * j, mask=j < n_kt, sem="relaxed")
+        jlo = 0
+        jhi = n_kt
+    tl.store(JR + 2 * blk, jlo)
+    tl.store(JR + 2 * blk + 1, jhi)
+
+
+class KeepTiles:
+    """A keep mask's tiles for one call's launch shape (query blocks of bm rows, key tiles of bn keys, backward key
+    tiles of r of them): ``tensors``, the kernels' KCLS (mask batch x head x blocks, key tiles) int8, JR (..., 2)
+    int32 [jlo, jhi) and QR (mask batch x head, backward key tiles, 2) int32 [n blocks - qlo, qhi) ((0, 0): no
+    block); ``ints``, `block_index`'s strides kb_b, kb_h, cq and KCLS's row length n_kc."""
+
+    def __init__(self, keep: torch.Tensor, Tq: int, Tk: int, bm: int, bn: int, r: int, causal: bool = False):
+        shape, (sm_b, sm_h, sm_q, sm_k) = broadcast4(keep)
+        Bk, Hk, Tqk = shape[0], shape[1], Tq if causal else shape[2]
+        n_kt = cdiv(Tk, bn)
+        n_blocks = cdiv(Tq, bm) if Tqk > 1 else 1
+        dev = keep.device
+        cls = torch.empty((Bk * Hk * n_blocks, n_kt), device=dev, dtype=torch.int8)
+        jr = torch.empty((Bk * Hk * n_blocks, 2), device=dev, dtype=torch.int32)
+        qr = torch.zeros((Bk * Hk, cdiv(n_kt, r), 2), device=dev, dtype=torch.int32)
+        self.tensors = cls, jr, qr
+        self.ints = (Hk if Bk > 1 else 0), (1 if Hk > 1 else 0), (n_blocks if Tqk > 1 else 0), n_kt
+        if n_blocks == 0:  # (no query: nothing to launch, nor will the attention kernels)
+            return
+        launch(_classes_kernel, (n_blocks, Bk * Hk),
+               (keep, cls, jr, qr, Tqk, Tk, Hk, sm_b, sm_h, sm_q, sm_k, n_kt, cdiv(n_kt, r)),
+               dict(BM=bm, BN=bn, CH=max(CHUNK, bn), R=r, CAUSAL=bool(causal)), 8 if bm * CHUNK > 8192 else 4)
+
+
+def reference(keep: torch.Tensor, Tq: int, Tk: int, bm: int, bn: int, r: int, causal: bool = False) -> tuple:
+    """`KeepTiles`' tensors by torch ops, on the CPU (the tests' reference)."""
+    shape = broadcast4(keep)[0]
+    Bk, Hk, Tqk = shape[0], shape[1], Tq if causal else shape[2]
+    k4 = keep.reshape(shape).expand(Bk, Hk, Tqk, Tk)
+    if causal:
+        k4 = k4 & torch.ones(Tq, Tk, dtype=torch.bool, device=keep.device).tril()
+    n_kt = cdiv(Tk, bn)
+    n_blocks = cdiv(Tq, bm) if Tqk > 1 else 1
+    rows = n_blocks * bm if Tqk > 1 else 1
+    # padding (rows past Tq, keys past Tk) counts as neither kept nor masked
+    kept = torch.zeros(Bk, Hk, rows, n_kt * bn, dtype=torch.bool)
+    inside = torch.zeros_like(kept)
+    kept[:, :, :Tqk, :Tk] = k4.cpu()
+    inside[:, :, :Tqk, :Tk] = True
+    kept_t = kept.view(Bk, Hk, n_blocks, -1, n_kt, bn)
+    gone_t = (inside & ~kept).view(Bk, Hk, n_blocks, -1, n_kt, bn)
+    any_kept, any_gone = kept_t.any(5).any(3), gone_t.any(5).any(3)
+    cls = torch.where(~any_kept, EMPTY, torch.where(~any_gone, FULL, MIXED))
+    dead = (inside.any(3) & ~kept.any(3)).view(Bk, Hk, n_blocks, -1).any(3)
+    cls = torch.where(dead[..., None], MIXED, cls)
+    live = cls != EMPTY
+    j = torch.arange(n_kt)
+    jlo = torch.where(live, j, n_kt).amin(3)
+    jhi = torch.where(live, j + 1, 0).amax(3)
+    n_b = cdiv(n_kt, r)
+    live_b = torch.nn.functional.pad(live, (0, n_b * r - n_kt)).view(Bk, Hk, n_blocks, n_b, r).any(4)
+    qb = torch.arange(n_blocks).view(1, 1, -1, 1)
+    qlo = torch.where(live_b, n_blocks - qb, 0).amax(2)
+    qhi = torch.where(live_b, qb + 1, 0).amax(2)
+    return (cls.reshape(-1, n_kt).to(torch.int8), torch.stack([jlo, jhi], -1).reshape(-1, 2).int(),
+            torch.stack([qlo, qhi], -1).reshape(Bk * Hk, n_b, 2).int())
