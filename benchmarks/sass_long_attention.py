@@ -104,7 +104,7 @@ def kernels(args: argparse.Namespace) -> list[tuple[str, object, dict, int, int 
     KL.TILE = tuple(int(n) for n in args.tile.split("x")) if args.tile else None
     KL.BWD_KEYS, KL.BWD_STAGES = args.bwd_keys, args.bwd_stages
     bm, bn, bn_b, warps = KL._tiles(args.head_dim, args.head_dim, args.keys, dtype, args.mode)
-    stages, bwd_stages = KL._stages(args.head_dim, args.head_dim, dtype)
+    stages, bwd_stages = KL._stages(args.head_dim, args.head_dim, dtype, args.keep)
     stages = args.stages if args.stages is not None else stages
     bd = triton.next_power_of_2(max(args.head_dim, 16))
     common = dict(BM=bm, BN=bn, BD=bd, BDV=bd, HAS_KEEP=2 * args.keep, CAUSAL=args.causal, HAS_DROP=args.dropout,

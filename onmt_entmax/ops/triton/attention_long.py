@@ -883,12 +883,16 @@ def _launch_tiles(D: int, Dv: int, Tk: int, dtype: torch.dtype, mode: int) -> tu
     return 64, 32, 32, 8
 
 
-def _stages(D: int, Dv: int, dtype: torch.dtype) -> tuple[int | None, int]:
+def _stages(D: int, Dv: int, dtype: torch.dtype, keep: bool = False) -> tuple[int | None, int]:
     """(forward, backward) pipelining stages (BWD_STAGES where set; STAGES, where set, overrides both at
-    launch): Triton's default and 3 for half inputs; float32's backward one (its tf32x3 tiles spill into the
-    stages' buffers), and at head dims above 64 its forward one too (more would exceed a block's shared
-    memory)."""
-    fwd, bwd = (None, 3) if dtype != torch.float32 else (1 if max(D, Dv) > 64 else None, 1)
+    launch): Triton's default and 3 for half inputs (2 for heads wider than 128 with a keep mask: on three stages
+    the fused backward at head dim 256 reading the mask by tiles needs 232,960 bytes of shared memory, past
+    sm_90's 232,448, `sass_long_attention.py --head-dim 256 --keep`); float32's backward one (its tf32x3 tiles spill into the stages' buffers), and at head
+    dims above 64 its forward one too (more would exceed a block's shared memory)."""
+    if dtype != torch.float32:
+        fwd, bwd = None, 2 if keep and max(D, Dv) > 128 else 3
+    else:
+        fwd, bwd = 1 if max(D, Dv) > 64 else None, 1
     return fwd, BWD_STAGES if BWD_STAGES is not None else bwd
 
 
@@ -906,7 +910,7 @@ class _Call:
         sm = broadcast4(keep)[1] if keep is not None else (0, 0, 0, 0)
         self.bm, self.bn, bn_b, self.warps = _tiles(D, Dv, Tk, q.dtype, mode)
         self.bwd_warps = BWD_WARPS or self.warps
-        self.stages, self.bwd_stages = _stages(D, Dv, q.dtype)
+        self.stages, self.bwd_stages = _stages(D, Dv, q.dtype, keep is not None)
         self.n_qb, self.n_kt = cdiv(Tq, self.bm), cdiv(Tk, self.bn)
         self.sizes = (Tq, H, Tk, D, Dv)
         self.qkv = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3])
