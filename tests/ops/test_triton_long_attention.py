@@ -187,7 +187,8 @@ def test_pass_one_does_not_certify_a_subset_missing_support(kind, monkeypatch):
 
 @pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")
 @pytest.mark.parametrize("kind,Tq,Tk,mask", [("entmax15", 130, 130, "causal"), ("sparsemax", 20, 150, "pad"),
-                                             ("entmax_bisect", 18, 200, "dense"), ("entmax15", 130, 130, "causal-full")])
+                                             ("entmax_bisect", 18, 200, "dense"),
+                                             ("entmax15", 130, 130, "causal-full")])
 def test_one_kernel_backward_matches_float64_reference(kind, Tq, Tk, mask, monkeypatch):
     """The backward that makes dq, dk and dv in one kernel over the key tiles (dq added atomically;
     half inputs take it) against autograd through the float64 reference, forced on float32 inputs:

@@ -887,8 +887,9 @@ def _stages(D: int, Dv: int, dtype: torch.dtype, keep: bool = False) -> tuple[in
     """(forward, backward) pipelining stages (BWD_STAGES where set; STAGES, where set, overrides both at
     launch): Triton's default and 3 for half inputs (2 for heads wider than 128 with a keep mask: on three stages
     the fused backward at head dim 256 reading the mask by tiles needs 232,960 bytes of shared memory, past
-    sm_90's 232,448, `sass_long_attention.py --head-dim 256 --keep`); float32's backward one (its tf32x3 tiles spill into the stages' buffers), and at head
-    dims above 64 its forward one too (more would exceed a block's shared memory)."""
+    sm_90's 232,448, `sass_long_attention.py --head-dim 256 --keep`); float32's backward one (its tf32x3 tiles
+    spill into the stages' buffers), and at head dims above 64 its forward one too (more would exceed a block's
+    shared memory)."""
     if dtype != torch.float32:
         fwd, bwd = None, 2 if keep and max(D, Dv) > 128 else 3
     else:
