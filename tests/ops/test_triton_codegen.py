@@ -244,8 +244,10 @@ def _other_kernels():
          half | {"CNT": "*i32", "LIST": "*i32"}, 4, False),
         ("long attention, dq", KLA._bwd_dq_kernel, dict(long, MODE=2, HAS_DALPHA=True, R=2), half, 4, False),
         ("long attention, dq dk dv", KLA._bwd_dkv_kernel, dict(long, MODE=1, FUSED_DQ=True, R=2), half, 4, False),
-        ("long attention, keep mask tiles", KT._classes_kernel, dict(BM=64, BN=32, CH=256, R=2),
-         {"KEEP": "*i1", "KCLS": "*i8", "JR": "*i32", "QR": "*i32"}, 8, False),
+        ("long attention, keep mask tiles", KT._classes_kernel, dict(BM=64, BN=32, CH=256, CAUSAL=True),
+         {"KEEP": "*i1", "KCLS": "*i8", "JR": "*i32"}, 8, False),
+        ("long attention, keep mask tiles by key tile", KT._columns_kernel, dict(R=2, CB=128),
+         {"KCLS": "*i8", "QR": "*i32"}, 4, False),
         ("long attention, c", KLA._c_kernel, dict(BM=64, BDV=64), half, 4, False),
     ]
 

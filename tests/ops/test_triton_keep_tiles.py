@@ -68,8 +68,14 @@ def test_the_classes_of_a_decoder_mask():
     swept), and the padded entry's tiles past its last key EMPTY; a block with a row that keeps no key MIXED
     throughout, sweeping every tile."""
     keep = _mask("dead")
-    cls, jr, _qr = (x.cpu() for x in KT.KeepTiles(keep.to(DEV), TQ, TK, 32, 32, 1).tensors)
+    cls, jr, qr = (x.cpu() for x in KT.KeepTiles(keep.to(DEV), TQ, TK, 32, 32, 1).tensors)
     first, last = cls.view(B, 3, 5)
     assert first.tolist() == [[2, 0, 0, 0, 0], [1, 2, 0, 0, 0], [1, 1, 2, 0, 0]]
     assert last.tolist() == [[2, 0, 0, 0, 0], [2, 2, 2, 2, 2], [1, 1, 2, 0, 0]]
-    assert jr.view(B, 3, 2).tolist() == [[[0, 1], [0, 2], [0, 3]], [[0, 1], [0, 5], [0, 3]]]
+    # (jlo, f0, f1, jhi): the tiles swept, and the run of FULL ones among them (swept without the mask)
+    assert jr.view(B, 3, 4).tolist() == [[[0, 0, 0, 1], [0, 0, 1, 2], [0, 0, 2, 3]],
+                                         [[0, 0, 0, 1], [0, 0, 0, 5], [0, 0, 2, 3]]]
+    # (qlo, g0, g1, qhi) of each key tile over the query blocks: tile 0 FULL from block 1 on (block 1 too in the
+    # first entry), tiles 3 and 4 swept only by the last entry's block with the row that keeps no key
+    assert qr[0].tolist() == [[0, 1, 3, 3], [1, 2, 3, 3], [2, 2, 2, 3], [0, 0, 0, 0], [0, 0, 0, 0]]
+    assert qr[1].tolist() == [[0, 2, 3, 3], [1, 2, 3, 3], [1, 1, 1, 3], [1, 1, 1, 2], [1, 1, 1, 2]]

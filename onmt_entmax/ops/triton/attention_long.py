@@ -407,14 +407,16 @@ def _query_block(Q, Tq, H, D, sq_b, sq_h, sq_t, BM: tl.constexpr, BD: tl.constex
 
 
 @triton.jit
-def _solve_rows(q, K, V, O, W, KEEP, kc, n_kc, tmax, b, h, bh, t, tin, q0, n_lo, n_hi, dd, dv, m, a1s, beta, soft,
-                row_ok, tau, solve, later, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b,
-                sm_h, sm_q, sm_k, seed, scale, drop, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, BM: tl.constexpr,
-                BN: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
-                HAS_DROP: tl.constexpr, PREC: tl.constexpr, SKIP: tl.constexpr):
+def _solve_rows(q, K, V, O, W, KEEP, kc, n_kc, tmax, b, h, bh, t, tin, q0, n_lo, f0, f1, n_hi, dd, dv, m, a1s, beta,
+                soft, row_ok, tau, solve, later, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t,
+                sm_b, sm_h, sm_q, sm_k, seed, scale, drop, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr,
+                BM: tl.constexpr, BN: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
+                HAS_DROP: tl.constexpr, PREC: tl.constexpr, SKIP: tl.constexpr, KEEP_RUN: tl.constexpr):
     """Steps 2-3 of the forward for a block of rows t (their q, m, and tau: the start where solve, the
     threshold elsewhere): Newton passes over key tiles n_lo..n_hi from tau for the rows that solve, out and W
-    written for every row in Tq but those of `later` (another launch writes them); (tau, sum f, passes)."""
+    written for every row in Tq but those of `later` (another launch writes them); (tau, sum f, passes). Each
+    sweep takes tiles f0..f1 in a loop that reads the mask as KEEP_RUN says (0: not at all, a run of FULL tiles),
+    then (HAS_KEEP) the others of n_lo..n_hi by their tile classes (`_rest_tile`)."""
     FUSE: tl.constexpr = MODE != 2
     fused = tin == 0  # rows whose out and W are written (rows past Tq: nothing to write)
     tot = tl.full([BM], 1.0, tl.float32)
@@ -434,15 +436,24 @@ def _solve_rows(q, K, V, O, W, KEEP, kc, n_kc, tmax, b, h, bh, t, tin, q0, n_lo,
         acc1 = tl.zeros([BM, BDV], tl.float32)
         acc2 = tl.zeros([BM, BDV], tl.float32)
         low = _low(m, a1s, tau, done == 0, soft == 1)
-        if _dense(tmax, 1, None, low, n_lo, n_hi, SKIP):
-            for j in range(n_lo, n_hi):
+        if _dense(tmax, 1, None, low, f0, f1, SKIP):
+            for j in range(f0, f1):
                 kk, aa, bb, mn, acc0, acc1, acc2 = _newton_tile(kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP, kc,
                                                                 n_kc, b, h, bh, t, q0, dd, dv, m, a1s, tau, beta, Tq,
                                                                 Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b,
-                                                                sm_h, sm_q, sm_k, seed, scale, drop, MODE, BN, HAS_KEEP,
+                                                                sm_h, sm_q, sm_k, seed, scale, drop, MODE, BN, KEEP_RUN,
                                                                 CAUSAL, HAS_DROP, PREC)
         else:
-            for j in range(n_lo, n_hi):
+            for j in range(f0, f1):
+                if tl.load(tmax + j) > low:
+                    kk, aa, bb, mn, acc0, acc1, acc2 = _newton_tile(kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP,
+                                                                    kc, n_kc, b, h, bh, t, q0, dd, dv, m, a1s, tau,
+                                                                    beta, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h,
+                                                                    sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop,
+                                                                    MODE, BN, KEEP_RUN, CAUSAL, HAS_DROP, PREC)
+        if HAS_KEEP:
+            for i in range(0, f0 - n_lo + n_hi - f1):
+                j = _rest_tile(i, n_lo, f0, f1)
                 if tl.load(tmax + j) > low:
                     kk, aa, bb, mn, acc0, acc1, acc2 = _newton_tile(kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP,
                                                                     kc, n_kc, b, h, bh, t, q0, dd, dv, m, a1s, tau,
@@ -476,14 +487,22 @@ def _solve_rows(q, K, V, O, W, KEEP, kc, n_kc, tmax, b, h, bh, t, tin, q0, n_lo,
         tot_p = tl.zeros([BM], tl.float32)
         su = tl.zeros([BM], tl.float32)
         low = _low(m, a1s, tau, need & row_ok, soft)
-        if _dense(tmax, 1, None, low, n_lo, n_hi, SKIP):
-            for j in range(n_lo, n_hi):
+        if _dense(tmax, 1, None, low, f0, f1, SKIP):
+            for j in range(f0, f1):
                 acc, accw, tot_p, su = _sum_tile(acc, accw, tot_p, su, j, q, K, V, KEEP, kc, n_kc, b, h, bh, t, q0, dd,
                                                  dv, m, a1s, tau, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b,
                                                  sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, MODE, BN,
-                                                 HAS_KEEP, CAUSAL, HAS_DROP, PREC)
+                                                 KEEP_RUN, CAUSAL, HAS_DROP, PREC)
         else:
-            for j in range(n_lo, n_hi):
+            for j in range(f0, f1):
+                if tl.load(tmax + j) > low:
+                    acc, accw, tot_p, su = _sum_tile(acc, accw, tot_p, su, j, q, K, V, KEEP, kc, n_kc, b, h, bh, t, q0,
+                                                     dd, dv, m, a1s, tau, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h, sk_t,
+                                                     sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, MODE,
+                                                     BN, KEEP_RUN, CAUSAL, HAS_DROP, PREC)
+        if HAS_KEEP:
+            for i in range(0, f0 - n_lo + n_hi - f1):
+                j = _rest_tile(i, n_lo, f0, f1)
                 if tl.load(tmax + j) > low:
                     acc, accw, tot_p, su = _sum_tile(acc, accw, tot_p, su, j, q, K, V, KEEP, kc, n_kc, b, h, bh, t, q0,
                                                      dd, dv, m, a1s, tau, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h, sk_t,
@@ -500,17 +519,42 @@ def _solve_rows(q, K, V, O, W, KEEP, kc, n_kc, tmax, b, h, bh, t, tin, q0, n_lo,
 
 @triton.jit
 def _keep_range(KCLS, JR, b, h, qb, kb_b, kb_h, cq, n_kc, n_hi, R: tl.constexpr, HAS_KEEP: tl.constexpr):
-    """(the key tiles n_lo..n_hi (of R forward tiles) a query block sweeps, the base of its tile classes): with the
-    mask's classes (HAS_KEEP 2) those from its first tile not EMPTY to its last, within 0..n_hi, else 0..n_hi."""
+    """(n_lo, f0, f1, n_hi, the base of the block's tile classes): the key tiles (of R forward tiles) a query block
+    sweeps, n_lo..n_hi, and among them f0..f1, a run of FULL ones, swept without reading the mask; with the mask's
+    classes (HAS_KEEP 2) those of `keep_tiles` (within 0..n_hi), else 0, 0, n_hi, n_hi (no mask: all "FULL")."""
     if HAS_KEEP == 2:
         blk = block_index(b, h, qb, kb_b, kb_h, cq)
-        n_lo = tl.load(JR + 2 * blk) // R
-        n_hi = tl.minimum(n_hi, tl.cdiv(tl.load(JR + 2 * blk + 1), R))
+        jr = JR + 4 * blk
+        n_lo = tl.load(jr) // R
+        f0 = tl.cdiv(tl.load(jr + 1), R)
+        f1 = tl.maximum(tl.load(jr + 2) // R, f0)
+        n_hi = tl.minimum(n_hi, tl.cdiv(tl.load(jr + 3), R))
         kc = KCLS + blk * n_kc
     else:
         n_lo = 0
+        f0 = 0
+        f1 = n_hi
         kc = KCLS
-    return n_lo, n_hi, kc
+    return n_lo, f0, f1, n_hi, kc
+
+
+@triton.jit
+def _rest_tile(i, lo, f0, f1):
+    """The i-th of the tiles lo..f0 and then f1..hi: those of a sweep outside its run of FULL tiles f0..f1."""
+    return tl.where(i < f0 - lo, lo + i, f1 - f0 + lo + i)
+
+
+@triton.jit
+def _max_tile(m1, m2, m3, m4, tmax, j, q, K, KEEP, kc, n_kc, b, h, t, q0, dd, Tq, Tk, D, sk_b, sk_h, sk_t, sm_b, sm_h,
+              sm_q, sm_k, scale, BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, PREC: tl.constexpr,
+              TOPK: tl.constexpr):
+    """Pass 1 over key tile j: its entries into the TOPK largest at each key position, its maximum to TMAX."""
+    keys = j * BN + tl.arange(0, BN)
+    k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
+    s, _a = _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN,
+                    HAS_KEEP, CAUSAL, PREC, 1)
+    tl.store(tmax + j, tl.max(tl.max(s, 1), 0))
+    return _insert(m1, m2, m3, m4, s, TOPK)
 
 
 @triton.jit(do_not_specialize=_INTS)
@@ -526,20 +570,22 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, KCLS, JR, QR, ALPHA, ITERS,
     tmax = TMAX + (bh * n_qb + qb).to(tl.int64) * n_kt
     # 1. row max; the TOPK largest entries at each key position mod BN; the tiles' maxima (of the tiles any kernel
     # visits: `_key_end`)
-    # (with the mask's tile classes, only the block's tiles that are not EMPTY: `keep_tiles`)
+    # (with the mask's tile classes, only the block's tiles that are not EMPTY, its run of FULL ones without reading
+    # the mask: `keep_tiles`)
     n_hi = tl.cdiv(_key_end(Tk, q0, BM, CAUSAL, HAS_KEEP), BN)  # (causal: the key tiles up to the block's last query)
-    n_lo, n_hi, kc = _keep_range(KCLS, JR, b, h, qb, kb_b, kb_h, cq, n_kc, n_hi, 1, HAS_KEEP)
+    n_lo, f0, f1, n_hi, kc = _keep_range(KCLS, JR, b, h, qb, kb_b, kb_h, cq, n_kc, n_hi, 1, HAS_KEEP)
     m1 = tl.full([BM, BN], float("-inf"), tl.float32)
     m2 = m1
     m3 = m1
     m4 = m1
-    for j in range(n_lo, n_hi):
-        keys = j * BN + tl.arange(0, BN)
-        k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
-        s, _a = _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN,
-                        HAS_KEEP, CAUSAL, PREC, 1)
-        m1, m2, m3, m4 = _insert(m1, m2, m3, m4, s, TOPK)
-        tl.store(tmax + j, tl.max(tl.max(s, 1), 0))
+    for j in range(f0, f1):
+        m1, m2, m3, m4 = _max_tile(m1, m2, m3, m4, tmax, j, q, K, KEEP, kc, n_kc, b, h, t, q0, dd, Tq, Tk, D, sk_b,
+                                   sk_h, sk_t, sm_b, sm_h, sm_q, sm_k, scale, BN, 0, CAUSAL, PREC, TOPK)
+    if HAS_KEEP:
+        for i in range(0, f0 - n_lo + n_hi - f1):
+            m1, m2, m3, m4 = _max_tile(m1, m2, m3, m4, tmax, _rest_tile(i, n_lo, f0, f1), q, K, KEEP, kc, n_kc, b, h,
+                                       t, q0, dd, Tq, Tk, D, sk_b, sk_h, sk_t, sm_b, sm_h, sm_q, sm_k, scale, BN,
+                                       HAS_KEEP, CAUSAL, PREC, TOPK)
     m = tl.reduce(m1, 1, S.max_nan)
     row_ok = (m > float("-inf")) & tin
     m = tl.where(row_ok, m, 0.0)
@@ -566,10 +612,10 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, KCLS, JR, QR, ALPHA, ITERS,
             cert = cert & (tl.sum((solve & (cert == 0)).to(tl.int32), 0) == 0)
         tau = tl.where(cert, t_sub, tau)
         solve = solve & (cert == 0) & (later == 0)  # (certified rows: out and W from the last sweep)
-    tau, tot, it = _solve_rows(q, K, V, O, W, KEEP, kc, n_kc, tmax, b, h, bh, t, tin, q0, n_lo, n_hi, dd, dv, m, a1s,
-                               beta, soft, row_ok, tau, solve, later, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t,
-                               so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, tol, MODE, MAX_ITER, BM, BN,
-                               BDV, HAS_KEEP, CAUSAL, HAS_DROP, PREC, SKIP)
+    tau, tot, it = _solve_rows(q, K, V, O, W, KEEP, kc, n_kc, tmax, b, h, bh, t, tin, q0, n_lo, f0, f1, n_hi, dd, dv,
+                               m, a1s, beta, soft, row_ok, tau, solve, later, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b,
+                               sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, tol, MODE,
+                               MAX_ITER, BM, BN, BDV, HAS_KEEP, CAUSAL, HAS_DROP, PREC, SKIP, 0)
     if ITERS is not None:
         tl.store(ITERS + bh * n_qb + qb, it)
     rows = ST + (bh * Tq).to(tl.int64) + t
@@ -614,10 +660,11 @@ def _fwd_rows_kernel(Q, K, V, O, W, ST, KEEP, ALPHA, ITERS, CNT, LIST, Tq, H, Tk
         if CAUSAL:
             if not HAS_KEEP:
                 hi_max = tl.minimum(Tk, tl.max(tl.where(tin, t, 0), 0) + 1)
-        tau, tot, it = _solve_rows(q, K, V, O, W, KEEP, KEEP, 1, ST, b, h, bh, t, tin, q0, 0, tl.cdiv(hi_max, BN), dd,
-                                   dv, m, a1s, beta, soft, tin, tau, tin, tin == 2, Tq, Tk, D, Dv, sk_b, sk_h, sk_t,
-                                   sv_b, sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, tol,
-                                   MODE, MAX_ITER, BM, BN, BDV, HAS_KEEP, CAUSAL, HAS_DROP, PREC, False)
+        n_hi = tl.cdiv(hi_max, BN)
+        tau, tot, it = _solve_rows(q, K, V, O, W, KEEP, KEEP, 1, ST, b, h, bh, t, tin, q0, 0, 0, n_hi, n_hi, dd, dv, m,
+                                   a1s, beta, soft, tin, tau, tin, tin == 2, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b,
+                                   sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, tol, MODE,
+                                   MAX_ITER, BM, BN, BDV, 0, CAUSAL, HAS_DROP, PREC, False, HAS_KEEP)
         rows = ST + (bh * Tq).to(tl.int64) + t
         n_rows = (tl.num_programs(1) * Tq).to(tl.int64)
         tl.store(rows + n_rows, tau, mask=tin)
@@ -741,17 +788,25 @@ def _bwd_dq_kernel(Q, K, V, GO, DQ, W, C, ST, TMAX, LOWB, KEEP, KCLS, JR, QR, AL
     sgp = tl.zeros([BM], tl.float32)
     splp = tl.zeros([BM], tl.float32)
     sgplp = tl.zeros([BM], tl.float32)
-    n_lo, n_end, kc = _keep_range(KCLS, JR, b, h, qb, kb_b, kb_h, cq, n_kc,
-                                  tl.cdiv(_key_end(Tk, q0, BM, CAUSAL, HAS_KEEP), BN), R, HAS_KEEP)
+    n_lo, f0, f1, n_end, kc = _keep_range(KCLS, JR, b, h, qb, kb_b, kb_h, cq, n_kc,
+                                          tl.cdiv(_key_end(Tk, q0, BM, CAUSAL, HAS_KEEP), BN), R, HAS_KEEP)
     low = tl.load(LOWB + bh * n_qb + qb)
-    if _dense(tmax, 1, None, low, n_lo, n_end, SKIP):
-        for j in range(n_lo, n_end):
+    if _dense(tmax, 1, None, low, f0, f1, SKIP):
+        for j in range(f0, f1):
             dq, sgp, splp, sgplp = _dq_tile(dq, sgp, splp, sgplp, j, q, go, K, V, KEEP, kc, n_kc, b, h, bh, t, q0, dd,
                                             dv, m, tau, tot, c, a1, a1s, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h, sk_t,
                                             sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, MODE, BN,
-                                            HAS_KEEP, CAUSAL, HAS_DROP, PREC, HAS_DALPHA, R)
+                                            0, CAUSAL, HAS_DROP, PREC, HAS_DALPHA, R)
     else:
-        for j in range(n_lo, n_end):
+        for j in range(f0, f1):
+            if tl.load(tmax + j) > low:
+                dq, sgp, splp, sgplp = _dq_tile(dq, sgp, splp, sgplp, j, q, go, K, V, KEEP, kc, n_kc, b, h, bh, t, q0,
+                                                dd, dv, m, tau, tot, c, a1, a1s, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h,
+                                                sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, MODE,
+                                                BN, 0, CAUSAL, HAS_DROP, PREC, HAS_DALPHA, R)
+    if HAS_KEEP:
+        for i in range(0, f0 - n_lo + n_end - f1):
+            j = _rest_tile(i, n_lo, f0, f1)
             if tl.load(tmax + j) > low:
                 dq, sgp, splp, sgplp = _dq_tile(dq, sgp, splp, sgplp, j, q, go, K, V, KEEP, kc, n_kc, b, h, bh, t, q0,
                                                 dd, dv, m, tau, tot, c, a1, a1s, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h,
@@ -791,23 +846,31 @@ def _bwd_dkv_kernel(Q, K, V, GO, DK, DV, DQA, C, ST, TMAX, LOWB, KEEP, KCLS, JR,
     tmax = TMAX + (bh * n_qb).to(tl.int64) * n_kt + j
     # (causal without a keep mask: the query blocks from the one holding the tile's first key, qb0; the earlier
     # ones attend none of its keys)
-    qb0 = ((j * BN) // BM) if CAUSAL and not HAS_KEEP else 0
-    qb1 = n_qb
-    if HAS_KEEP == 2:  # (QR: n blocks - the first block, the last + 1; a mask of one row a query block or none)
-        qr = QR + 2 * ((b * kb_b + h * kb_h) * n_kt + j)
-        first, last = tl.load(qr), tl.load(qr + 1)
-        qb0 = tl.where(cq > 0, n_qb - first, tl.where(last > 0, 0, n_qb))
-        qb1 = tl.where(cq > 0, last, tl.where(last > 0, n_qb, 0))
+    qlo = ((j * BN) // BM) if CAUSAL and not HAS_KEEP else 0
+    g0 = qlo
+    g1 = n_qb
+    qhi = n_qb
+    if HAS_KEEP == 2:  # (the query blocks not EMPTY at the tile, those FULL among them: `keep_tiles`)
+        qr = QR + 4 * ((b * kb_b + h * kb_h) * n_kt + j)
+        qlo, g0, g1, qhi = tl.load(qr), tl.load(qr + 1), tl.load(qr + 2), tl.load(qr + 3)
     lows = LOWB + bh * n_qb
     n_bh = tl.num_programs(1)
-    if _dense(tmax, n_kt, lows, 0.0, qb0, qb1, SKIP):
-        for qb in range(qb0, qb1):
+    if _dense(tmax, n_kt, lows, 0.0, g0, g1, SKIP):
+        for qb in range(g0, g1):
             dk, dvv = _dkv_tile(dk, dvv, qb, k, v, Q, GO, DQA, C, ST, KEEP, KCLS, b, h, bh, ar, keys, j, dd, dv, a1,
                                 a1s, beta, soft, Tq, Tk, D, Dv, sq_b, sq_h, sq_t, so_b, so_h, so_t, sm_b, sm_h, sm_q,
-                                sm_k, kb_b, kb_h, cq, n_kc, seed, scale, drop, n_bh, MODE, BM, BN, HAS_KEEP, CAUSAL,
+                                sm_k, kb_b, kb_h, cq, n_kc, seed, scale, drop, n_bh, MODE, BM, BN, 0, CAUSAL,
                                 HAS_DROP, PREC, FUSED_DQ, R)
     else:
-        for qb in range(qb0, qb1):
+        for qb in range(g0, g1):
+            if tl.load(tmax + qb * n_kt) > tl.load(lows + qb):
+                dk, dvv = _dkv_tile(dk, dvv, qb, k, v, Q, GO, DQA, C, ST, KEEP, KCLS, b, h, bh, ar, keys, j, dd, dv, a1,
+                                    a1s, beta, soft, Tq, Tk, D, Dv, sq_b, sq_h, sq_t, so_b, so_h, so_t, sm_b, sm_h,
+                                    sm_q, sm_k, kb_b, kb_h, cq, n_kc, seed, scale, drop, n_bh, MODE, BM, BN, 0,
+                                    CAUSAL, HAS_DROP, PREC, FUSED_DQ, R)
+    if HAS_KEEP:
+        for i in range(0, g0 - qlo + qhi - g1):
+            qb = _rest_tile(i, qlo, g0, g1)
             if tl.load(tmax + qb * n_kt) > tl.load(lows + qb):
                 dk, dvv = _dkv_tile(dk, dvv, qb, k, v, Q, GO, DQA, C, ST, KEEP, KCLS, b, h, bh, ar, keys, j, dd, dv, a1,
                                     a1s, beta, soft, Tq, Tk, D, Dv, sq_b, sq_h, sq_t, so_b, so_h, so_t, sm_b, sm_h,
