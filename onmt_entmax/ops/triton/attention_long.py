@@ -983,9 +983,11 @@ class _Call:
         assert bn_b in (self.bn, 2 * self.bn), (self.bn, bn_b)
         r = bn_b // self.bn
         # a keep mask's tile classes (`keep_tiles`): the kernels read the entries of MIXED tiles only
-        self.tiles = KeepTiles(keep, Tq, Tk, self.bm, self.bn, r, causal) if keep is not None else None
-        self.tile_ptrs = self.tiles.tensors if keep is not None else (q, q, q)
-        ints = (*sm, *(self.tiles.ints if keep is not None else (0, 0, 0, 1)))
+        if keep is not None:
+            tiles = KeepTiles(keep, Tq, Tk, self.bm, self.bn, r, causal)
+            self.tile_ptrs, ints = tiles.tensors, (*sm, *tiles.ints)
+        else:
+            self.tile_ptrs, ints = (q, q, q), (*sm, 0, 0, 0, 1)
         self.tail = (*ints, sa_h, self.n_qb, self.n_kt, seed)
         self.consts = {"BM": self.bm, "BN": self.bn, "BD": next_pow2(max(D, 16)), "BDV": next_pow2(max(Dv, 16)),
                        "HAS_KEEP": 2 if keep is not None else 0, "CAUSAL": bool(causal), "HAS_DROP": drop > 0,

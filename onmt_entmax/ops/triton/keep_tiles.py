@@ -3,7 +3,7 @@
 The masks the toolkits pass are mostly whole tiles: key padding is a run of kept keys then masked ones,
 a decoder's mask (causal and padding) is kept below the diagonal and masked above it. Reading each
 entry of such a mask costs a gather an entry in every pass over the keys, and a causal mask given as a
-tensor makes every pass visit the tiles above the diagonal. One launch reads the mask once a call and
+tensor makes every pass visit the tiles above the diagonal. A first launch reads the mask once a call and
 classes each (query block of BM rows, key tile of BN keys):
 
     EMPTY  no entry kept: s = -1e18 there, known without reading the mask;
@@ -12,11 +12,12 @@ classes each (query block of BM rows, key tile of BN keys):
 
 over the rows < Tq and keys < Tk only (the kernels mask keys past Tk themselves and never store rows past
 Tq). A block with a row that keeps no key (such a row attends uniformly to every key, as the reference)
-has every tile MIXED, so that its -1e18 entries are all swept as before. Also kept: each block's range of
-key tiles that are not EMPTY, [jlo, jhi) (the forward and the dq kernel sweep only those), and each key
-tile's (of R forward tiles, the backward's) range of query blocks that are not EMPTY there, [qlo, qhi)
-(the dk, dv kernel's sweep). Outside them every entry is -1e18 for every row of a block, and such entries
-add exact zeros (f = 0, u = 0) to every sum: skipping them is exact.
+has every tile MIXED, so that its -1e18 entries are all swept as before. With the classes, the runs of each
+block's row of them (`_runs`): its key tiles not EMPTY, [jlo, jhi) (the forward and the dq kernel sweep only
+those), and among them its first run of FULL tiles, [f0, f1) (swept in a loop that does not read the mask, so
+Triton pipelines it); a second launch finds the same runs of each backward key tile (of R forward tiles) over
+the query blocks, [qlo, qhi) and [g0, g1), for the dk, dv kernel. Outside [jlo, jhi) every entry is -1e18 for
+every row of a block, and such entries add exact zeros (f = 0, u = 0) to every sum: skipping them is exact.
 
 A mask that broadcasts over the queries (key padding, (B, 1, 1, Tk)) is classed once for its one row:
 its blocks are one row each, and every query block reads the same classes. With ``causal`` (is_causal and a
@@ -139,6 +140,8 @@ def _columns_kernel(KCLS, QR, n_blocks, n_kt, n_kt_b, n_qb, R: tl.constexpr, CB:
     for c in range(0, n_blocks, CB):
         qb = c + tl.arange(0, CB)
         kc = KCLS + (kb * n_blocks + qb).to(tl.int64) * n_kt
+        # (tile_class's rule for a pair, with loads masked to the blocks: the interpreter takes no scalar mask on a
+        # vector of pointers)
         if R == 1:
             cls = tl.load(kc + jb, mask=qb < n_blocks, other=0)
         else:
