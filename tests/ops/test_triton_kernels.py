@@ -260,6 +260,21 @@ def test_long_rows_start_from_group_maxima(mode, scale):
 
 
 @on_kernel
+@pytest.mark.parametrize("n_cols", [MID, LONG])
+def test_alpha_entmax_rows_whose_group_maxima_hold_the_support_take_one_pass(n_cols):
+    """alpha-entmax stops at |A - 1| <= tol, so a start below the root by a margin fails on a row
+    whose group maxima hold the whole support (peaked, trained-like rows), costing a pass: started
+    at the group maxima's own threshold, such rows stop at the first pass, with the reference's p."""
+    gen = torch.Generator().manual_seed(11)
+    z = (torch.randn(8, n_cols, generator=gen, dtype=torch.float64) * 3).float()
+    a = KM._alpha_rows(1.33, z, -1).to(DEV)
+    iters = torch.zeros(8, dtype=torch.int32, device=DEV)
+    p = KM.forward_rows(z.to(DEV), "bisect", a, iters=iters, config=STREAM if n_cols == LONG else None).cpu()
+    torch.testing.assert_close(p.double(), REF["bisect"](z.double()), atol=2e-6, rtol=1e-4)
+    assert (iters == 1).sum().item() >= 6, iters.tolist()
+
+
+@on_kernel
 @pytest.mark.parametrize("n_cols", [50, MID, LONG])
 def test_a_nan_logit_gives_nan_like_the_reference(n_cols):
     """The hardware max drops NaN: without care a NaN logit would silently leave the support

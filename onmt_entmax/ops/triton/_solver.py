@@ -258,10 +258,15 @@ def start(zg, m, a1, beta, row_ok, tol, MODE: tl.constexpr, GROUP_ITER: tl.const
 def group_start(zg, m, a1, beta, row_ok, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr):
     """A lower bound of each row's threshold from its group maxima zg [BR, G] (m: row max):
     the threshold of the subset T of group maxima (F_T <= F), less START_MARGIN. Every Newton
-    iterate on T is a lower bound too, so MAX_ITER may stop the solve on T early."""
+    iterate on T is a lower bound too, so MAX_ITER may stop the solve on T early.
+    MODE 2 starts at T's threshold itself: its rows stop at |A - 1| <= tol, which the margin fails
+    where T holds the support (A - 1 = beta B margin there, B >= A = 1 as every d <= 1), costing a
+    pass; a start a few ulps above the root is harmless (the bracketed step goes back from above)."""
     xg = (zg - m[:, None]) * a1[:, None]
     t, _n, _it, _p = solve_tile(xg, beta, row_ok, tol, tl.full(beta.shape, -1.0, tl.float32),
                                 MODE, MAX_ITER)
+    if MODE == 2:
+        return tl.maximum(t, -1.0)
     return tl.maximum(t - START_MARGIN, -1.0)
 
 
