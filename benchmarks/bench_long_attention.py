@@ -6,7 +6,10 @@ not) and cross-attention (Tq = T / 2 queries over Tk = T keys), sparsemax and al
 1.33) self-attention, bf16 (fp16 and fp32 at two T), against SDPA (flash attention) in the same process,
 and AdaSplash's `adasplash_v1` (alpha = 1.5, 10 iterations; self-attention of a power-of-two length
 only) and, on causal self-attention, `adasplash_v2` (alpha = 1.5, its block-sparse kernels) where they
-import. Inputs are randn (scores of unit scale).
+import. Inputs are randn (scores of unit scale). The `mask` column names the keep mask given to ours and to
+SDPA (`profile_long_attention.keep_mask`): `none`; `pad-full`, OpenNMT-py's key padding as a (B, 1, T, T)
+tensor (the last eighth of every other sequence padded); `causal-full`, the decoder's causal and padding mask
+as one (B, 1, T, T) tensor, as both toolkits pass it (`causal` stays 0: no is_causal). AdaSplash takes no mask.
 Time: `triton.testing.do_bench` median of q, k, v -> out -> dq, dk, dv (the output gradient given);
 peak memory: the most allocated during one forward + backward beyond what was allocated before it
 (inputs and the output gradient), MiB. Rows appended to a CSV (columns: `FIELDS`); the markdown
@@ -32,9 +35,11 @@ import triton
 from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from profile_long_attention import keep_mask  # noqa: E402
+
 from onmt_entmax.ops.triton import attention_long as KL  # noqa: E402
 
-FIELDS = ["gpu", "dtype", "kind", "alpha", "attention", "causal", "batch", "heads", "head_dim", "tq", "tk",
+FIELDS = ["gpu", "dtype", "kind", "alpha", "attention", "causal", "mask", "batch", "heads", "head_dim", "tq", "tk",
           "ours_ms", "sdpa_ms", "adasplash_ms", "ours_peak_mib", "sdpa_peak_mib", "adasplash_peak_mib",
           "torch", "triton", "commit", "date", "adasplash_v2_ms", "adasplash_v2_peak_mib"]
 BATCH = {256: 16, 1024: 8, 4096: 2, 8192: 1, 16384: 1, 32768: 1}
@@ -68,21 +73,24 @@ def measure(fn, q, k, v, grad) -> tuple[float, float]:
 
 
 def cases(quick: bool):
-    """(dtype, kind, attention, causal, T) to run, the headline first (bf16 1.5-entmax self-attention):
+    """(dtype, kind, attention, causal, mask, T) to run, the headline first (bf16 1.5-entmax self-attention):
     a run cut short keeps the rows it wrote."""
     if quick:
         for T in (1024, 4096, 16384, 32768):
-            yield "bf16", "entmax15", "self", False, T
+            yield "bf16", "entmax15", "self", False, "none", T
         return
     for attention, causal in (("self", False), ("self", True), ("cross", False)):
         for T in BATCH:
-            yield "bf16", "entmax15", attention, causal, T
+            yield "bf16", "entmax15", attention, causal, "none", T
     for kind in ("sparsemax", "entmax_bisect"):
         for T in BATCH:
-            yield "bf16", kind, "self", False, T
+            yield "bf16", kind, "self", False, "none", T
+    for mask in ("pad-full", "causal-full"):
+        for T in (1024, 4096, 16384):
+            yield "bf16", "entmax15", "self", False, mask, T
     for dtype in ("fp16", "fp32"):
         for T in (1024, 8192):
-            yield dtype, "entmax15", "self", False, T
+            yield dtype, "entmax15", "self", False, "none", T
 
 
 def commit() -> str:
@@ -95,9 +103,9 @@ def commit() -> str:
         return ""
 
 
-def case_key(dtype: str, kind: str, attention: str, causal, tq, tk) -> tuple:
+def case_key(dtype: str, kind: str, attention: str, causal, mask: str, tq, tk) -> tuple:
     """A case as its CSV row names it (the fields `done_cases` matches)."""
-    return dtype, kind, attention, int(causal), int(tq), int(tk)
+    return dtype, kind, attention, int(causal), mask, int(tq), int(tk)
 
 
 def done_cases(csv_path: str, gpu: str, *commit_ids: str) -> set:
@@ -106,7 +114,7 @@ def done_cases(csv_path: str, gpu: str, *commit_ids: str) -> set:
     if not os.path.exists(csv_path):
         return set()
     with open(csv_path, newline="", encoding="utf-8") as f:
-        return {case_key(r["dtype"], r["kind"], r["attention"], r["causal"], r["tq"], r["tk"])
+        return {case_key(r["dtype"], r["kind"], r["attention"], r["causal"], r["mask"], r["tq"], r["tk"])
                 for r in csv.DictReader(f) if r["gpu"] == gpu and r["commit"] in commit_ids}
 
 
@@ -115,7 +123,8 @@ def lengths(attention: str, T: int) -> tuple[int, int]:
     return (T // 2, T) if attention == "cross" else (T, T)
 
 
-def run_case(dtype: str, kind: str, attention: str, causal: bool, T: int, heads: int, dim: int, ada) -> dict:
+def run_case(dtype: str, kind: str, attention: str, causal: bool, mask: str, T: int, heads: int, dim: int,
+             ada) -> dict:
     B = BATCH[T]
     tq, tk = lengths(attention, T)
     g = torch.Generator(device="cuda").manual_seed(T)
@@ -124,11 +133,13 @@ def run_case(dtype: str, kind: str, attention: str, causal: bool, T: int, heads:
     k, v = (torch.randn(B, heads, tk, dim, device="cuda", dtype=dt, generator=g).requires_grad_() for _ in range(2))
     grad = torch.randn(B, heads, tq, dim, device="cuda", dtype=dt, generator=g)
     alpha = ALPHA[kind]
-    ours = measure(lambda q, k, v: KL.sparse_attention(q, k, v, None, kind, alpha, dim ** -0.5, causal=causal),
+    keep = keep_mask(mask, B, T)
+    ours = measure(lambda q, k, v: KL.sparse_attention(q, k, v, keep, kind, alpha, dim ** -0.5, causal=causal),
                    q, k, v, grad)
-    sdpa = measure(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal), q, k, v, grad)
+    sdpa = measure(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=causal),
+                   q, k, v, grad)
     ada_ms = ada_mib = v2_ms = v2_mib = ""
-    if kind == "entmax15" and attention == "self" and dtype != "fp32":
+    if kind == "entmax15" and attention == "self" and dtype != "fp32" and keep is None:
         if ada["v1"] is not None:
             ada_ms, ada_mib = measure(lambda q, k, v: ada["v1"](q, k, v, alpha=1.5, is_causal=causal, niter=10),
                                       q, k, v, grad)
@@ -143,8 +154,8 @@ def run_case(dtype: str, kind: str, attention: str, causal: bool, T: int, heads:
     del q, k, v, grad
     torch.cuda.empty_cache()
     return {"gpu": torch.cuda.get_device_name(), "dtype": dtype, "kind": kind, "alpha": alpha or "",
-            "attention": attention, "causal": int(causal), "batch": B, "heads": heads, "head_dim": dim, "tq": tq,
-            "tk": tk, "ours_ms": f"{ours[0]:.3f}", "sdpa_ms": f"{sdpa[0]:.3f}", "adasplash_ms": ada_ms,
+            "attention": attention, "causal": int(causal), "mask": mask, "batch": B, "heads": heads, "head_dim": dim,
+            "tq": tq, "tk": tk, "ours_ms": f"{ours[0]:.3f}", "sdpa_ms": f"{sdpa[0]:.3f}", "adasplash_ms": ada_ms,
             "ours_peak_mib": f"{ours[1]:.1f}", "sdpa_peak_mib": f"{sdpa[1]:.1f}", "adasplash_peak_mib": ada_mib,
             "torch": torch.__version__, "triton": triton.__version__, "commit": commit(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"), "adasplash_v2_ms": v2_ms,
@@ -153,15 +164,16 @@ def run_case(dtype: str, kind: str, attention: str, causal: bool, T: int, heads:
 
 def table(rows: list[dict]) -> str:
     """Markdown: time and peak memory of ours against SDPA (and AdaSplash v1, v2) per case."""
-    out = ["| dtype | kind | attention | causal | B | Tq | Tk | ours ms | SDPA ms | ours / SDPA | AdaSplash v1 ms "
-           "| AdaSplash v2 ms | ours peak MiB | SDPA peak MiB | memory ours / SDPA |", "|" + "---|" * 15]
+    out = ["| dtype | kind | attention | causal | mask | B | Tq | Tk | ours ms | SDPA ms | ours / SDPA "
+           "| AdaSplash v1 ms | AdaSplash v2 ms | ours peak MiB | SDPA peak MiB | memory ours / SDPA |",
+           "|" + "---|" * 16]
     for r in rows:
         ratio = float(r["ours_ms"]) / float(r["sdpa_ms"])
         mem = float(r["ours_peak_mib"]) / max(float(r["sdpa_peak_mib"]), 1e-9)
         ada = " | ".join(f"{float(r[c]):.2f}" if r[c] else "" for c in ("adasplash_ms", "adasplash_v2_ms"))
         out.append(f"| {r['dtype']} | {r['kind']} | {r['attention']} | {'yes' if int(r['causal']) else 'no'} "
-                   f"| {r['batch']} | {r['tq']} | {r['tk']} | {float(r['ours_ms']):.2f} | {float(r['sdpa_ms']):.2f} "
-                   f"| {ratio:.2f}x | {ada} "
+                   f"| {r['mask']} | {r['batch']} | {r['tq']} | {r['tk']} | {float(r['ours_ms']):.2f} "
+                   f"| {float(r['sdpa_ms']):.2f} | {ratio:.2f}x | {ada} "
                    f"| {float(r['ours_peak_mib']):.0f} | {float(r['sdpa_peak_mib']):.0f} | {mem:.2f}x |")
     return "\n".join(out)
 
@@ -176,6 +188,7 @@ def main() -> None:
     ap.add_argument("--only", help="comma-separated T to run (default: all)")
     ap.add_argument("--dtypes", help="comma-separated dtypes to run (bf16, fp16, fp32; default: all)")
     ap.add_argument("--kinds", help="comma-separated kinds to run (entmax15, sparsemax, entmax_bisect; default: all)")
+    ap.add_argument("--masks", help="comma-separated masks to run (none, pad-full, causal-full; default: all)")
     ap.add_argument("--resume", action="store_true", help="skip the cases whose rows this commit already wrote "
                     "into --csv on this GPU")
     ap.add_argument("--skip-measured-by", metavar="COMMITS", default="",
@@ -201,10 +214,11 @@ def main() -> None:
     rows = []
     for case in cases(args.quick):
         if (only and case[-1] not in only) or (args.dtypes and case[0] not in args.dtypes.split(",")) \
-                or (args.kinds and case[1] not in args.kinds.split(",")):
+                or (args.kinds and case[1] not in args.kinds.split(",")) \
+                or (args.masks and case[4] not in args.masks.split(",")):
             continue
-        dtype, kind, attention, causal, T = case
-        if case_key(dtype, kind, attention, causal, *lengths(attention, T)) in done:
+        dtype, kind, attention, causal, mask, T = case
+        if case_key(dtype, kind, attention, causal, mask, *lengths(attention, T)) in done:
             continue
         row = run_case(*case, args.heads, args.dim, ada)
         rows.append(row)

@@ -34,7 +34,7 @@ END = "<!-- end of the GPU tables -->"
 LONG_BEGIN = "<!-- long attention: written by benchmarks/report.py --long-attention from its CSV -->"
 LONG_END = "<!-- end of long attention -->"
 LONG_CMD = "python3 benchmarks/bench_long_attention.py --csv benchmarks/results/long-attention.csv"
-LONG_CASE = ("gpu", "dtype", "kind", "alpha", "attention", "causal", "batch", "heads", "head_dim", "tq", "tk")
+LONG_CASE = ("gpu", "dtype", "kind", "alpha", "attention", "causal", "mask", "batch", "heads", "head_dim", "tq", "tk")
 
 # (section title, what it measures, [file or (file, first-cell prefix of the rows kept)])
 SECTIONS = [
@@ -155,10 +155,10 @@ def long_attention(csv_path: Path) -> str:
         older = "" if commit == latest else (" (cases not re-measured since: rows of an earlier commit, the CSV's "
                                              "`commit` column)")
         lines = [f"`{LONG_CMD}`; {gpu}, torch {torch_v}, Triton {triton_v}, {when}{older}:", "",
-                 "| dtype | kind | attention | causal | B | Tq | Tk | ours ms | SDPA ms | ours / SDPA "
+                 "| dtype | kind | attention | causal | mask | B | Tq | Tk | ours ms | SDPA ms | ours / SDPA "
                  "| AdaSplash v1 ms | AdaSplash v1 / SDPA | AdaSplash v2 ms | AdaSplash v2 / SDPA "
                  "| ours peak MiB | SDPA peak MiB | peak ours / SDPA |",
-                 "|" + "---|" * 17]
+                 "|" + "---|" * 18]
         for r in group:
             ours, sdpa = float(r["ours_ms"]), float(r["sdpa_ms"])
             ada = " | ".join(f"{float(r[c]):.2f} | {float(r[c]) / sdpa:.2f}x" if r.get(c) else " | "
@@ -166,8 +166,8 @@ def long_attention(csv_path: Path) -> str:
             mem_o, mem_s = float(r["ours_peak_mib"]), float(r["sdpa_peak_mib"])
             kind = r["kind"] + (f" (α {r['alpha']})" if r.get("alpha") else "")
             lines.append(f"| {r['dtype']} | {kind} | {r['attention']} | {'yes' if r['causal'] == '1' else 'no'} "
-                         f"| {r['batch']} | {r['tq']} | {r['tk']} | {ours:.2f} | {sdpa:.2f} | {ours / sdpa:.2f}x "
-                         f"| {ada} "
+                         f"| {r['mask']} | {r['batch']} | {r['tq']} | {r['tk']} | {ours:.2f} | {sdpa:.2f} "
+                         f"| {ours / sdpa:.2f}x | {ada} "
                          f"| {mem_o:.0f} | {mem_s:.0f} | {mem_o / max(mem_s, 1e-9):.2f}x |")
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + "\n"

@@ -366,11 +366,11 @@ def test_bench_long_attention_resume_skips_only_this_commits_cases_on_this_gpu(t
                                                    ("H100", "new", "self", 1, 4096), ("H200", "new", "cross", 0, 2048)):
             w.writerow({f: "" for f in bench.FIELDS} | {"gpu": gpu, "commit": commit, "dtype": "bf16",
                                                          "kind": "entmax15", "attention": attention, "causal": causal,
-                                                         "tq": tq, "tk": 4096})
+                                                         "mask": "none", "tq": tq, "tk": 4096})
     done = bench.done_cases(str(path), "H200", "new")
-    assert done == {bench.case_key("bf16", "entmax15", "self", False, 4096, 4096),
-                    bench.case_key("bf16", "entmax15", "cross", False, 2048, 4096)}
+    assert done == {bench.case_key("bf16", "entmax15", "self", False, "none", 4096, 4096),
+                    bench.case_key("bf16", "entmax15", "cross", False, "none", 2048, 4096)}
     assert bench.done_cases(str(tmp_path / "none.csv"), "H200", "new") == set()
     # --skip-measured-by old: the old commit's case on this GPU is skipped too, not its H100 one
     assert bench.done_cases(str(path), "H200", "new", "old") == done | {
-        bench.case_key("bf16", "entmax15", "self", True, 4096, 4096)}
+        bench.case_key("bf16", "entmax15", "self", True, "none", 4096, 4096)}

@@ -105,13 +105,13 @@ def test_report_knows_every_file_run_gpu_sh_writes_and_the_rows_bench_kernels_pr
 
 
 
-LONG_CSV = """gpu,dtype,kind,alpha,attention,causal,batch,heads,head_dim,tq,tk,ours_ms,sdpa_ms,adasplash_ms,\
+LONG_CSV = """gpu,dtype,kind,alpha,attention,causal,mask,batch,heads,head_dim,tq,tk,ours_ms,sdpa_ms,adasplash_ms,\
 ours_peak_mib,sdpa_peak_mib,adasplash_peak_mib,torch,triton,commit,date,adasplash_v2_ms,adasplash_v2_peak_mib
-NVIDIA H200,bf16,entmax15,,self,0,2,8,64,4096,4096,2.000,0.500,8.000,49.0,49.0,44.5,2.11.0+cu130,3.6.0,abc123,\
+NVIDIA H200,bf16,entmax15,,self,0,none,2,8,64,4096,4096,2.000,0.500,8.000,49.0,49.0,44.5,2.11.0+cu130,3.6.0,abc123,\
 2026-12-01,,
-NVIDIA H200,bf16,entmax_bisect,1.33,cross,1,1,8,64,8192,16384,9.000,3.000,,75.0,50.0,,2.11.0+cu130,3.6.0,abc123,\
+NVIDIA H200,bf16,entmax_bisect,1.33,cross,1,none,1,8,64,8192,16384,9.000,3.000,,75.0,50.0,,2.11.0+cu130,3.6.0,abc123,\
 2026-12-01,,
-NVIDIA H200,bf16,entmax15,,self,1,1,8,64,8192,8192,2.000,1.000,6.000,49.0,49.0,44.5,2.11.0+cu130,3.6.0,abc123,\
+NVIDIA H200,bf16,entmax15,,self,1,none,1,8,64,8192,8192,2.000,1.000,6.000,49.0,49.0,44.5,2.11.0+cu130,3.6.0,abc123,\
 2026-12-01,0.500,40.0
 """
 
@@ -127,7 +127,7 @@ def test_long_attention_csv_becomes_one_table_with_its_machine_and_replaces_only
     rows = [line for line in text.splitlines() if line.startswith("| bf16")]
     assert len(rows) == 3
     assert "| 4.00x | 8.00 | 16.00x |  |  |" in rows[0] and "| 1.00x |" in rows[0]
-    assert "entmax_bisect (α 1.33) | cross | yes |" in rows[1] and "| 3.00x |  |  |  |  |" in rows[1]
+    assert "entmax_bisect (α 1.33) | cross | yes | none |" in rows[1] and "| 3.00x |  |  |  |  |" in rows[1]
     assert rows[1].endswith("| 75 | 50 | 1.50x |")
     assert "| 2.00x | 6.00 | 6.00x | 0.50 | 0.50x | 49 |" in rows[2]
     doc = tmp_path / "doc.md"
@@ -137,6 +137,18 @@ def test_long_attention_csv_becomes_one_table_with_its_machine_and_replaces_only
     new = doc.read_text()
     assert "old long" not in new and "old gpu" in new and new.endswith(f"{report.LONG_END}\nend\n")
     assert new.count("| bf16") == 3
+
+
+def test_long_attention_a_masked_case_is_a_row_of_its_own_naming_its_mask(tmp_path):
+    """The same shape with a keep mask is another case: both rows are shown, each with its mask."""
+    masked = LONG_CSV.splitlines()[1].replace(",self,0,none,", ",self,0,causal-full,")
+    masked = masked.replace("2.000,0.500", "3.000,1.500")
+    path = tmp_path / "long.csv"
+    path.write_text(LONG_CSV + masked + "\n")
+    rows = [line for line in report.long_attention(path).splitlines() if line.startswith("| bf16")]
+    assert len(rows) == 4
+    assert sum("| self | no | causal-full | 2 | 4096 | 4096 | 3.00 | 1.50 | 2.00x |" in r for r in rows) == 1
+    assert sum("| self | no | none | 2 | 4096 | 4096 | 2.00 | 0.50 | 4.00x |" in r for r in rows) == 1
 
 
 def test_long_attention_shows_a_re_measured_case_once_with_its_newest_numbers(tmp_path):
