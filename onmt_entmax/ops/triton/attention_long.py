@@ -553,8 +553,11 @@ def _max_tile(m1, m2, m3, m4, tmax, j, q, K, KEEP, kc, n_kc, b, h, t, q0, dd, Tq
     k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
     s, _a = _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN,
                     HAS_KEEP, CAUSAL, PREC, 1)
+    # the insert before the tile maximum: the other way round the old and new m1..m4 were live together, and the
+    # sm_90 loop copied them (register moves a tile: docs/kernels.md, Registers and warps)
+    m1, m2, m3, m4 = _insert(m1, m2, m3, m4, s, TOPK)
     tl.store(tmax + j, tl.max(tl.max(s, 1), 0))
-    return _insert(m1, m2, m3, m4, s, TOPK)
+    return m1, m2, m3, m4
 
 
 @triton.jit(do_not_specialize=_INTS)
