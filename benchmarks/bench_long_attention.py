@@ -226,7 +226,7 @@ def main() -> None:
         if args.csv:
             new = not os.path.exists(args.csv)
             with open(args.csv, "a", newline="", encoding="utf-8") as f:
-                w = csv.DictWriter(f, fieldnames=FIELDS)
+                w = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\n")
                 if new:
                     w.writeheader()
                 w.writerow(row)
