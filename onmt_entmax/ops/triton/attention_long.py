@@ -282,7 +282,9 @@ def _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE: tl.constexpr, GROUP_I
     position's smallest kept), nor alpha-entmax: its rows of randn scores rarely fit the rule in a whole
     block, which the Newton passes need, and holding t and the flags through them spilled its forward
     (sm_90: 314 local loads against 215) and cost it 3-4%."""
-    tau = S.group_start(m1, m, a1s, beta, solve, tol, MODE, GROUP_ITER)
+    tau = S.group_start(m1, m, a1s, beta, solve, tol, MODE, GROUP_ITER)  # (alpha-entmax: without the margin)
+    if MODE == 2 and START_MARGIN2 and TOPK == 1:  # (TOPK > 1: the margin is taken from T's threshold below)
+        tau = tl.maximum(tau - S.START_MARGIN, -1.0)
     t2 = tau
     cert = solve & (tau != tau)  # (all False)
     if TOPK > 1:
