@@ -260,18 +260,56 @@ def test_long_rows_start_from_group_maxima(mode, scale):
 
 
 @on_kernel
-@pytest.mark.parametrize("n_cols", [MID, LONG])
-def test_alpha_entmax_rows_whose_group_maxima_hold_the_support_take_one_pass(n_cols):
+def test_alpha_entmax_rows_whose_group_maxima_hold_the_support_take_one_pass():
     """alpha-entmax stops at |A - 1| <= tol, so a start below the root by a margin fails on a row
     whose group maxima hold the whole support (peaked, trained-like rows), costing a pass: started
-    at the group maxima's own threshold, such rows stop at the first pass, with the reference's p."""
+    at the group maxima's own threshold, such rows (held in registers) stop at the first pass, with
+    the reference's p."""
     gen = torch.Generator().manual_seed(11)
-    z = (torch.randn(8, n_cols, generator=gen, dtype=torch.float64) * 3).float()
+    z = (torch.randn(8, MID, generator=gen, dtype=torch.float64) * 3).float()
     a = KM._alpha_rows(1.33, z, -1).to(DEV)
     iters = torch.zeros(8, dtype=torch.int32, device=DEV)
-    p = KM.forward_rows(z.to(DEV), "bisect", a, iters=iters, config=STREAM if n_cols == LONG else None).cpu()
+    p = KM.forward_rows(z.to(DEV), "bisect", a, iters=iters).cpu()
     torch.testing.assert_close(p.double(), REF["bisect"](z.double()), atol=2e-6, rtol=1e-4)
     assert (iters == 1).sum().item() >= 6, iters.tolist()
+
+
+CHUNK = (STREAM or {}).get("CHUNK", 4096)  # the streamed rows' chunk: their groups are the columns mod CHUNK
+
+
+@on_kernel
+@pytest.mark.parametrize("mode", ["sparsemax", "entmax15", "bisect"])
+def test_streamed_rows_whose_group_maxima_hold_the_support_take_no_pass_over_the_row(mode):
+    """A streamed row's group maxima (the largest entry at each position mod the chunk) hold the whole
+    support of a peaked, trained-like row (randn * 3: a few support entries among hundreds of groups);
+    where each group's second largest entry is outside the support at their threshold, that threshold is
+    the row's, and the row takes no solver pass over its columns (a pass re-reads the row): p as the
+    reference's, and 0 passes."""
+    gen = torch.Generator().manual_seed(12)
+    z = (torch.randn(8, LONG, generator=gen, dtype=torch.float64) * 3).float()
+    a = KM._alpha_rows(ALPHA[mode], z, -1).to(DEV) if mode == "bisect" else None
+    iters = torch.full((8,), -1, dtype=torch.int32, device=DEV)
+    p = KM.forward_rows(z.to(DEV), mode, a, iters=iters, config=STREAM).cpu()
+    torch.testing.assert_close(p.double(), REF[mode](z.double()), atol=2e-6, rtol=1e-4)
+    assert (iters == 0).sum().item() >= 6, iters.tolist()
+
+
+@on_kernel
+@pytest.mark.parametrize("mode", ["sparsemax", "entmax15", "bisect"])
+def test_a_group_holding_two_support_entries_sends_the_row_through_the_solver(mode):
+    """The two largest entries of each row in one group (columns j and j + chunk): the group maxima miss
+    one support entry, so their threshold is below the row's. Such a row is not certified from them: it
+    takes solver passes, and p is the reference's (a row certified anyway would keep the low threshold)."""
+    gen = torch.Generator().manual_seed(13)
+    z = (torch.randn(6, LONG, generator=gen, dtype=torch.float64) * 3).float()
+    z[:, 5] = 14.0
+    z[:, 5 + CHUNK] = 13.5
+    a = KM._alpha_rows(ALPHA[mode], z, -1).to(DEV) if mode == "bisect" else None
+    iters = torch.full((6,), -1, dtype=torch.int32, device=DEV)
+    p = KM.forward_rows(z.to(DEV), mode, a, iters=iters, config=STREAM).cpu()
+    torch.testing.assert_close(p.double(), REF[mode](z.double()), atol=2e-6, rtol=1e-4)
+    assert (p[:, 5 + CHUNK] > 0).all()
+    assert (iters >= 1).all(), iters.tolist()
 
 
 @on_kernel

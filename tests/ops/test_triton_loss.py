@@ -140,6 +140,29 @@ def test_gradient_written_by_the_forward_matches_reference(kind, alpha, tau, con
 
 
 @on_kernel
+@pytest.mark.parametrize("kind,alpha", [("sparsemax", 2.0), ("entmax15", 1.5), ("entmax_bisect", 1.33)])
+def test_streamed_rows_whose_group_maxima_miss_a_support_entry_match_reference(kind, alpha):
+    """Streamed rows whose two largest logits share a group (columns j and j + chunk), next to rows whose
+    group maxima hold the support: the loss and the gradient written by the forward as the reference's
+    (a row taken as solved from its group maxima would keep their threshold, below the row's)."""
+    gen = torch.Generator().manual_seed(zlib.crc32(kind.encode()))
+    n, v = 6, 1500
+    z = (torch.randn(n, v, generator=gen) * 3).double()
+    z[::2, 7] = 14.0
+    z[::2, 7 + STREAM["CHUNK"]] = 13.5
+    y = torch.randint(0, v, (n,), generator=gen)
+    zr = z.clone().requires_grad_()
+    ref_losses.fy_loss(zr, y, kind, alpha, reduction="mean").backward()
+    zd, yd = z.float().to(DEV), y.to(DEV)
+    _, aux = KL.reduce_rows(None, yd, v, -100, "mean", torch.float32, part=1)
+    dz = torch.full_like(zd, float("nan"))
+    loss, _, _ = KL.fy_loss_rows(zd, yd, kind, alpha, config=STREAM, dz=dz, weight=aux)
+    ref = ref_losses.fy_loss(z, y, kind, alpha, reduction="none")
+    torch.testing.assert_close(loss.cpu().double(), ref, atol=2e-6, rtol=1e-5)
+    torch.testing.assert_close(dz.cpu().double(), zr.grad, atol=2e-6, rtol=1e-4)
+
+
+@on_kernel
 @pytest.mark.parametrize("kind,alpha", [("sparsemax", 2.0), ("entmax15", 1.5), ("entmax_bisect", "tensor"),
                                         ("alpha_relu", 1.5)])
 @pytest.mark.parametrize("reduction", ["sum", "mean", "none"])

@@ -262,9 +262,21 @@ def group_start(zg, m, a1, beta, row_ok, tol, MODE: tl.constexpr, MAX_ITER: tl.c
     MODE 2 starts at T's threshold itself: its rows stop at |A - 1| <= tol, which the margin fails
     where T holds the support (A - 1 = beta B margin there, B >= A = 1 as every d <= 1), costing a
     pass; a start a few ulps above the root is harmless (the bracketed step goes back from above)."""
+    t, _n, _it = _group_threshold(zg, m, a1, beta, row_ok, tol, MODE, MAX_ITER)
+    return _below(t, MODE)
+
+
+@triton.jit
+def _group_threshold(zg, m, a1, beta, row_ok, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr):
+    """(threshold, norm, solver passes) of the subset T of group maxima zg [BR, G], from -1."""
     xg = (zg - m[:, None]) * a1[:, None]
-    t, _n, _it, _p = solve_tile(xg, beta, row_ok, tol, tl.full(beta.shape, -1.0, tl.float32),
-                                MODE, MAX_ITER)
+    t, n, it, _p = solve_tile(xg, beta, row_ok, tol, tl.full(beta.shape, -1.0, tl.float32), MODE, MAX_ITER)
+    return t, n, it
+
+
+@triton.jit
+def _below(t, MODE: tl.constexpr):
+    """The start from a subset's threshold t: t less START_MARGIN (MODE 2: t itself), at least -1."""
     if MODE == 2:
         return tl.maximum(t, -1.0)
     return tl.maximum(t - START_MARGIN, -1.0)
@@ -296,10 +308,11 @@ def load_scaled(Z, rows, row_ok_mask, cols, n_cols, stride, m, a1):
 @triton.jit
 def row_max(Z, rows, rmask, n_cols, stride, BR: tl.constexpr, BC: tl.constexpr):
     """Row maxima (NaN where the row has a NaN; and sum / count of finite entries) streamed over
-    column chunks, and the [BR, BC] tile of maxima over the columns that share a position mod BC
-    (a partition of the row for `group_start`). Accumulates tiles and reduces once after the loop
-    (no reduction in the loop)."""
+    column chunks, and two [BR, BC] tiles over the columns that share a position mod BC (a
+    partition of the row for `stream_start`): their maxima and their second largest entries.
+    Accumulates tiles and reduces once after the loop (no reduction in the loop)."""
     m2 = tl.full([BR, BC], float("-inf"), tl.float32)
+    n2 = tl.full([BR, BC], float("-inf"), tl.float32)
     s2 = tl.zeros([BR, BC], tl.float32)
     c2 = tl.zeros([BR, BC], tl.float32)
     for c0 in range(0, n_cols, BC):
@@ -307,11 +320,28 @@ def row_max(Z, rows, rmask, n_cols, stride, BR: tl.constexpr, BC: tl.constexpr):
         msk = rmask[:, None] & (cols[None, :] < n_cols)
         z = tl.load(Z + rows.to(tl.int64)[:, None] * stride + cols[None, :], mask=msk,
                     other=float("-inf")).to(tl.float32)
+        n2 = tl.maximum(n2, tl.minimum(m2, z))  # (a NaN row is NaN through m2)
         m2 = max_nan(m2, z)
         fin = z > float("-inf")
         s2 += tl.where(fin, z, 0.0)
         c2 += fin.to(tl.float32)
-    return tl.reduce(m2, 1, max_nan), tl.sum(s2, 1), tl.sum(c2, 1), m2
+    return tl.reduce(m2, 1, max_nan), tl.sum(s2, 1), tl.sum(c2, 1), m2, n2
+
+
+@triton.jit
+def stream_start(zg, z2, m, a1, beta, row_ok, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr):
+    """(tau0, norm0, certified) [BR] for streamed rows, from the maxima zg and the second largest
+    entries z2 [BR, G] of a partition into G groups (`row_max`). tau0 is `group_start`'s lower
+    bound, from the threshold t of the subset T of group maxima, except where T holds the whole
+    support: there it is t itself, norm0 T's norm, and the row is certified (no solver pass over
+    the row is needed). T holds it where every group's second largest entry has x <= t: it bounds
+    every entry T leaves out of its group, and x = (alpha - 1)(z - m) is monotone in z in float32
+    as computed here and by the passes, so f = 0 outside T and F = F_T at t (T solved to the end:
+    its solve stopped before MAX_ITER passes)."""
+    t, n, it = _group_threshold(zg, m, a1, beta, row_ok, tol, MODE, MAX_ITER)
+    x2 = (tl.max(z2, 1) - m) * a1
+    certified = row_ok & (x2 <= t) & (it < MAX_ITER)
+    return tl.where(certified, t, _below(t, MODE)), n, certified
 
 
 @triton.jit

@@ -142,7 +142,7 @@ def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, DZ, W, n_rows, n_cols, stride, igno
             nfin = tl.full([BR], 1.0, tl.float32)
         m, zg = S.tile_max(z, BR, BC, GROUPS)
     else:
-        m, zsum, nfin, zg = S.row_max(Z, rows, keep, n_cols, stride, BR, BC)
+        m, zsum, nfin, zg, z2 = S.row_max(Z, rows, keep, n_cols, stride, BR, BC)
         if not SMOOTH:  # (unused: the compiler drops their accumulation from the max pass)
             zsum = tl.zeros([BR], tl.float32)
             nfin = tl.full([BR], 1.0, tl.float32)
@@ -157,7 +157,10 @@ def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, DZ, W, n_rows, n_cols, stride, igno
     else:
         m = tl.where(row_ok, m, 0.0)
     if MODE != 3:
-        tau0 = S.start(zg, m, a1, beta, row_ok & keep, tol, MODE, GROUP_ITER, GROUPS)
+        if SINGLE:
+            tau0 = S.start(zg, m, a1, beta, row_ok & keep, tol, MODE, GROUP_ITER, GROUPS)
+        else:  # (rows whose group maxima hold the support take no solver pass over the row)
+            tau0, norm0, certified = S.stream_start(zg, z2, m, a1, beta, row_ok & keep, tol, MODE, GROUP_ITER)
     nq = tl.maximum(nfin, 1.0)
     if GRAD:  # NaN rows: a NaN gradient row (the backward's p / norm with norm NaN); 0 on rows not kept
         w = tl.where(keep, tl.where(nan_row, float("nan"), tl.zeros([BR], tl.float32) + tl.load(W)), 0.0)
@@ -179,7 +182,8 @@ def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, DZ, W, n_rows, n_cols, stride, igno
     else:
         if MODE != 3:
             tau, norm, _it = S.solve_stream(Z, rows, keep, n_cols, stride, m, a1, beta,
-                                            row_ok & keep, tol, tau0, MODE, MAX_ITER, BR, BC)
+                                            row_ok & keep & (certified == 0), tol, tau0, MODE, MAX_ITER, BR, BC)
+            norm = tl.where(certified, norm0, norm)
         pz2 = tl.zeros([BR, BC], tl.float32)
         spa2 = tl.zeros([BR, BC], tl.float32)
         spalp2 = tl.zeros([BR, BC], tl.float32)

@@ -93,13 +93,14 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
         p, it = map_tile(z, a1, msk, tol, MODE, MAX_ITER, BR, BC, GROUPS, GROUP_ITER)
         tl.store(P + roff + cols[None, :], _stored(p, LOG).to(P.dtype.element_ty), mask=msk)
     else:
-        m, _s, _c, zg = S.row_max(Z, rows, rmask, n_cols, stride, BR, BC)
+        m, _s, _c, zg, z2 = S.row_max(Z, rows, rmask, n_cols, stride, BR, BC)
         nan_row = m != m
         row_ok = m > float("-inf")
         m = tl.where(row_ok, m, 0.0)
-        tau0 = S.group_start(zg, m, a1, beta, row_ok, tol, MODE, GROUP_ITER)
-        tau, norm, it = S.solve_stream(Z, rows, rmask, n_cols, stride, m, a1, beta, row_ok, tol,
-                                       tau0, MODE, MAX_ITER, BR, BC)
+        tau0, norm0, certified = S.stream_start(zg, z2, m, a1, beta, row_ok, tol, MODE, GROUP_ITER)
+        tau, norm, it = S.solve_stream(Z, rows, rmask, n_cols, stride, m, a1, beta, row_ok & (certified == 0),
+                                       tol, tau0, MODE, MAX_ITER, BR, BC)
+        norm = tl.where(certified, norm0, norm)
         tot2 = tl.zeros([BR, BC], tl.float32)
         for c0 in range(0, n_cols, BC):
             x = S.load_scaled(Z, rows, rmask, c0 + tl.arange(0, BC), n_cols, stride, m, a1)
