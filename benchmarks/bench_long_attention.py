@@ -35,6 +35,7 @@ import triton
 from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import report  # noqa: E402
 from profile_long_attention import keep_mask  # noqa: E402
 
 from onmt_entmax.ops.triton import attention_long as KL  # noqa: E402
@@ -162,22 +163,6 @@ def run_case(dtype: str, kind: str, attention: str, causal: bool, mask: str, T: 
             "adasplash_v2_peak_mib": v2_mib}
 
 
-def table(rows: list[dict]) -> str:
-    """Markdown: time and peak memory of ours against SDPA (and AdaSplash v1, v2) per case."""
-    out = ["| dtype | kind | attention | causal | mask | B | Tq | Tk | ours ms | SDPA ms | ours / SDPA "
-           "| AdaSplash v1 ms | AdaSplash v2 ms | ours peak MiB | SDPA peak MiB | memory ours / SDPA |",
-           "|" + "---|" * 16]
-    for r in rows:
-        ratio = float(r["ours_ms"]) / float(r["sdpa_ms"])
-        mem = float(r["ours_peak_mib"]) / max(float(r["sdpa_peak_mib"]), 1e-9)
-        ada = " | ".join(f"{float(r[c]):.2f}" if r[c] else "" for c in ("adasplash_ms", "adasplash_v2_ms"))
-        out.append(f"| {r['dtype']} | {r['kind']} | {r['attention']} | {'yes' if int(r['causal']) else 'no'} "
-                   f"| {r['mask']} | {r['batch']} | {r['tq']} | {r['tk']} | {float(r['ours_ms']):.2f} "
-                   f"| {float(r['sdpa_ms']):.2f} | {ratio:.2f}x | {ada} "
-                   f"| {float(r['ours_peak_mib']):.0f} | {float(r['sdpa_peak_mib']):.0f} | {mem:.2f}x |")
-    return "\n".join(out)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--csv", help="append the rows to this CSV (header written when new; an existing one must have "
@@ -230,7 +215,7 @@ def main() -> None:
                 if new:
                     w.writeheader()
                 w.writerow(row)
-    print(table(rows))
+    print(report.long_attention_table(rows))
 
 
 if __name__ == "__main__":

@@ -155,22 +155,29 @@ def long_attention(csv_path: Path) -> str:
         older = "" if commit == latest else (" (cases not re-measured since: rows of an earlier commit, the CSV's "
                                              "`commit` column)")
         lines = [f"`{LONG_CMD}`; {gpu}, torch {torch_v}, Triton {triton_v}, {when}{older}:", "",
-                 "| dtype | kind | attention | causal | mask | B | Tq | Tk | ours ms | SDPA ms | ours / SDPA "
-                 "| AdaSplash v1 ms | AdaSplash v1 / SDPA | AdaSplash v2 ms | AdaSplash v2 / SDPA "
-                 "| ours peak MiB | SDPA peak MiB | peak ours / SDPA |",
-                 "|" + "---|" * 18]
-        for r in group:
-            ours, sdpa = float(r["ours_ms"]), float(r["sdpa_ms"])
-            ada = " | ".join(f"{float(r[c]):.2f} | {float(r[c]) / sdpa:.2f}x" if r.get(c) else " | "
-                             for c in ("adasplash_ms", "adasplash_v2_ms"))
-            mem_o, mem_s = float(r["ours_peak_mib"]), float(r["sdpa_peak_mib"])
-            kind = r["kind"] + (f" (α {r['alpha']})" if r.get("alpha") else "")
-            lines.append(f"| {r['dtype']} | {kind} | {r['attention']} | {'yes' if r['causal'] == '1' else 'no'} "
-                         f"| {r['mask']} | {r['batch']} | {r['tq']} | {r['tk']} | {ours:.2f} | {sdpa:.2f} "
-                         f"| {ours / sdpa:.2f}x | {ada} "
-                         f"| {mem_o:.0f} | {mem_s:.0f} | {mem_o / max(mem_s, 1e-9):.2f}x |")
+                 long_attention_table(group)]
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + "\n"
+
+
+def long_attention_table(rows: list[dict]) -> str:
+    """Markdown, a row a case of bench_long_attention.py: time and peak memory of ours against SDPA (and
+    AdaSplash v1, v2 where they ran)."""
+    lines = ["| dtype | kind | attention | causal | mask | B | Tq | Tk | ours ms | SDPA ms | ours / SDPA "
+             "| AdaSplash v1 ms | AdaSplash v1 / SDPA | AdaSplash v2 ms | AdaSplash v2 / SDPA "
+             "| ours peak MiB | SDPA peak MiB | peak ours / SDPA |",
+             "|" + "---|" * 18]
+    for r in rows:
+        ours, sdpa = float(r["ours_ms"]), float(r["sdpa_ms"])
+        ada = " | ".join(f"{float(r[c]):.2f} | {float(r[c]) / sdpa:.2f}x" if r.get(c) else " | "
+                         for c in ("adasplash_ms", "adasplash_v2_ms"))
+        mem_o, mem_s = float(r["ours_peak_mib"]), float(r["sdpa_peak_mib"])
+        kind = r["kind"] + (f" (α {r['alpha']})" if r.get("alpha") else "")
+        lines.append(f"| {r['dtype']} | {kind} | {r['attention']} | {'yes' if str(r['causal']) == '1' else 'no'} "
+                     f"| {r['mask']} | {r['batch']} | {r['tq']} | {r['tk']} | {ours:.2f} | {sdpa:.2f} "
+                     f"| {ours / sdpa:.2f}x | {ada} "
+                     f"| {mem_o:.0f} | {mem_s:.0f} | {mem_o / max(mem_s, 1e-9):.2f}x |")
+    return "\n".join(lines)
 
 
 def _cell(field: str):
