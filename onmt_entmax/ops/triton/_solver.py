@@ -176,6 +176,11 @@ def newton_step(tau, done, out_tau, out_norm, lo, hi, k, a, b, mn, beta, tol, MO
         cand = tl.where(inside, cand, 0.5 * (lo + hi))
         # bisection (alpha > 2) stops when the bracket no longer shrinks in float32
         exact = exact | ((hi - lo) <= 1.2e-7 * tl.abs(tau))
+    else:
+        # a step that no longer moves tau (2 ulps) is at the root, where the closed form's cancellation
+        # (1.5-entmax: mean - sqrt(disc)) can come out a few ulps below 0 and fail the certificate on every
+        # pass until MAX_ITER: the row stops at tau, normalised by its A (out_tau, out_norm as set above)
+        exact = exact | (tl.abs(cand - tau) <= 2.4e-7 * tl.abs(tau))
     tau = tl.where(live & (exact == 0), cand, tau)
     done = tl.where(live & exact, 1, done)
     return tau, done, out_tau, out_norm, lo, hi

@@ -466,11 +466,6 @@ def _solve_rows(q, K, V, O, W, KEEP, kc, n_kc, tmax, b, h, bh, t, tin, q0, n_lo,
         live = done == 0
         tau, done, out_tau, out_norm, lo, hi = S.newton_step(tau, done, out_tau, out_norm, lo, hi, kk, aa, bb, mn,
                                                          beta, tol, MODE)
-        if MODE != 2:
-            # a row whose Newton step no longer moves tau (2 ulps) sits at its root, where the closed
-            # form's cancellation (mean - sqrt(disc)) can come out a few ulps below 0 and fail the
-            # certificate on every pass (MODE 2 stops so in `newton_step` itself)
-            done = tl.where((done == 0) & (tl.abs(tau - prev) <= 2.4e-7 * tl.abs(prev)), 1, done)
         if FUSE:
             ok, o, w, tot_n = _fused_rows(prev, out_tau, live & (done == 1), kk, aa, bb, acc0, acc1, acc2, MODE)
             rows = tl.where(ok, t, Tq)
