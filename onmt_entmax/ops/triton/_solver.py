@@ -334,19 +334,31 @@ def row_max(Z, rows, rmask, n_cols, stride, BR: tl.constexpr, BC: tl.constexpr):
 
 
 @triton.jit
-def stream_start(zg, z2, m, a1, beta, row_ok, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr):
+def stream_start(zg, z2, m, a1, beta, row_ok, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr,
+                 BR: tl.constexpr, G: tl.constexpr):
     """(tau0, norm0, certified) [BR] for streamed rows, from the maxima zg and the second largest
-    entries z2 [BR, G] of a partition into G groups (`row_max`). tau0 is `group_start`'s lower
-    bound, from the threshold t of the subset T of group maxima, except where T holds the whole
-    support: there it is t itself, norm0 T's norm, and the row is certified (no solver pass over
-    the row is needed). T holds it where every group's second largest entry has x <= t: it bounds
-    every entry T leaves out of its group, and x = (alpha - 1)(z - m) is monotone in z in float32
-    as computed here and by the passes, so f = 0 outside T and F = F_T at t (T solved to the end:
-    its solve stopped before MAX_ITER passes)."""
+    entries z2 [BR, G] of a partition into G groups (`row_max`). With t the threshold of the subset
+    T of group maxima: where T holds the whole support, tau0 is t itself, norm0 T's norm, and the
+    row is certified (no solver pass over the row is needed). T holds it where every group's second
+    largest entry has x <= t: it bounds every entry T leaves out of its group, and
+    x = (alpha - 1)(z - m) is monotone in z in float32 as computed here and by the passes, so f = 0
+    outside T and F = F_T at t (T solved to the end: its solve stopped before MAX_ITER passes).
+    Elsewhere tau0 is, for sparsemax and 1.5-entmax, the threshold of the larger subset T2 = T and the
+    second largest entries less the solver's margin (`_below`): a lower bound (F_T <= F_T2 <= F) nearer
+    the root on flat rows, whose support T misses (solved from t's, in registers); alpha-entmax starts
+    from t (docs/kernels.md)."""
     t, n, it = _group_threshold(zg, m, a1, beta, row_ok, tol, MODE, MAX_ITER)
-    x2 = (tl.max(z2, 1) - m) * a1
-    certified = row_ok & (x2 <= t) & (it < MAX_ITER)
-    return tl.where(certified, t, _below(t, MODE)), n, certified
+    if MODE == 2:  # (a solve on T2 costs a power an entry a step, more than the passes it saves)
+        certified = row_ok & ((tl.max(z2, 1) - m) * a1 <= t) & (it < MAX_ITER)
+        tau0 = tl.where(certified, t, _below(t, MODE))
+    else:
+        x2 = (z2 - m[:, None]) * a1[:, None]
+        certified = row_ok & (tl.max(x2, 1) <= t) & (it < MAX_ITER)
+        xg = (zg - m[:, None]) * a1[:, None]
+        x12 = tl.reshape(tl.join(xg, x2), [BR, 2 * G])
+        t2, _n, _it, _p = solve_tile(x12, beta, row_ok & (certified == 0), tol, _below(t, MODE), MODE, MAX_ITER)
+        tau0 = tl.where(certified, t, _below(tl.maximum(t2, t), MODE))
+    return tau0, n, certified
 
 
 @triton.jit

@@ -160,7 +160,8 @@ def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, DZ, W, n_rows, n_cols, stride, igno
         if SINGLE:
             tau0 = S.start(zg, m, a1, beta, row_ok & keep, tol, MODE, GROUP_ITER, GROUPS)
         else:  # (rows whose group maxima hold the support take no solver pass over the row)
-            tau0, norm0, certified = S.stream_start(zg, z2, m, a1, beta, row_ok & keep, tol, MODE, GROUP_ITER)
+            tau0, norm0, certified = S.stream_start(zg, z2, m, a1, beta, row_ok & keep, tol, MODE,
+                                                      GROUP_ITER, BR, BC)
     nq = tl.maximum(nfin, 1.0)
     if GRAD:  # NaN rows: a NaN gradient row (the backward's p / norm with norm NaN); 0 on rows not kept
         w = tl.where(keep, tl.where(nan_row, float("nan"), tl.zeros([BR], tl.float32) + tl.load(W)), 0.0)

@@ -97,7 +97,7 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
         nan_row = m != m
         row_ok = m > float("-inf")
         m = tl.where(row_ok, m, 0.0)
-        tau0, norm0, certified = S.stream_start(zg, z2, m, a1, beta, row_ok, tol, MODE, GROUP_ITER)
+        tau0, norm0, certified = S.stream_start(zg, z2, m, a1, beta, row_ok, tol, MODE, GROUP_ITER, BR, BC)
         tau, norm, it = S.solve_stream(Z, rows, rmask, n_cols, stride, m, a1, beta, row_ok & (certified == 0),
                                        tol, tau0, MODE, MAX_ITER, BR, BC)
         norm = tl.where(certified, norm0, norm)
