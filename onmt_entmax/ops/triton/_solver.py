@@ -267,16 +267,16 @@ def group_start(zg, m, a1, beta, row_ok, tol, MODE: tl.constexpr, MAX_ITER: tl.c
     MODE 2 starts at T's threshold itself: its rows stop at |A - 1| <= tol, which the margin fails
     where T holds the support (A - 1 = beta B margin there, B >= A = 1 as every d <= 1), costing a
     pass; a start a few ulps above the root is harmless (the bracketed step goes back from above)."""
-    t, _n, _it = _group_threshold(zg, m, a1, beta, row_ok, tol, MODE, MAX_ITER)
+    t, _n, _it, _xg = _group_threshold(zg, m, a1, beta, row_ok, tol, MODE, MAX_ITER)
     return _below(t, MODE)
 
 
 @triton.jit
 def _group_threshold(zg, m, a1, beta, row_ok, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr):
-    """(threshold, norm, solver passes) of the subset T of group maxima zg [BR, G], from -1."""
+    """(threshold, norm, solver passes, x) of the subset T of group maxima zg [BR, G], from -1."""
     xg = (zg - m[:, None]) * a1[:, None]
     t, n, it, _p = solve_tile(xg, beta, row_ok, tol, tl.full(beta.shape, -1.0, tl.float32), MODE, MAX_ITER)
-    return t, n, it
+    return t, n, it, xg
 
 
 @triton.jit
@@ -347,18 +347,14 @@ def stream_start(zg, z2, m, a1, beta, row_ok, tol, MODE: tl.constexpr, MAX_ITER:
     second largest entries less the solver's margin (`_below`): a lower bound (F_T <= F_T2 <= F) nearer
     the root on flat rows, whose support T misses (solved from t's, in registers); alpha-entmax starts
     from t (docs/kernels.md)."""
-    t, n, it = _group_threshold(zg, m, a1, beta, row_ok, tol, MODE, MAX_ITER)
-    if MODE == 2:  # (a solve on T2 costs a power an entry a step, more than the passes it saves)
-        certified = row_ok & ((tl.max(z2, 1) - m) * a1 <= t) & (it < MAX_ITER)
-        tau0 = tl.where(certified, t, _below(t, MODE))
-    else:
-        x2 = (z2 - m[:, None]) * a1[:, None]
-        certified = row_ok & (tl.max(x2, 1) <= t) & (it < MAX_ITER)
-        xg = (zg - m[:, None]) * a1[:, None]
+    t, n, it, xg = _group_threshold(zg, m, a1, beta, row_ok, tol, MODE, MAX_ITER)
+    x2 = (z2 - m[:, None]) * a1[:, None]
+    certified = row_ok & (tl.max(x2, 1) <= t) & (it < MAX_ITER)
+    t2 = t
+    if MODE != 2:  # (alpha-entmax: a solve on T2 costs a power an entry a step, more than the passes it saves)
         x12 = tl.reshape(tl.join(xg, x2), [BR, 2 * G])
         t2, _n, _it, _p = solve_tile(x12, beta, row_ok & (certified == 0), tol, _below(t, MODE), MODE, MAX_ITER)
-        tau0 = tl.where(certified, t, _below(tl.maximum(t2, t), MODE))
-    return tau0, n, certified
+    return tl.where(certified, t, _below(tl.maximum(t2, t), MODE)), n, certified
 
 
 @triton.jit
