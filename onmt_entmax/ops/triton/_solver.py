@@ -79,7 +79,12 @@ def stats_elems(x, tau, beta, MODE: tl.constexpr):
     """Elementwise support terms at thresholds tau [BR]: ([d>0], d^beta, d^(beta-1), d on S
     (+inf off S)); row sums / min of these are the statistics. MODE 2 needs only A and B
     (no closed form, no certificate): its k and min slots repeat B and are not reduced."""
-    d = x - tau[:, None]
+    return support_terms(x - tau[:, None], beta, MODE)
+
+
+@triton.jit
+def support_terms(d, beta, MODE: tl.constexpr):
+    """`stats_elems` from d = x - tau itself (a caller that forms it in one rounding, e.g. by an fma)."""
     pos = d > 0
     if MODE == 2:
         b = _pow_pos(d, beta[:, None] - 1.0)

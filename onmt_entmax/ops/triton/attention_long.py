@@ -5,13 +5,14 @@ at -1e18 (OpenNMT-py's fill: weight exactly 0; a row with every key masked atten
 reference), keys after the query at -1e18 too with ``causal`` (top-left aligned, as
 ``scaled_dot_product_attention``'s is_causal).
 
-Forward, one program per (batch, head, BM queries), streaming key tiles of BN keys (s = scale q k^T
-recomputed by `tl.dot` in each pass, on tensor cores: half inputs as they are, fp32 inputs as three
-tf32 products, tf32x3, float32's accuracy):
+Forward, one program per (batch, head, BM queries), streaming key tiles of BN keys (the raw scores
+s = q k^T recomputed by `tl.dot` in each pass, on tensor cores: half inputs as they are, fp32 inputs as
+three tf32 products, tf32x3, float32's accuracy; scale enters only x's row factor, one multiply an entry
+less in every pass and the backward, and m, TMAX and the tile bounds are raw scores):
 
 1. the row max m, the TOPK (4) largest entries at each key position mod BN (a subset of the row),
    and the tile maximum of the block, written to TMAX;
-2. the threshold, with x = (alpha - 1)(s - m) (max x = 0, tau in [-1, 0)): a lower bound, the
+2. the threshold, with x = (alpha - 1) scale (s - m) (max x = 0, tau in [-1, 0)): a lower bound, the
    threshold of that subset (any subset's is one; `_start`), then Newton passes from below, each one
    sweep over the key tiles accumulating per row k, A = sum [x - tau]_+^beta,
    B = sum [x - tau]_+^(beta - 1) and min_S d (`_solver.stats_elems` / `newton_step`: the mappings'
@@ -26,12 +27,12 @@ tf32 products, tf32x3, float32's accuracy):
    them and out, W and sum f come from that pass (`_fused_rows`), with no sweep of their own;
 3. for the rows not written so (every alpha-entmax row; a sparsemax / 1.5-entmax row proved by pass 1,
    whose expansion would round worse than the direct sums, or that ran out of passes), one more sweep:
-   f = [x - tau]_+^beta (exp(s - m) on softmax rows, alpha = 1), out = sum f v / sum f, and
+   f = [x - tau]_+^beta (exp(x) on softmax rows, alpha = 1), out = sum f v / sum f, and
    W = sum u v / sum u with u = f^(2 - alpha) on the support (dropout: f and u times m / (1 - r), the
    Philox draw of `attention.dropout_keep` at the entry's offset in (B, H, Tq, Tk)).
 A key tile none of whose entries can be in the block's supports is skipped in passes 2-3 and in the
 backward (block sparsity): its maximum from pass 1 at or below the block's bound `_low`, the least
-m + tau / (alpha - 1) of its rows less a rounding margin, one compare a tile. Skipping is exact (such
+m + tau / ((alpha - 1) scale) of its rows less a rounding margin, one compare a tile. Skipping is exact (such
 a tile adds only zeros), so a block that needs at least 3 in 4 of its tiles sweeps them all in a
 loop without the test, which Triton software-pipelines (loads of the next tiles in flight during
 the products; `_dense`); the others test each tile. Causal without a keep mask, no kernel visits a
@@ -48,7 +49,9 @@ adds fewer on 64-key ones): its TMAX is then the maximum of each pair, still a b
 
 Backward, with G = dL/d out, g_j = G . v_j (times the dropout mask / (1 - r)), u = p^(2 - alpha):
     ds_j = scale u_j (g_j - c),   c = sum u g / sum u = G . W,
-0 at masked keys (Peters et al. 2019), u from the unnormalised weights and a per-row factor. Half
+0 at masked keys (Peters et al. 2019), u from the unnormalised weights and a per-row factor, which
+scale joins: ds_j = f_j^(2 - alpha) (kr g_j - kr c), kr = scale (sum f)^(alpha - 2), one product an entry
+and a fused multiply-add (`_probs_grads`). Half
 inputs without an alpha-gradient: one kernel per (batch, head, BN keys) makes all three over the query
 blocks that reach its tile: dk = ds^T q, dv = (p m / (1 - r))^T G, and dq = ds k added atomically
 (float32) into a (B H, Tq, D) buffer, FlashAttention-2's backward (5 tile products a tile pair), after
@@ -105,17 +108,18 @@ _INTS = ["Tq", "H", "Tk", "sm_b", "sm_h", "sm_q", "sm_k", "kb_b", "kb_h", "cq", 
 
 
 @triton.jit
-def _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j0, q0,
+def _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, j0, q0,
             BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, PREC: tl.constexpr, R: tl.constexpr):
-    """(s [BM, BN] = scale q k^T, -1e18 at masked keys, -inf at keys past Tk; with a keep mask, which
-    entries are attended keys (for ds), else 0). Rows past Tq are not masked (q is 0 there: s = 0;
-    the kernels never store them and count them out of every test). Without a keep mask only a tile
-    past Tk's end or crossing the causal diagonal is masked (a uniform branch): the others are s.
+    """(s [BM, BN] = q k^T (raw: scale is in x's factor, `_head`), -1e18 at masked keys, -inf at keys past
+    Tk; with a keep mask, which entries are attended keys (for ds), else 0). Rows past Tq are not masked
+    (q is 0 there: s = 0; the kernels never store them and count them out of every test). Without a keep
+    mask only a tile past Tk's end or crossing the causal diagonal is masked (a uniform branch): the others
+    are s.
     HAS_KEEP 2: the mask's tile classes (`keep_tiles`, kc the block's, tiles of R forward tiles) say
     whether the tile is read entry by entry (MIXED), masked whole (EMPTY) or not at all (FULL); HAS_KEEP 1
     reads every tile's entries. Where a tile is not read, `allowed` is only the keys < Tk: ds needs the
     mask only in a row that keeps no key (the others have u = 0 at masked keys), whose block is all MIXED."""
-    s = tl.dot(q, tl.trans(k), input_precision=PREC) * scale
+    s = tl.dot(q, tl.trans(k), input_precision=PREC)
     if HAS_KEEP:
         if HAS_KEEP == 2:
             cls = tile_class(kc, j0 // BN, n_kc, R)
@@ -167,20 +171,20 @@ def _key_end(Tk, q0, BM: tl.constexpr, CAUSAL: tl.constexpr, HAS_KEEP: tl.conste
 
 
 @triton.jit
-def _reach(m, a1s, tau):
-    """The least score a row's support can hold at threshold tau: m + tau / (alpha - 1), less 4e-6 of
-    |m| + |tau / (alpha - 1)| (the float32 rounding of both sides, ~100 times over). An entry s at or below
-    it has x = (s - m)(alpha - 1) <= tau: f = 0."""
-    reach = tau / a1s
+def _reach(m, a1x, tau):
+    """The least raw score a row's support can hold at threshold tau: m + tau / a1x (a1x = (alpha - 1)
+    scale), less 4e-6 of |m| + |tau / a1x| (the float32 rounding of both sides, ~100 times over). An entry s
+    at or below it has x = (s - m) a1x <= tau: f = 0."""
+    reach = tau / a1x
     return m + reach - 4e-6 * (tl.abs(m) + tl.abs(reach))
 
 
 @triton.jit
-def _low(m, a1s, tau, live, soft):
+def _low(m, a1x, tau, live, soft):
     """The score a key tile's maximum TM must pass to hold support of a live row: min over the live rows
     of `_reach`; -inf with a live softmax row, +inf with none. A tile with TM at or below it has f = 0 at
     every entry of every live row: skipping it is exact."""
-    bound = _reach(m, a1s, tau)
+    bound = _reach(m, a1x, tau)
     return tl.min(tl.where(live, tl.where(soft, float("-inf"), bound), float("inf")), 0)
 
 
@@ -206,42 +210,54 @@ def _dense(TM, stride, LOWS, low, lo, hi, SKIP: tl.constexpr):
 
 
 @triton.jit
-def _weights(s, m, a1s, tau, beta, soft, MODE: tl.constexpr):
-    """(f = [x - tau]_+^beta, u = f^(2 - alpha) = [x - tau]_+^(beta - 1) on the support, log2 of
-    [x - tau]_+ (MODE 2; else u)), x = (s - m)(alpha - 1); exp(s - m) for f and u on softmax rows
-    (MODE 2, alpha = 1; computed only in a block that has one). Unnormalised: p = f / sum f."""
-    d = tl.maximum((s - m[:, None]) * a1s[:, None] - tau[:, None], 0.0)
+def _gap(s, m, a1x, tau):
+    """d = x - tau, x = a1x (s - m), in one rounding (an fma: the kernels run without contraction,
+    `_launch`); every sweep and the backward form d so, so they agree on the support."""
+    return tl.fma(s - m[:, None], a1x[:, None], -tau[:, None])
+
+
+@triton.jit
+def _weights(s, m, a1x, tau, beta, soft, MODE: tl.constexpr):
+    """(f = [x - tau]_+^beta, u = f^(2 - alpha) = [x - tau]_+^(beta - 1) on the support, log2 f (MODE 2;
+    else u)), x = a1x (s - m) = (alpha - 1) scale (s - m) on raw scores s; exp(x) = exp(scale (s - m)) for f
+    and u on softmax rows (MODE 2, alpha = 1, a1x = scale; computed only in a block that has one).
+    Unnormalised: p = f / sum f."""
+    d = tl.maximum(_gap(s, m, a1x, tau), 0.0)
     if MODE == 0:
         f = d
         u = (d > 0).to(tl.float32)
-        lg = u
+        lf = u
     elif MODE == 1:
         f = d * d
         u = d
-        lg = u
+        lf = u
     else:
         lg = S.log2_pos(d)
         u = tl.where(d > 0, tl.exp2((beta[:, None] - 1.0) * lg), 0.0)
         f = u * d
+        lf = beta[:, None] * lg
         if tl.max(soft.to(tl.int32), 0) > 0:
-            e = tl.exp(s - m[:, None])
+            x = (s - m[:, None]) * a1x[:, None]
+            e = tl.exp(x)
             f = tl.where(soft[:, None], e, f)
             u = tl.where(soft[:, None], e, u)
-    return f, u, lg
+            lf = tl.where(soft[:, None], x * 1.4426950408889634, lf)
+    return f, u, lf
 
 
 @triton.jit
-def _head(ALPHA, h, sa_h, t, tin, BM: tl.constexpr, MODE: tl.constexpr, LOGIT: tl.constexpr,
+def _head(ALPHA, h, sa_h, t, tin, scale, BM: tl.constexpr, MODE: tl.constexpr, LOGIT: tl.constexpr,
           LO: tl.constexpr, HI: tl.constexpr):
-    """(alpha - 1 [BM], d alpha / d ALPHA, softmax rows (alpha = 1), alpha - 1 for x (1 on softmax
-    rows), beta = 1 / that)."""
+    """(alpha - 1 [BM], d alpha / d ALPHA, softmax rows (alpha = 1), a1x = (alpha - 1) scale, the factor of
+    x = a1x (r - m) on raw scores r = q k^T (scale alone on softmax rows), beta = 1 / (alpha - 1) (1 on
+    softmax rows))."""
     a1, chain = alpha_rows(ALPHA, h * sa_h + 0 * t, tin, BM, MODE, LOGIT, LO, HI)
     if MODE == 2:
         soft = a1 <= 0
     else:
         soft = a1 != a1  # (all False)
     a1s = tl.where(soft, 1.0, a1)
-    return a1, chain, soft, a1s, 1.0 / a1s
+    return a1, chain, soft, a1s * scale, 1.0 / a1s
 
 
 @triton.jit
@@ -265,7 +281,7 @@ def _insert(m1, m2, m3, m4, s, TOPK: tl.constexpr):
 
 
 @triton.jit
-def _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE: tl.constexpr, GROUP_ITER: tl.constexpr,
+def _start(m1, m2, m3, m4, m, a1x, beta, solve, tol, MODE: tl.constexpr, GROUP_ITER: tl.constexpr,
            TOPK: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, START_MARGIN2: tl.constexpr):
     """(a lower bound of each row's threshold, t, the threshold of the subset T of its entries held in
     m1..m4 (the TOPK largest at each key position mod BN), and whether t is the row's own threshold).
@@ -282,7 +298,7 @@ def _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE: tl.constexpr, GROUP_I
     position's smallest kept), nor alpha-entmax: its rows of randn scores rarely fit the rule in a whole
     block, which the Newton passes need, and holding t and the flags through them spilled its forward
     (sm_90: 314 local loads against 215) and cost it 3-4%."""
-    tau = S.group_start(m1, m, a1s, beta, solve, tol, MODE, GROUP_ITER)  # (alpha-entmax: without the margin)
+    tau = S.group_start(m1, m, a1x, beta, solve, tol, MODE, GROUP_ITER)  # (alpha-entmax: without the margin)
     if MODE == 2 and START_MARGIN2 and TOPK == 1:  # (TOPK > 1: the margin is taken from T's threshold below)
         tau = tl.maximum(tau - S.START_MARGIN, -1.0)
     t2 = tau
@@ -294,14 +310,14 @@ def _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE: tl.constexpr, GROUP_I
             last = m4
         else:
             last = m2
-        x = (z - m[:, None]) * a1s[:, None]
+        x = (z - m[:, None]) * a1x[:, None]
         t2, _n, it, _p = S.solve_tile(x, beta, solve, tol, tau, MODE, GROUP_ITER)
         if MODE == 2 and not START_MARGIN2:
             tau = tl.maximum(t2, -1.0)
         else:
             tau = tl.maximum(t2 - S.START_MARGIN, -1.0)
             if MODE != 2:
-                cert = solve & (tl.max(last, 1) <= _reach(m, a1s, t2)) & (it < GROUP_ITER)
+                cert = solve & (tl.max(last, 1) <= _reach(m, a1x, t2)) & (it < GROUP_ITER)
     return tau, t2, cert
 
 
@@ -335,18 +351,17 @@ def _fused_rows(tau_used, out_tau, newly, kk, aa, bb, acc0, acc1, acc2, MODE: tl
 
 
 @triton.jit
-def _newton_tile(kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP, kc, n_kc, b, h, bh, t, q0, dd, dv, m, a1s, tau,
-                 beta, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop,
+def _newton_tile(kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP, kc, n_kc, b, h, bh, t, q0, dd, dv, m, a1x, tau,
+                 beta, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, drop,
                  MODE: tl.constexpr, BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
                  HAS_DROP: tl.constexpr, PREC: tl.constexpr):
     """A Newton pass over key tile j: the rows' k, A, B, min_S d added in, and (sparsemax, 1.5-entmax)
     the tile products sum d^2 v (acc2), sum d v (acc1), sum v (acc0) on the pass's support."""
     keys = j * BN + tl.arange(0, BN)
     k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
-    s, _a = _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN,
+    s, _a = _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, j * BN, q0, BN,
                     HAS_KEEP, CAUSAL, PREC, 1)
-    x = (s - m[:, None]) * a1s[:, None]
-    kf, a, bt, mnt = S.stats_elems(x, tau, beta, MODE)
+    kf, a, bt, mnt = S.support_terms(_gap(s, m, a1x, tau), beta, MODE)
     k_, a_, b_, mn_ = S.reduce_stats(kf, a, bt, mnt, MODE)
     kk += k_
     aa += a_
@@ -372,16 +387,16 @@ def _newton_tile(kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP, kc, n_kc, b
 
 
 @triton.jit
-def _sum_tile(acc, accw, tot_p, su, j, q, K, V, KEEP, kc, n_kc, b, h, bh, t, q0, dd, dv, m, a1s, tau, beta, soft, Tq,
-              Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop,
+def _sum_tile(acc, accw, tot_p, su, j, q, K, V, KEEP, kc, n_kc, b, h, bh, t, q0, dd, dv, m, a1x, tau, beta, soft, Tq,
+              Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, drop,
               MODE: tl.constexpr, BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
               HAS_DROP: tl.constexpr, PREC: tl.constexpr):
     """The weighted-sum pass over key tile j: sum f v, sum u v, sum f, sum u added in."""
     keys = j * BN + tl.arange(0, BN)
     k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
-    s, _a = _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN,
+    s, _a = _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, j * BN, q0, BN,
                     HAS_KEEP, CAUSAL, PREC, 1)
-    f, u, _lg = _weights(s, m, a1s, tau, beta, soft, MODE)
+    f, u, _lg = _weights(s, m, a1x, tau, beta, soft, MODE)
     tot_p += tl.sum(f, 1)
     su += tl.sum(u, 1)
     if HAS_DROP:
@@ -409,9 +424,9 @@ def _query_block(Q, Tq, H, D, sq_b, sq_h, sq_t, BM: tl.constexpr, BD: tl.constex
 
 
 @triton.jit
-def _solve_rows(q, K, V, O, W, KEEP, kc, n_kc, tmax, b, h, bh, t, tin, q0, n_lo, f0, f1, n_hi, dd, dv, m, a1s, beta,
+def _solve_rows(q, K, V, O, W, KEEP, kc, n_kc, tmax, b, h, bh, t, tin, q0, n_lo, f0, f1, n_hi, dd, dv, m, a1x, beta,
                 soft, row_ok, tau, solve, later, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t,
-                sm_b, sm_h, sm_q, sm_k, seed, scale, drop, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr,
+                sm_b, sm_h, sm_q, sm_k, seed, drop, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr,
                 BM: tl.constexpr, BN: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
                 HAS_DROP: tl.constexpr, PREC: tl.constexpr, SKIP: tl.constexpr, KEEP_RUN: tl.constexpr):
     """Steps 2-3 of the forward for a block of rows t (their q, m, and tau: the start where solve, the
@@ -437,30 +452,30 @@ def _solve_rows(q, K, V, O, W, KEEP, kc, n_kc, tmax, b, h, bh, t, tin, q0, n_lo,
         acc0 = tl.zeros([BM, BDV], tl.float32)
         acc1 = tl.zeros([BM, BDV], tl.float32)
         acc2 = tl.zeros([BM, BDV], tl.float32)
-        low = _low(m, a1s, tau, done == 0, soft == 1)
+        low = _low(m, a1x, tau, done == 0, soft == 1)
         if _dense(tmax, 1, None, low, f0, f1, SKIP):
             for j in range(f0, f1):
                 kk, aa, bb, mn, acc0, acc1, acc2 = _newton_tile(kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP, kc,
-                                                                n_kc, b, h, bh, t, q0, dd, dv, m, a1s, tau, beta, Tq,
+                                                                n_kc, b, h, bh, t, q0, dd, dv, m, a1x, tau, beta, Tq,
                                                                 Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b,
-                                                                sm_h, sm_q, sm_k, seed, scale, drop, MODE, BN, KEEP_RUN,
+                                                                sm_h, sm_q, sm_k, seed, drop, MODE, BN, KEEP_RUN,
                                                                 CAUSAL, HAS_DROP, PREC)
         else:
             for j in range(f0, f1):
                 if tl.load(tmax + j) > low:
                     kk, aa, bb, mn, acc0, acc1, acc2 = _newton_tile(kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP,
-                                                                    kc, n_kc, b, h, bh, t, q0, dd, dv, m, a1s, tau,
+                                                                    kc, n_kc, b, h, bh, t, q0, dd, dv, m, a1x, tau,
                                                                     beta, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h,
-                                                                    sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop,
+                                                                    sv_t, sm_b, sm_h, sm_q, sm_k, seed, drop,
                                                                     MODE, BN, KEEP_RUN, CAUSAL, HAS_DROP, PREC)
         if HAS_KEEP:
             for i in range(0, f0 - n_lo + n_hi - f1):
                 j = _rest_tile(i, n_lo, f0, f1)
                 if tl.load(tmax + j) > low:
                     kk, aa, bb, mn, acc0, acc1, acc2 = _newton_tile(kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP,
-                                                                    kc, n_kc, b, h, bh, t, q0, dd, dv, m, a1s, tau,
+                                                                    kc, n_kc, b, h, bh, t, q0, dd, dv, m, a1x, tau,
                                                                     beta, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h,
-                                                                    sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop,
+                                                                    sv_t, sm_b, sm_h, sm_q, sm_k, seed, drop,
                                                                     MODE, BN, HAS_KEEP, CAUSAL, HAS_DROP, PREC)
         prev = tau
         live = done == 0
@@ -483,27 +498,27 @@ def _solve_rows(q, K, V, O, W, KEEP, kc, n_kc, tmax, b, h, bh, t, tin, q0, n_lo,
         accw = tl.zeros([BM, BDV], tl.float32)
         tot_p = tl.zeros([BM], tl.float32)
         su = tl.zeros([BM], tl.float32)
-        low = _low(m, a1s, tau, need & row_ok, soft)
+        low = _low(m, a1x, tau, need & row_ok, soft)
         if _dense(tmax, 1, None, low, f0, f1, SKIP):
             for j in range(f0, f1):
                 acc, accw, tot_p, su = _sum_tile(acc, accw, tot_p, su, j, q, K, V, KEEP, kc, n_kc, b, h, bh, t, q0, dd,
-                                                 dv, m, a1s, tau, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b,
-                                                 sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, MODE, BN,
+                                                 dv, m, a1x, tau, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b,
+                                                 sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, drop, MODE, BN,
                                                  KEEP_RUN, CAUSAL, HAS_DROP, PREC)
         else:
             for j in range(f0, f1):
                 if tl.load(tmax + j) > low:
                     acc, accw, tot_p, su = _sum_tile(acc, accw, tot_p, su, j, q, K, V, KEEP, kc, n_kc, b, h, bh, t, q0,
-                                                     dd, dv, m, a1s, tau, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h, sk_t,
-                                                     sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, MODE,
+                                                     dd, dv, m, a1x, tau, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h, sk_t,
+                                                     sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, drop, MODE,
                                                      BN, KEEP_RUN, CAUSAL, HAS_DROP, PREC)
         if HAS_KEEP:
             for i in range(0, f0 - n_lo + n_hi - f1):
                 j = _rest_tile(i, n_lo, f0, f1)
                 if tl.load(tmax + j) > low:
                     acc, accw, tot_p, su = _sum_tile(acc, accw, tot_p, su, j, q, K, V, KEEP, kc, n_kc, b, h, bh, t, q0,
-                                                     dd, dv, m, a1s, tau, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h, sk_t,
-                                                     sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, MODE,
+                                                     dd, dv, m, a1x, tau, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h, sk_t,
+                                                     sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, drop, MODE,
                                                      BN, HAS_KEEP, CAUSAL, HAS_DROP, PREC)
         tot_p = tl.where(tot_p > 0, tot_p, 1.0)
         rows = tl.where(need, t, Tq)
@@ -543,12 +558,12 @@ def _rest_tile(i, lo, f0, f1):
 
 @triton.jit
 def _max_tile(m1, m2, m3, m4, tmax, j, q, K, KEEP, kc, n_kc, b, h, t, q0, dd, Tq, Tk, D, sk_b, sk_h, sk_t, sm_b, sm_h,
-              sm_q, sm_k, scale, BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, PREC: tl.constexpr,
+              sm_q, sm_k, BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, PREC: tl.constexpr,
               TOPK: tl.constexpr):
     """Pass 1 over key tile j: its entries into the TOPK largest at each key position, its maximum to TMAX."""
     keys = j * BN + tl.arange(0, BN)
     k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
-    s, _a = _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN,
+    s, _a = _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, j * BN, q0, BN,
                     HAS_KEEP, CAUSAL, PREC, 1)
     # the insert before the tile maximum: the other way round the old and new m1..m4 were live together, and the
     # sm_90 loop copied them (register moves a tile: docs/kernels.md, Registers and warps)
@@ -566,7 +581,7 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, KCLS, JR, QR, ALPHA, ITERS,
                 LOGIT: tl.constexpr, LO: tl.constexpr, HI: tl.constexpr, SKIP: tl.constexpr, TOPK: tl.constexpr,
                 START_MARGIN2: tl.constexpr, ROWWISE: tl.constexpr, R: tl.constexpr):
     qb, bh, b, h, q0, t, tin, dd, dv, q = _query_block(Q, Tq, H, D, sq_b, sq_h, sq_t, BM, BD, BDV)
-    a1, _chain, soft, a1s, beta = _head(ALPHA, h, sa_h, t, tin, BM, MODE, LOGIT, LO, HI)
+    a1, _chain, soft, a1x, beta = _head(ALPHA, h, sa_h, t, tin, scale, BM, MODE, LOGIT, LO, HI)
     tmax = TMAX + (bh * n_qb + qb).to(tl.int64) * n_kt
     # 1. row max; the TOPK largest entries at each key position mod BN; the tiles' maxima (of the tiles any kernel
     # visits: `_key_end`)
@@ -580,11 +595,11 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, KCLS, JR, QR, ALPHA, ITERS,
     m4 = m1
     for j in range(f0, f1):
         m1, m2, m3, m4 = _max_tile(m1, m2, m3, m4, tmax, j, q, K, KEEP, kc, n_kc, b, h, t, q0, dd, Tq, Tk, D, sk_b,
-                                   sk_h, sk_t, sm_b, sm_h, sm_q, sm_k, scale, BN, 0, CAUSAL, PREC, TOPK)
+                                   sk_h, sk_t, sm_b, sm_h, sm_q, sm_k, BN, 0, CAUSAL, PREC, TOPK)
     if HAS_KEEP:
         for i in range(0, f0 - n_lo + n_hi - f1):
             m1, m2, m3, m4 = _max_tile(m1, m2, m3, m4, tmax, _rest_tile(i, n_lo, f0, f1), q, K, KEEP, kc, n_kc, b, h,
-                                       t, q0, dd, Tq, Tk, D, sk_b, sk_h, sk_t, sm_b, sm_h, sm_q, sm_k, scale, BN,
+                                       t, q0, dd, Tq, Tk, D, sk_b, sk_h, sk_t, sm_b, sm_h, sm_q, sm_k, BN,
                                        HAS_KEEP, CAUSAL, PREC, TOPK)
     m = tl.reduce(m1, 1, S.max_nan)
     row_ok = (m > float("-inf")) & tin
@@ -593,7 +608,7 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, KCLS, JR, QR, ALPHA, ITERS,
     # it, then Newton from below, sparsemax and 1.5-entmax also summing the tile products that give out and
     # W where a pass certifies a row
     solve = row_ok & (soft == 0)
-    tau, t_sub, cert = _start(m1, m2, m3, m4, m, a1s, beta, solve, tol, MODE, GROUP_ITER, TOPK, BM, BN, START_MARGIN2)
+    tau, t_sub, cert = _start(m1, m2, m3, m4, m, a1x, beta, solve, tol, MODE, GROUP_ITER, TOPK, BM, BN, START_MARGIN2)
     tau = tl.where(solve, tau, -1.0)
     later = tin == 2  # (all False)
     if MODE != 2:
@@ -613,8 +628,8 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, KCLS, JR, QR, ALPHA, ITERS,
         tau = tl.where(cert, t_sub, tau)
         solve = solve & (cert == 0) & (later == 0)  # (certified rows: out and W from the last sweep)
     tau, tot, it = _solve_rows(q, K, V, O, W, KEEP, kc, n_kc, tmax, b, h, bh, t, tin, q0, n_lo, f0, f1, n_hi, dd, dv,
-                               m, a1s, beta, soft, row_ok, tau, solve, later, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b,
-                               sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, tol, MODE,
+                               m, a1x, beta, soft, row_ok, tau, solve, later, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b,
+                               sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, seed, drop, tol, MODE,
                                MAX_ITER, BM, BN, BDV, HAS_KEEP, CAUSAL, HAS_DROP, PREC, SKIP, 0)
     if ITERS is not None:
         tl.store(ITERS + bh * n_qb + qb, it)
@@ -623,7 +638,7 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, KCLS, JR, QR, ALPHA, ITERS,
     tl.store(rows, m, mask=tin)
     tl.store(rows + n_rows, tau, mask=tin)
     tl.store(rows + 2 * n_rows, tot, mask=tin)
-    tl.store(LOWB + bh * n_qb + qb, _low(m, a1s, tau, row_ok, soft))
+    tl.store(LOWB + bh * n_qb + qb, _low(m, a1x, tau, row_ok, soft))
 
 
 @triton.jit(do_not_specialize=_INTS)
@@ -653,7 +668,7 @@ def _fwd_rows_kernel(Q, K, V, O, W, ST, KEEP, ALPHA, ITERS, CNT, LIST, Tq, H, Tk
         dd = tl.arange(0, BD)
         dv = tl.arange(0, BDV)
         q = load_tile(Q, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
-        _a1, _chain, soft, a1s, beta = _head(ALPHA, h, sa_h, t, tin, BM, MODE, LOGIT, LO, HI)
+        _a1, _chain, soft, a1x, beta = _head(ALPHA, h, sa_h, t, tin, scale, BM, MODE, LOGIT, LO, HI)
         m, tau, _tot = _row_stats(ST, bh, t, tin, Tq, tl.num_programs(1))
         q0 = tl.min(tl.where(tin, t, Tq), 0)  # (the causal tiles to mask: from the first row's)
         hi_max = Tk
@@ -662,8 +677,8 @@ def _fwd_rows_kernel(Q, K, V, O, W, ST, KEEP, ALPHA, ITERS, CNT, LIST, Tq, H, Tk
                 hi_max = tl.minimum(Tk, tl.max(tl.where(tin, t, 0), 0) + 1)
         n_hi = tl.cdiv(hi_max, BN)
         tau, tot, it = _solve_rows(q, K, V, O, W, KEEP, KEEP, 1, ST, b, h, bh, t, tin, q0, 0, 0, n_hi, n_hi, dd, dv, m,
-                                   a1s, beta, soft, tin, tau, tin, tin == 2, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b,
-                                   sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, tol, MODE,
+                                   a1x, beta, soft, tin, tau, tin, tin == 2, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b,
+                                   sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, seed, drop, tol, MODE,
                                    MAX_ITER, BM, BN, BDV, 0, CAUSAL, HAS_DROP, PREC, False, HAS_KEEP)
         rows = ST + (bh * Tq).to(tl.int64) + t
         n_rows = (tl.num_programs(1) * Tq).to(tl.int64)
@@ -684,48 +699,48 @@ def _row_stats(ST, bh, t, tin, Tq, n_bh):
 
 
 @triton.jit
-def _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1s, beta, soft, scale, HAS_KEEP: tl.constexpr,
+def _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1x, beta, soft, scale, HAS_KEEP: tl.constexpr,
                  MODE: tl.constexpr):
-    """(p, log2 p (MODE 2), ds = scale u (g - c)) from the recomputed scores, u = p^(2 - alpha) taken
+    """(p, log2 p (MODE 2), ds = scale u (g - c)) from the recomputed raw scores, u = p^(2 - alpha) taken
     from the unnormalised weights and a per-row factor (u = f^(2 - alpha) sum f^(alpha - 2): no
-    division, root or power an entry); with a keep mask ds is 0 at masked keys (elsewhere masked
-    entries already have u = 0: a row is fully masked only through keep)."""
-    f, ur, l2d = _weights(s, m, a1s, tau, beta, soft, MODE)
+    division, root or power an entry), folded with scale into one row constant kr: ds = u~ (kr g - kr c)
+    with u~ = f^(2 - alpha); with a keep mask ds is 0 at masked keys (elsewhere masked entries already
+    have u = 0: a row is fully masked only through keep)."""
+    f, ur, lf = _weights(s, m, a1x, tau, beta, soft, MODE)
     rt = 1.0 / tot
     p = f * rt[:, None]
     if MODE == 0:
-        u = ur
+        kr = scale + 0.0 * rt
         lg = ur
     elif MODE == 1:
-        u = ur * tl.sqrt(rt)[:, None]
+        kr = scale * tl.sqrt(rt)
         lg = ur
     else:
         lt = tl.log2(tot)
-        u = ur * tl.exp2((a1 - 1.0) * lt)[:, None]
-        lg = tl.where(soft[:, None], (s - m[:, None]) * 1.4426950408889634, beta[:, None] * l2d) - lt[:, None]
-        lg = tl.where(p > 0, lg, 0.0)
-    ds = u * (g - c[:, None]) * scale
+        kr = scale * tl.exp2((a1 - 1.0) * lt)
+        lg = tl.where(p > 0, lf - lt[:, None], 0.0)
+    ds = ur * tl.fma(g, kr[:, None], -(c * kr)[:, None])
     if HAS_KEEP:
         ds = tl.where(allowed, ds, 0.0)
     return p, lg, ds
 
 
 @triton.jit
-def _dq_tile(dq, sgp, splp, sgplp, j, q, go, K, V, KEEP, kc, n_kc, b, h, bh, t, q0, dd, dv, m, tau, tot, c, a1, a1s,
+def _dq_tile(dq, sgp, splp, sgplp, j, q, go, K, V, KEEP, kc, n_kc, b, h, bh, t, q0, dd, dv, m, tau, tot, c, a1, a1x,
              beta, soft, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop,
              MODE: tl.constexpr, BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr,
              PREC: tl.constexpr, HAS_DALPHA: tl.constexpr, R: tl.constexpr):
     """dq += ds k over key tile j; with HAS_DALPHA the rows' sum g p, sum p log p, sum g p log p added in."""
     keys = j * BN + tl.arange(0, BN)
     k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
-    s, allowed = _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, q0, BN,
+    s, allowed = _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, j * BN, q0, BN,
                          HAS_KEEP, CAUSAL, PREC, R)
     v = load_tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
     g = tl.dot(go, tl.trans(v), input_precision=PREC)
     if HAS_DROP:
         kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
         g = tl.where(kept, g * (1.0 / (1.0 - drop)), 0.0)
-    p, lg, ds = _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1s, beta, soft, scale, HAS_KEEP, MODE)
+    p, lg, ds = _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1x, beta, soft, scale, HAS_KEEP, MODE)
     dq += tl.dot(ds.to(k.dtype), k, input_precision=PREC)
     if HAS_DALPHA:
         plogp = p * lg * 0.6931471805599453
@@ -736,7 +751,7 @@ def _dq_tile(dq, sgp, splp, sgplp, j, q, go, K, V, KEEP, kc, n_kc, b, h, bh, t, 
 
 
 @triton.jit
-def _dkv_tile(dk, dvv, qb, k, v, Q, GO, DQA, C, ST, KEEP, KCLS, b, h, bh, ar, keys, j, dd, dv, a1, a1s, beta, soft, Tq,
+def _dkv_tile(dk, dvv, qb, k, v, Q, GO, DQA, C, ST, KEEP, KCLS, b, h, bh, ar, keys, j, dd, dv, a1, a1x, beta, soft, Tq,
               Tk, D, Dv, sq_b, sq_h, sq_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, kb_b, kb_h, cq, n_kc, seed, scale,
               drop, n_bh, MODE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, HAS_KEEP: tl.constexpr,
               CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr, PREC: tl.constexpr, FUSED_DQ: tl.constexpr,
@@ -749,13 +764,13 @@ def _dkv_tile(dk, dvv, qb, k, v, Q, GO, DQA, C, ST, KEEP, KCLS, b, h, bh, ar, ke
     go = load_tile(GO, b, h, so_b, so_h, so_t, t, Tq, dv, Dv)
     c = tl.load(C + (bh * Tq).to(tl.int64) + t, mask=tin, other=0.0)
     kc = KCLS + block_index(b, h, qb, kb_b, kb_h, cq) * n_kc
-    s, allowed = _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, scale, j * BN, qb * BM,
+    s, allowed = _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, j * BN, qb * BM,
                          BN, HAS_KEEP, CAUSAL, PREC, R)
     g = tl.dot(go, tl.trans(v), input_precision=PREC)
     if HAS_DROP:
         kept = dropout_keep(seed, ((bh * Tq).to(tl.int64) + t[:, None]) * Tk + keys[None, :], drop)
         g = tl.where(kept, g * (1.0 / (1.0 - drop)), 0.0)
-    p, _lg, ds = _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1s, beta, soft, scale, HAS_KEEP, MODE)
+    p, _lg, ds = _probs_grads(s, allowed, g, m, tau, tot, c, a1, a1x, beta, soft, scale, HAS_KEEP, MODE)
     if HAS_DROP:
         p = tl.where(kept, p * (1.0 / (1.0 - drop)), 0.0)
     dvv += tl.dot(tl.trans(p).to(go.dtype), go, input_precision=PREC)
@@ -781,7 +796,7 @@ def _bwd_dq_kernel(Q, K, V, GO, DQ, W, C, ST, TMAX, LOWB, KEEP, KCLS, JR, QR, AL
     w = load_tile(W, bh.to(tl.int64), 0, Tq * Dv, 0, Dv, t, Tq, dv, Dv)
     c = tl.sum(go.to(tl.float32) * w, 1)
     tl.store(C + (bh * Tq).to(tl.int64) + t, c, mask=tin)
-    a1, chain, soft, a1s, beta = _head(ALPHA, h, sa_h, t, tin, BM, MODE, LOGIT, LO, HI)
+    a1, chain, soft, a1x, beta = _head(ALPHA, h, sa_h, t, tin, scale, BM, MODE, LOGIT, LO, HI)
     m, tau, tot = _row_stats(ST, bh, t, tin, Tq, tl.num_programs(1))
     tmax = TMAX + (bh * n_qb + qb).to(tl.int64) * n_kt
     dq = tl.zeros([BM, BD], tl.float32)
@@ -794,14 +809,14 @@ def _bwd_dq_kernel(Q, K, V, GO, DQ, W, C, ST, TMAX, LOWB, KEEP, KCLS, JR, QR, AL
     if _dense(tmax, 1, None, low, f0, f1, SKIP):
         for j in range(f0, f1):
             dq, sgp, splp, sgplp = _dq_tile(dq, sgp, splp, sgplp, j, q, go, K, V, KEEP, kc, n_kc, b, h, bh, t, q0, dd,
-                                            dv, m, tau, tot, c, a1, a1s, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h, sk_t,
+                                            dv, m, tau, tot, c, a1, a1x, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h, sk_t,
                                             sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, MODE, BN,
                                             0, CAUSAL, HAS_DROP, PREC, HAS_DALPHA, R)
     else:
         for j in range(f0, f1):
             if tl.load(tmax + j) > low:
                 dq, sgp, splp, sgplp = _dq_tile(dq, sgp, splp, sgplp, j, q, go, K, V, KEEP, kc, n_kc, b, h, bh, t, q0,
-                                                dd, dv, m, tau, tot, c, a1, a1s, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h,
+                                                dd, dv, m, tau, tot, c, a1, a1x, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h,
                                                 sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, MODE,
                                                 BN, 0, CAUSAL, HAS_DROP, PREC, HAS_DALPHA, R)
     if HAS_KEEP:
@@ -809,7 +824,7 @@ def _bwd_dq_kernel(Q, K, V, GO, DQ, W, C, ST, TMAX, LOWB, KEEP, KCLS, JR, QR, AL
             j = _rest_tile(i, n_lo, f0, f1)
             if tl.load(tmax + j) > low:
                 dq, sgp, splp, sgplp = _dq_tile(dq, sgp, splp, sgplp, j, q, go, K, V, KEEP, kc, n_kc, b, h, bh, t, q0,
-                                                dd, dv, m, tau, tot, c, a1, a1s, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h,
+                                                dd, dv, m, tau, tot, c, a1, a1x, beta, soft, Tq, Tk, D, Dv, sk_b, sk_h,
                                                 sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, scale, drop, MODE,
                                                 BN, HAS_KEEP, CAUSAL, HAS_DROP, PREC, HAS_DALPHA, R)
     store_tile(DQ, dq, b, h, sq_b, sq_h, sq_t, t, Tq, dd, D)
@@ -840,7 +855,7 @@ def _bwd_dkv_kernel(Q, K, V, GO, DK, DV, DQA, C, ST, TMAX, LOWB, KEEP, KCLS, JR,
     k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
     v = load_tile(V, b, h, sv_b, sv_h, sv_t, keys, Tk, dv, Dv)
     ar = tl.arange(0, BM)
-    a1, _chain, soft, a1s, beta = _head(ALPHA, h, sa_h, ar, ar < BM, BM, MODE, LOGIT, LO, HI)
+    a1, _chain, soft, a1x, beta = _head(ALPHA, h, sa_h, ar, ar < BM, scale, BM, MODE, LOGIT, LO, HI)
     dk = tl.zeros([BN, BD], tl.float32)
     dvv = tl.zeros([BN, BDV], tl.float32)
     tmax = TMAX + (bh * n_qb).to(tl.int64) * n_kt + j
@@ -858,14 +873,14 @@ def _bwd_dkv_kernel(Q, K, V, GO, DK, DV, DQA, C, ST, TMAX, LOWB, KEEP, KCLS, JR,
     if _dense(tmax, n_kt, lows, 0.0, g0, g1, SKIP):
         for qb in range(g0, g1):
             dk, dvv = _dkv_tile(dk, dvv, qb, k, v, Q, GO, DQA, C, ST, KEEP, KCLS, b, h, bh, ar, keys, j, dd, dv, a1,
-                                a1s, beta, soft, Tq, Tk, D, Dv, sq_b, sq_h, sq_t, so_b, so_h, so_t, sm_b, sm_h, sm_q,
+                                a1x, beta, soft, Tq, Tk, D, Dv, sq_b, sq_h, sq_t, so_b, so_h, so_t, sm_b, sm_h, sm_q,
                                 sm_k, kb_b, kb_h, cq, n_kc, seed, scale, drop, n_bh, MODE, BM, BN, 0, CAUSAL,
                                 HAS_DROP, PREC, FUSED_DQ, R)
     else:
         for qb in range(g0, g1):
             if tl.load(tmax + qb * n_kt) > tl.load(lows + qb):
                 dk, dvv = _dkv_tile(dk, dvv, qb, k, v, Q, GO, DQA, C, ST, KEEP, KCLS, b, h, bh, ar, keys, j, dd, dv, a1,
-                                    a1s, beta, soft, Tq, Tk, D, Dv, sq_b, sq_h, sq_t, so_b, so_h, so_t, sm_b, sm_h,
+                                    a1x, beta, soft, Tq, Tk, D, Dv, sq_b, sq_h, sq_t, so_b, so_h, so_t, sm_b, sm_h,
                                     sm_q, sm_k, kb_b, kb_h, cq, n_kc, seed, scale, drop, n_bh, MODE, BM, BN, 0,
                                     CAUSAL, HAS_DROP, PREC, FUSED_DQ, R)
     if HAS_KEEP:
@@ -873,7 +888,7 @@ def _bwd_dkv_kernel(Q, K, V, GO, DK, DV, DQA, C, ST, TMAX, LOWB, KEEP, KCLS, JR,
             qb = _rest_tile(i, qlo, g0, g1)
             if tl.load(tmax + qb * n_kt) > tl.load(lows + qb):
                 dk, dvv = _dkv_tile(dk, dvv, qb, k, v, Q, GO, DQA, C, ST, KEEP, KCLS, b, h, bh, ar, keys, j, dd, dv, a1,
-                                    a1s, beta, soft, Tq, Tk, D, Dv, sq_b, sq_h, sq_t, so_b, so_h, so_t, sm_b, sm_h,
+                                    a1x, beta, soft, Tq, Tk, D, Dv, sq_b, sq_h, sq_t, so_b, so_h, so_t, sm_b, sm_h,
                                     sm_q, sm_k, kb_b, kb_h, cq, n_kc, seed, scale, drop, n_bh, MODE, BM, BN, HAS_KEEP,
                                     CAUSAL, HAS_DROP, PREC, FUSED_DQ, R)
     store_tile(DK, dk, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
