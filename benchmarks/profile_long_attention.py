@@ -6,6 +6,11 @@ e.g. --variants default,64x64x8+topk2+bw4; learned alphas (`--kinds learned`) wi
     python3 benchmarks/profile_long_attention.py [--T 4096] [--batch 2] [--kinds entmax15] [--dtype bf16]
     python3 benchmarks/profile_long_attention.py --kinds entmax_bisect --alpha 1.5 --variants default,margin
     python3 benchmarks/profile_long_attention.py --mask causal-full --variants default
+    git show HEAD~1:onmt_entmax/ops/triton/attention_long.py > /tmp/before.py
+    python3 benchmarks/profile_long_attention.py --against /tmp/before.py --variants default,default
+
+--against FILE times a second copy of the kernels' module (an earlier attention_long.py, loaded in its package so
+its relative imports resolve) on the same inputs right after each variant, its rows marked `against`.
 
 --mask gives the keep masks the toolkits pass (SDPA gets the same one): `pad` (B, 1, 1, T), the key padding of
 Eole's encoder, the last eighth of the keys of every other sequence padded; `pad-full`, the same as a
@@ -15,6 +20,7 @@ materialized (B, 1, T, T) tensor, OpenNMT-py's encoder and cross-attention; `cau
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import time
@@ -82,6 +88,14 @@ def host_ms(fn, n: int = 20) -> float:
     return sorted(times)[n // 2]
 
 
+def load_against(path: str):
+    """The kernels' module from `path` (an attention_long.py of another revision), in onmt_entmax.ops.triton."""
+    spec = importlib.util.spec_from_file_location("onmt_entmax.ops.triton._against", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def set_knobs(var: str) -> None:
     """The kernels' knobs for a variant: '+'-joined parts, each 'default', 'noskip', 'margin' (alpha-entmax's
     Newton from the start's subset threshold less the solver's margin), 'rowwise' (rows pass 1 does not prove
@@ -135,7 +149,10 @@ def main() -> None:
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--dtype", choices=DTYPES, default="bf16")
     ap.add_argument("--mask", choices=MASKS, default="none", help="the keep mask (module docstring)")
+    ap.add_argument("--against", help="another attention_long.py, timed after each variant (module docstring)")
     a = ap.parse_args()
+    global KL
+    modules = [("", KL)] + ([("against", load_against(a.against))] if a.against else [])
     ALPHA["entmax_bisect"] = a.alpha
     if not torch.cuda.is_available():
         raise SystemExit("profile_long_attention.py: needs a CUDA GPU (none is visible)")
@@ -152,23 +169,25 @@ def main() -> None:
     print(f"{a.dtype} T={a.T} B={a.batch} causal={a.causal} mask={a.mask}: SDPA fwd {sd_f:.3f} ms, "
           f"fwd+bwd {sd_fb:.3f} ms, host {sd_host:.3f} ms", flush=True)
     for kind in a.kinds.split(","):
-        for var in a.variants.split(","):
+        for var, (tag, KL) in ((var, mod) for var in a.variants.split(",") for mod in modules):
             set_knobs(var)
+            name = f"{var}{' ' + tag if tag else ''}"
             bm = KL.TILE[0] if KL.TILE else 64
             KL.ITERS = torch.zeros(a.batch * 8, -(-a.T // bm), dtype=torch.int32, device="cuda")
             try:
                 f, b, host = timings(q, k, v, grad, kind, a.causal, keep)
             except Exception as e:  # noqa: BLE001 (a variant that does not compile: say so, go on)
-                print(kind, var, "failed:", str(e).splitlines()[0][:200], flush=True)
+                print(kind, name, "failed:", str(e).splitlines()[0][:200], flush=True)
                 continue
             it = KL.ITERS.float()
-            print(f"{kind:14s} {var:24s} fwd {f:8.3f} ms ({f / sd_f:5.1f}x)  "
+            print(f"{kind:14s} {name:24s} fwd {f:8.3f} ms ({f / sd_f:5.1f}x)  "
                   f"bwd {b:8.3f} ms ({b / (sd_fb - sd_f):5.1f}x)"
                   f"  total {(f + b) / sd_fb:5.1f}x  host {host:6.3f} ms"
                   f"  passes mean {it.mean():.2f} max {it.max():.0f}",
                   flush=True)
-    set_knobs("default")
-    KL.ITERS = None
+    for _tag, KL in modules:
+        set_knobs("default")
+        KL.ITERS = None
 
 
 if __name__ == "__main__":

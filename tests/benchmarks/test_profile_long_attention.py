@@ -32,3 +32,22 @@ def test_a_variant_sets_its_knobs_and_resets_the_others():
     finally:
         tool.set_knobs("default")
     assert (KL.ALPHA_MARGIN, KL.ROWWISE, KL.TOPK, KL.TILE, KL.SKIP) == (False, False, None, None, True)
+
+
+def test_against_loads_another_copy_of_the_kernels_whose_knobs_are_its_own(tmp_path):
+    """--against FILE: an attention_long.py from elsewhere (here a copy of the present one) loads in the kernels'
+    package, its relative imports resolved, as a module apart: a variant set on it leaves the package's own
+    kernels as they are."""
+    tool = _tool()
+    copy = tmp_path / "attention_long.py"
+    copy.write_text((ROOT / "onmt_entmax" / "ops" / "triton" / "attention_long.py").read_text())
+    other = tool.load_against(str(copy))
+    assert other is not tool.KL and callable(other.sparse_attention) and other.__file__ == str(copy)
+    own = tool.KL
+    try:
+        tool.KL = other
+        tool.set_knobs("noskip+topk2")
+        assert (other.SKIP, other.TOPK) == (False, 2) and (own.SKIP, own.TOPK) == (True, None)
+    finally:
+        tool.set_knobs("default")
+        tool.KL = own
