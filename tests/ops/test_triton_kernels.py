@@ -309,6 +309,21 @@ def test_flat_streamed_rows_start_from_the_two_largest_of_each_group():
 
 
 @on_kernel
+def test_flat_alpha_entmax_streamed_rows_take_halleys_steps():
+    """Flat alpha = 1.33 rows (randn * 0.2), whose support of hundreds of entries the group maxima miss: each
+    pass over the row takes Halley's step on A - 1 (C = sum d^(beta - 2) summed beside A and B), at most 3
+    passes a row where Newton's step on the norm takes 4 (`benchmarks/newton_passes.py` counts both in
+    float64), with the reference's p."""
+    gen = torch.Generator().manual_seed(15)
+    z = (torch.randn(8, LONG, generator=gen, dtype=torch.float64) * 0.2).float()
+    a = KM._alpha_rows(ALPHA["bisect"], z, -1).to(DEV)
+    iters = torch.full((8,), -1, dtype=torch.int32, device=DEV)
+    p = KM.forward_rows(z.to(DEV), "bisect", a, iters=iters, config=STREAM).cpu()
+    torch.testing.assert_close(p.double(), REF["bisect"](z.double()), atol=2e-6, rtol=1e-4)
+    assert (iters <= 3).all() and (iters >= 1).all(), iters.tolist()
+
+
+@on_kernel
 @pytest.mark.parametrize("mode", ["sparsemax", "entmax15", "bisect"])
 def test_a_group_holding_two_support_entries_sends_the_row_through_the_solver(mode):
     """The two largest entries of each row in one group (columns j and j + chunk): the group maxima miss

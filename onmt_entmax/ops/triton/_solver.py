@@ -75,20 +75,28 @@ def _pow_pos(d, e):
 
 
 @triton.jit
-def stats_elems(x, tau, beta, MODE: tl.constexpr):
+def stats_elems(x, tau, beta, MODE: tl.constexpr, HALLEY: tl.constexpr = False):
     """Elementwise support terms at thresholds tau [BR]: ([d>0], d^beta, d^(beta-1), d on S
     (+inf off S)); row sums / min of these are the statistics. MODE 2 needs only A and B
-    (no closed form, no certificate): its k and min slots repeat B and are not reduced."""
-    return support_terms(x - tau[:, None], beta, MODE)
+    (no closed form, no certificate): its k and min slots repeat B and are not reduced; with HALLEY
+    its k slot holds d^(beta-2) on S (C, Halley's step: `newton_step`)."""
+    return support_terms(x - tau[:, None], beta, MODE, HALLEY)
 
 
 @triton.jit
-def support_terms(d, beta, MODE: tl.constexpr):
+def support_terms(d, beta, MODE: tl.constexpr, HALLEY: tl.constexpr = False):
     """`stats_elems` from d = x - tau itself (a caller that forms it in one rounding, e.g. by an fma)."""
     pos = d > 0
     if MODE == 2:
+        dp = tl.maximum(d, 0.0)  # (the powers are 0 off S, and d may be -inf there)
+        if HALLEY:
+            # d^(beta-2) first, one power an entry as without: d^(beta-1) = d^(beta-2) d (finite for
+            # beta < 2 too, d >= the smallest normal: `log2_pos`)
+            c = _pow_pos(d, beta[:, None] - 2.0)
+            b = c * dp
+            return c, b * dp, b, b
         b = _pow_pos(d, beta[:, None] - 1.0)
-        a = b * tl.maximum(d, 0.0)  # (b = 0 off S, and d may be -inf there)
+        a = b * dp
         return b, a, b, b
     dp = tl.where(pos, d, 0.0)
     kf = pos.to(tl.float32)
@@ -108,6 +116,11 @@ def _sum2(a1, b1, a2, b2):
 
 
 @triton.jit
+def _sum3(a1, b1, c1, a2, b2, c2):
+    return a1 + a2, b1 + b2, c1 + c2
+
+
+@triton.jit
 def _sum2_min(k1, a1, m1, k2, a2, m2):
     return k1 + k2, a1 + a2, tl.minimum(m1, m2)
 
@@ -118,31 +131,39 @@ def _sum3_min(k1, a1, b1, m1, k2, a2, b2, m2):
 
 
 @triton.jit
-def reduce_stats(kf, a, b, mn, MODE: tl.constexpr):
+def reduce_stats(kf, a, b, mn, MODE: tl.constexpr, HALLEY: tl.constexpr = False):
     """(k, A, B, min_S d) per row of [BR, BC] terms, in one multi-operand reduction (one
     shared-memory exchange across warps instead of one per statistic). The interpreter runs a
-    multi-operand reduction element by element in Python: there, one reduction per statistic."""
+    multi-operand reduction element by element in Python: there, one reduction per statistic.
+    MODE 2 with HALLEY: (C, A, B, B), C the sum of the k slot's d^(beta-2)."""
     if _INTERP:
         if MODE == 2:
             sb = tl.sum(b, 1)
-            return sb, tl.sum(a, 1), sb, sb
+            return tl.sum(kf, 1) if HALLEY else sb, tl.sum(a, 1), sb, sb
         k = tl.sum(kf, 1)
         return k, tl.sum(a, 1), tl.sum(b, 1) if MODE == 1 else k, tl.min(mn, 1)
     if MODE == 0:
         k, sa, smn = tl.reduce((kf, a, mn), 1, _sum2_min)
         return k, sa, k, smn
     if MODE == 2:
+        if HALLEY:
+            sc, sa, sb = tl.reduce((kf, a, b), 1, _sum3)
+            return sc, sa, sb, sb
         sa, sb = tl.reduce((a, b), 1, _sum2)
         return sb, sa, sb, sb  # k and min_S d are not used by MODE 2
     return tl.reduce((kf, a, b, mn), 1, _sum3_min)
 
 
 @triton.jit
-def newton_step(tau, done, out_tau, out_norm, lo, hi, k, a, b, mn, beta, tol, MODE: tl.constexpr):
+def newton_step(tau, done, out_tau, out_norm, lo, hi, k, a, b, mn, beta, tol, MODE: tl.constexpr,
+                HALLEY: tl.constexpr = False):
     """One Newton-on-the-norm step; rows whose certificate holds are frozen (done).
     [lo, hi] brackets the root (sum p >= 1 at lo, < 1 at hi); for alpha > 2 (beta < 1) the norm
     is not convex: those rows bisect the bracket instead (and a Newton step that would leave the
-    bracket is replaced by its midpoint)."""
+    bracket is replaced by its midpoint). MODE 2 with HALLEY (k = C = sum d^(beta-2) on S): rows of
+    beta >= 2 (alpha <= 1.5, where C stays finite as d -> 0) take Halley's step on h = A - 1 instead,
+        tau += -2 h h' / (2 h'^2 - h h''),   h' = -beta B,  h'' = beta (beta - 1) C,
+    cubic where Newton's is quadratic, wherever its denominator is positive (else Newton's)."""
     kk = tl.maximum(k, 1.0)
     bb = tl.maximum(b, 1e-30)
     if MODE == 0:
@@ -159,6 +180,11 @@ def newton_step(tau, done, out_tau, out_norm, lo, hi, k, a, b, mn, beta, tol, MO
         # A^(-1/beta) = A^(-(alpha-1)) = 2^(-log2(A) / beta)
         s_n = a * (1.0 - tl.exp2(-tl.log2(tl.maximum(a, 1e-30)) / beta)) / bb
         s_x = tl.zeros_like(s_n)
+        if HALLEY:
+            h = a - 1.0
+            den = 2.0 * beta * b * b - h * (beta - 1.0) * k
+            s_h = 2.0 * h * b / tl.where(den > 0, den, 1.0)
+            s_n = tl.where((beta >= 2.0) & (den > 0), s_h, s_n)
         # stop at the tolerance, or when the step no longer moves tau in float32
         exact = (tl.abs(a - 1.0) <= tol) | (tl.abs(s_n) <= 1.2e-7 * tl.abs(tau))
     live = done == 0
@@ -384,15 +410,15 @@ def solve_stream(Z, rows, rmask, n_cols, stride, m, a1, beta, row_ok, tol, tau0,
         for c0 in range(0, n_cols, BC):
             cols = c0 + tl.arange(0, BC)
             x = load_scaled(Z, rows, rmask, cols, n_cols, stride, m, a1)
-            k_c, a_c, b_c, mn_c = stats_elems(x, tau, beta, MODE)
+            k_c, a_c, b_c, mn_c = stats_elems(x, tau, beta, MODE, True)
             k2 += k_c
             a2 += a_c
             if MODE != 0:
                 b2 += b_c
             mn2 = tl.minimum(mn2, mn_c)
-        k, a, b, mn = reduce_stats(k2, a2, b2, mn2, MODE)
+        k, a, b, mn = reduce_stats(k2, a2, b2, mn2, MODE, True)
         tau, done, out_tau, out_norm, lo, hi = newton_step(tau, done, out_tau, out_norm, lo, hi,
-                                                       k, a, b, mn, beta, tol, MODE)
+                                                       k, a, b, mn, beta, tol, MODE, True)
         it += 1
         go = (tl.sum(1 - done, 0) > 0) & (it < MAX_ITER)
     return out_tau, out_norm, it

@@ -361,8 +361,8 @@ def _newton_tile(kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP, kc, n_kc, b
     k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
     s, _a = _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, j * BN, q0, BN,
                     HAS_KEEP, CAUSAL, PREC, 1)
-    kf, a, bt, mnt = S.support_terms(_gap(s, m, a1x, tau), beta, MODE)
-    k_, a_, b_, mn_ = S.reduce_stats(kf, a, bt, mnt, MODE)
+    kf, a, bt, mnt = S.support_terms(_gap(s, m, a1x, tau), beta, MODE, True)
+    k_, a_, b_, mn_ = S.reduce_stats(kf, a, bt, mnt, MODE, True)
     kk += k_
     aa += a_
     bb += b_
@@ -480,7 +480,7 @@ def _solve_rows(q, K, V, O, W, KEEP, kc, n_kc, tmax, b, h, bh, t, tin, q0, n_lo,
         prev = tau
         live = done == 0
         tau, done, out_tau, out_norm, lo, hi = S.newton_step(tau, done, out_tau, out_norm, lo, hi, kk, aa, bb, mn,
-                                                         beta, tol, MODE)
+                                                         beta, tol, MODE, True)
         if FUSE:
             ok, o, w, tot_n = _fused_rows(prev, out_tau, live & (done == 1), kk, aa, bb, acc0, acc1, acc2, MODE)
             rows = tl.where(ok, t, Tq)
