@@ -5,6 +5,7 @@ e.g. --variants default,64x64x8+topk2+bw4; learned alphas (`--kinds learned`) wi
 
     python3 benchmarks/profile_long_attention.py [--T 4096] [--batch 2] [--kinds entmax15] [--dtype bf16]
     python3 benchmarks/profile_long_attention.py --kinds entmax_bisect --alpha 1.5 --variants default,margin
+    python3 benchmarks/profile_long_attention.py --kinds entmax_bisect,learned --variants default,newton
     python3 benchmarks/profile_long_attention.py --mask causal-full --variants default
     git show HEAD~1:onmt_entmax/ops/triton/attention_long.py > /tmp/before.py
     python3 benchmarks/profile_long_attention.py --against /tmp/before.py --variants default,default
@@ -98,17 +99,20 @@ def load_against(path: str):
 
 def set_knobs(var: str) -> None:
     """The kernels' knobs for a variant: '+'-joined parts, each 'default', 'noskip', 'margin' (alpha-entmax's
-    Newton from the start's subset threshold less the solver's margin), 'rowwise' (rows pass 1 does not prove
+    Newton from the start's subset threshold less the solver's margin), 'newton' (alpha-entmax's passes with
+    Newton's step where they take Halley's), 'rowwise' (rows pass 1 does not prove
     solved by a second launch), 'topkN', 'twobwd',
     'stagesN' (every kernel), 'bstagesN' (the backward's), 'bwN' (the backward's warps), 'bkN' (the backward's key
     tile: BN or 2 BN), 'regN' / 'bregN' (the forward's / backward's register cap a thread), 'BMxBNxWARPS' (both
     passes' tiles, unless bkN) or 'rowsBMxBNxWARPS' (the listed-rows kernel's, with rowwise)."""
     KL.TILE, KL.SKIP, KL.STAGES, KL.TOPK, KL.FUSED_BWD, KL.BWD_WARPS, KL.BWD_STAGES, KL.BWD_KEYS = \
         None, True, None, None, None, None, BWD_STAGES, None
-    KL.REGS, KL.BWD_REGS, KL.ALPHA_MARGIN, KL.ROWWISE, KL.ROWS_TILE = None, None, False, False, None
+    KL.REGS, KL.BWD_REGS, KL.ALPHA_MARGIN, KL.ROWWISE, KL.ROWS_TILE, KL.HALLEY = None, None, False, False, None, True
     for part in var.split("+"):
         if part == "noskip":
             KL.SKIP = False
+        elif part == "newton":
+            KL.HALLEY = False
         elif part == "margin":
             KL.ALPHA_MARGIN = True
         elif part == "rowwise":

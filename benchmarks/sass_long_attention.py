@@ -110,7 +110,7 @@ def kernels(args: argparse.Namespace) -> list[tuple[str, object, dict, int, int 
     common = dict(BM=bm, BN=bn, BD=bd, BDV=bd, HAS_KEEP=2 * args.keep, CAUSAL=args.causal, HAS_DROP=args.dropout,
                   PREC="tf32x3" if args.dtype == "fp32" else "tf32", LOGIT=False, LO=1.0, HI=2.0, SKIP=True)
     fwd = dict(common, ITERS=None, MODE=args.mode, MAX_ITER=64 if args.mode == 2 else 32, GROUP_ITER=32,
-               TOPK=args.topk or KL._topk(args.keys), START_MARGIN2=False, ROWWISE=args.rowwise)
+               TOPK=args.topk or KL._topk(args.keys), START_MARGIN2=False, ROWWISE=args.rowwise, HALLEY=not args.newton)
     fwd["R"] = 1
     bwd = dict(common, BN=bn_b, R=bn_b // bn)
     if args.alpha_grad:  # learned alphas (their logits' gradient): the dq kernel sums it, so two kernels
@@ -119,7 +119,8 @@ def kernels(args: argparse.Namespace) -> list[tuple[str, object, dict, int, int 
     fused = args.dtype != "fp32" and not args.alpha_grad
     out = [(f"forward {bm}x{bn}x{warps}", KL._fwd_kernel, fwd, warps, stages)]
     if args.rowwise:
-        rows = {c: v for c, v in fwd.items() if c not in ("GROUP_ITER", "TOPK", "START_MARGIN2", "ROWWISE", "R")}
+        rows = {c: v for c, v in fwd.items()
+                if c not in ("GROUP_ITER", "TOPK", "START_MARGIN2", "ROWWISE", "R", "HALLEY")}
         rows.update(QBM=bm, HAS_KEEP=int(args.keep))
         out.append((f"forward, listed rows {bm}x{bn}x{warps}", KL._fwd_rows_kernel, rows, warps, stages))
     out.append((f"backward dk dv{' dq' if fused else ''} {bm}x{bn_b}x{warps}", KL._bwd_dkv_kernel,
@@ -145,6 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--keep", action="store_true", help="with a keep mask")
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--dropout", action="store_true", help="with attention dropout")
+    ap.add_argument("--newton", action="store_true", help="alpha-entmax passes with Newton's step (HALLEY off)")
     ap.add_argument("--rowwise", action="store_true", help="ROWWISE: rows pass 1 does not prove, in a second launch")
     ap.add_argument("--unspecialised", action="store_true", help="no int specialised (every stride a plain int)")
     ap.add_argument("--loops", action="store_true", help="also each loop's instruction count and commonest opcodes")

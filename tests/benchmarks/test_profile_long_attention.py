@@ -21,12 +21,12 @@ def test_a_variant_sets_its_knobs_and_resets_the_others():
     tool = _tool()
     KL = tool.KL
     try:
-        tool.set_knobs("margin+rowwise+rows32x128x8+topk2+64x64x8")
-        assert (KL.ALPHA_MARGIN, KL.ROWWISE, KL.ROWS_TILE, KL.TOPK, KL.TILE) == (True, True, (32, 128, 8), 2,
-                                                                                (64, 64, 8))
+        tool.set_knobs("margin+rowwise+rows32x128x8+topk2+64x64x8+newton")
+        assert (KL.ALPHA_MARGIN, KL.ROWWISE, KL.ROWS_TILE, KL.TOPK, KL.TILE, KL.HALLEY) == (True, True, (32, 128, 8),
+                                                                                           2, (64, 64, 8), False)
         tool.set_knobs("noskip")
-        assert (KL.ALPHA_MARGIN, KL.ROWWISE, KL.ROWS_TILE, KL.TOPK, KL.TILE, KL.SKIP) == (False, False, None, None,
-                                                                                         None, False)
+        assert (KL.ALPHA_MARGIN, KL.ROWWISE, KL.ROWS_TILE, KL.TOPK, KL.TILE, KL.SKIP, KL.HALLEY) == (
+            False, False, None, None, None, False, True)
         with pytest.raises(SystemExit, match="unknown variant part 'bogus'"):
             tool.set_knobs("default+bogus")
     finally:

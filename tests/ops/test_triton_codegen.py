@@ -237,7 +237,7 @@ def _other_kernels():
          False),
         *[(f"long attention, forward{', rows proved a row' if rowwise else ''}", KLA._fwd_kernel,
            dict(long, ITERS=None, MODE=1, MAX_ITER=32, GROUP_ITER=32, TOPK=4, START_MARGIN2=False, ROWWISE=rowwise,
-                R=1),
+                R=1, HALLEY=True),
            half | {"CNT": "*i32", "LIST": "*i32"}, 4, False) for rowwise in (False, True)],
         ("long attention, forward of the listed rows", KLA._fwd_rows_kernel,
          dict(long, ITERS=None, MODE=1, MAX_ITER=32, QBM=64, HAS_KEEP=1),

@@ -149,19 +149,22 @@ def test_pass_one_certifies_the_threshold_of_a_subset_holding_the_support(kind, 
 def test_alpha_entmax_rows_the_start_misses_take_halleys_steps(monkeypatch):
     """alpha = 1.33 rows of 1024 keys (randn, head dim 64), whose 100-odd support entries overflow the start's
     subset (4 entries a key position, as the launch keeps past 512 keys): the passes take Halley's step on
-    A - 1 (C = sum d^(beta - 2) summed beside A and B), 2 a query block where Newton's step on the norm takes
-    3 (`benchmarks/newton_passes.py` counts both in float64); out is the reference's."""
+    A - 1 (C = sum d^(beta - 2) summed beside A and B), 2 a query block where Newton's step on the norm (the
+    `HALLEY` knob off) takes 3 (`benchmarks/newton_passes.py` counts both in float64); out is the reference's
+    either way."""
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 2, n, 64, generator=gen) for n in (64, 1024, 1024))
     monkeypatch.setattr(KL, "TOPK", 4)
     bm = KL._tiles(64, 64, 1024, q.dtype, 2)[0]
-    iters = torch.full((2, -(-64 // bm)), -1, dtype=torch.int32, device=DEV)
-    monkeypatch.setattr(KL, "ITERS", iters)
-    out = KL.sparse_attention(q.to(DEV), k.to(DEV), v.to(DEV), None, "entmax_bisect", 1.33, 64 ** -0.5)
     ref = ref_attention._reference(q.double(), k.double(), v.double(), None, "entmax_bisect", 1.33, 64 ** -0.5,
                                    200)
-    torch.testing.assert_close(out.double().cpu(), ref, atol=2e-5, rtol=1e-4)
-    assert (iters.cpu() == 2).all(), iters
+    for halley, passes in ((True, 2), (False, 3)):
+        monkeypatch.setattr(KL, "HALLEY", halley)
+        iters = torch.full((2, -(-64 // bm)), -1, dtype=torch.int32, device=DEV)
+        monkeypatch.setattr(KL, "ITERS", iters)
+        out = KL.sparse_attention(q.to(DEV), k.to(DEV), v.to(DEV), None, "entmax_bisect", 1.33, 64 ** -0.5)
+        torch.testing.assert_close(out.double().cpu(), ref, atol=2e-5, rtol=1e-4)
+        assert (iters.cpu() == passes).all(), (halley, iters)
 
 
 @pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")

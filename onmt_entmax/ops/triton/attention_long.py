@@ -94,6 +94,7 @@ ITERS: torch.Tensor | None = None  # int32 (B H, query blocks): Newton passes of
 FUSED_BWD: bool | None = None
 TOPK: int | None = None  # entries kept a key position for the threshold's start, 1, 2 or 4 (None: by `_topk`)
 ALPHA_MARGIN = False  # alpha-entmax's Newton passes start at the subset's threshold less the margin too (sweeps)
+HALLEY = True  # alpha-entmax's passes take Halley's step where alpha <= 1.5 (`_solver.newton_step`); False: Newton's
 # sparsemax, 1.5-entmax: rows pass 1 does not prove solved by a second launch in compact blocks (`_fwd_rows_kernel`)
 # rather than by their block's Newton passes (benchmark sweeps: faster on randn inputs, slower in training)
 ROWWISE = False
@@ -354,15 +355,15 @@ def _fused_rows(tau_used, out_tau, newly, kk, aa, bb, acc0, acc1, acc2, MODE: tl
 def _newton_tile(kk, aa, bb, mn, acc0, acc1, acc2, j, q, K, V, KEEP, kc, n_kc, b, h, bh, t, q0, dd, dv, m, a1x, tau,
                  beta, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b, sm_h, sm_q, sm_k, seed, drop,
                  MODE: tl.constexpr, BN: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
-                 HAS_DROP: tl.constexpr, PREC: tl.constexpr):
+                 HAS_DROP: tl.constexpr, PREC: tl.constexpr, HALLEY: tl.constexpr):
     """A Newton pass over key tile j: the rows' k, A, B, min_S d added in, and (sparsemax, 1.5-entmax)
     the tile products sum d^2 v (acc2), sum d v (acc1), sum v (acc0) on the pass's support."""
     keys = j * BN + tl.arange(0, BN)
     k = load_tile(K, b, h, sk_b, sk_h, sk_t, keys, Tk, dd, D)
     s, _a = _scores(q, k, KEEP, kc, n_kc, b, h, t, keys, Tq, Tk, sm_b, sm_h, sm_q, sm_k, j * BN, q0, BN,
                     HAS_KEEP, CAUSAL, PREC, 1)
-    kf, a, bt, mnt = S.support_terms(_gap(s, m, a1x, tau), beta, MODE, True)
-    k_, a_, b_, mn_ = S.reduce_stats(kf, a, bt, mnt, MODE, True)
+    kf, a, bt, mnt = S.support_terms(_gap(s, m, a1x, tau), beta, MODE, HALLEY)
+    k_, a_, b_, mn_ = S.reduce_stats(kf, a, bt, mnt, MODE, HALLEY)
     kk += k_
     aa += a_
     bb += b_
@@ -428,7 +429,8 @@ def _solve_rows(q, K, V, O, W, KEEP, kc, n_kc, tmax, b, h, bh, t, tin, q0, n_lo,
                 soft, row_ok, tau, solve, later, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t,
                 sm_b, sm_h, sm_q, sm_k, seed, drop, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr,
                 BM: tl.constexpr, BN: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr,
-                HAS_DROP: tl.constexpr, PREC: tl.constexpr, SKIP: tl.constexpr, KEEP_RUN: tl.constexpr):
+                HAS_DROP: tl.constexpr, PREC: tl.constexpr, SKIP: tl.constexpr, KEEP_RUN: tl.constexpr,
+                HALLEY: tl.constexpr):
     """Steps 2-3 of the forward for a block of rows t (their q, m, and tau: the start where solve, the
     threshold elsewhere): Newton passes over key tiles n_lo..n_hi from tau for the rows that solve, out and W
     written for every row in Tq but those of `later` (another launch writes them); (tau, sum f, passes). Each
@@ -459,7 +461,7 @@ def _solve_rows(q, K, V, O, W, KEEP, kc, n_kc, tmax, b, h, bh, t, tin, q0, n_lo,
                                                                 n_kc, b, h, bh, t, q0, dd, dv, m, a1x, tau, beta, Tq,
                                                                 Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, sm_b,
                                                                 sm_h, sm_q, sm_k, seed, drop, MODE, BN, KEEP_RUN,
-                                                                CAUSAL, HAS_DROP, PREC)
+                                                                CAUSAL, HAS_DROP, PREC, HALLEY)
         else:
             for j in range(f0, f1):
                 if tl.load(tmax + j) > low:
@@ -467,7 +469,7 @@ def _solve_rows(q, K, V, O, W, KEEP, kc, n_kc, tmax, b, h, bh, t, tin, q0, n_lo,
                                                                     kc, n_kc, b, h, bh, t, q0, dd, dv, m, a1x, tau,
                                                                     beta, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h,
                                                                     sv_t, sm_b, sm_h, sm_q, sm_k, seed, drop,
-                                                                    MODE, BN, KEEP_RUN, CAUSAL, HAS_DROP, PREC)
+                                                                    MODE, BN, KEEP_RUN, CAUSAL, HAS_DROP, PREC, HALLEY)
         if HAS_KEEP:
             for i in range(0, f0 - n_lo + n_hi - f1):
                 j = _rest_tile(i, n_lo, f0, f1)
@@ -476,11 +478,11 @@ def _solve_rows(q, K, V, O, W, KEEP, kc, n_kc, tmax, b, h, bh, t, tin, q0, n_lo,
                                                                     kc, n_kc, b, h, bh, t, q0, dd, dv, m, a1x, tau,
                                                                     beta, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b, sv_h,
                                                                     sv_t, sm_b, sm_h, sm_q, sm_k, seed, drop,
-                                                                    MODE, BN, HAS_KEEP, CAUSAL, HAS_DROP, PREC)
+                                                                    MODE, BN, HAS_KEEP, CAUSAL, HAS_DROP, PREC, HALLEY)
         prev = tau
         live = done == 0
         tau, done, out_tau, out_norm, lo, hi = S.newton_step(tau, done, out_tau, out_norm, lo, hi, kk, aa, bb, mn,
-                                                         beta, tol, MODE, True)
+                                                         beta, tol, MODE, HALLEY)
         if FUSE:
             ok, o, w, tot_n = _fused_rows(prev, out_tau, live & (done == 1), kk, aa, bb, acc0, acc1, acc2, MODE)
             rows = tl.where(ok, t, Tq)
@@ -579,7 +581,7 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, KCLS, JR, QR, ALPHA, ITERS,
                 GROUP_ITER: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr,
                 HAS_KEEP: tl.constexpr, CAUSAL: tl.constexpr, HAS_DROP: tl.constexpr, PREC: tl.constexpr,
                 LOGIT: tl.constexpr, LO: tl.constexpr, HI: tl.constexpr, SKIP: tl.constexpr, TOPK: tl.constexpr,
-                START_MARGIN2: tl.constexpr, ROWWISE: tl.constexpr, R: tl.constexpr):
+                START_MARGIN2: tl.constexpr, ROWWISE: tl.constexpr, R: tl.constexpr, HALLEY: tl.constexpr):
     qb, bh, b, h, q0, t, tin, dd, dv, q = _query_block(Q, Tq, H, D, sq_b, sq_h, sq_t, BM, BD, BDV)
     a1, _chain, soft, a1x, beta = _head(ALPHA, h, sa_h, t, tin, scale, BM, MODE, LOGIT, LO, HI)
     tmax = TMAX + (bh * n_qb + qb).to(tl.int64) * n_kt
@@ -630,7 +632,7 @@ def _fwd_kernel(Q, K, V, O, W, ST, TMAX, LOWB, KEEP, KCLS, JR, QR, ALPHA, ITERS,
     tau, tot, it = _solve_rows(q, K, V, O, W, KEEP, kc, n_kc, tmax, b, h, bh, t, tin, q0, n_lo, f0, f1, n_hi, dd, dv,
                                m, a1x, beta, soft, row_ok, tau, solve, later, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b,
                                sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, seed, drop, tol, MODE,
-                               MAX_ITER, BM, BN, BDV, HAS_KEEP, CAUSAL, HAS_DROP, PREC, SKIP, 0)
+                               MAX_ITER, BM, BN, BDV, HAS_KEEP, CAUSAL, HAS_DROP, PREC, SKIP, 0, HALLEY)
     if ITERS is not None:
         tl.store(ITERS + bh * n_qb + qb, it)
     rows = ST + (bh * Tq).to(tl.int64) + t
@@ -679,7 +681,7 @@ def _fwd_rows_kernel(Q, K, V, O, W, ST, KEEP, ALPHA, ITERS, CNT, LIST, Tq, H, Tk
         tau, tot, it = _solve_rows(q, K, V, O, W, KEEP, KEEP, 1, ST, b, h, bh, t, tin, q0, 0, 0, n_hi, n_hi, dd, dv, m,
                                    a1x, beta, soft, tin, tau, tin, tin == 2, Tq, Tk, D, Dv, sk_b, sk_h, sk_t, sv_b,
                                    sv_h, sv_t, so_b, so_h, so_t, sm_b, sm_h, sm_q, sm_k, seed, drop, tol, MODE,
-                                   MAX_ITER, BM, BN, BDV, 0, CAUSAL, HAS_DROP, PREC, False, HAS_KEEP)
+                                   MAX_ITER, BM, BN, BDV, 0, CAUSAL, HAS_DROP, PREC, False, HAS_KEEP, False)
         rows = ST + (bh * Tq).to(tl.int64) + t
         n_rows = (tl.num_programs(1) * Tq).to(tl.int64)
         tl.store(rows + n_rows, tau, mask=tin)
@@ -1049,7 +1051,7 @@ def forward(q, k, v, keep, alpha, bounds, mode: int, scale: float, drop: float, 
     _launch(_fwd_kernel, call.grid_q,
             (q, k, v, out, w, st, tmax, low, call.keep, *call.tile_ptrs, call.alpha, ITERS, *lists, *tail),
             dict(MODE=mode, MAX_ITER=max_iter, GROUP_ITER=32, **call.consts, TOPK=_topk(Tk),
-                 START_MARGIN2=ALPHA_MARGIN, ROWWISE=rowwise), call.warps, call.stages, REGS)
+                 START_MARGIN2=ALPHA_MARGIN, ROWWISE=rowwise, HALLEY=HALLEY), call.warps, call.stages, REGS)
     if rowwise:
         bm, bn, warps = ROWS_TILE or (call.bm, call.bn, call.warps)
         _launch(_fwd_rows_kernel, (cdiv(Tq, bm), B * H),
