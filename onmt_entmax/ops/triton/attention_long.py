@@ -1017,6 +1017,12 @@ class _Call:
         self.grid_k = (n_kt_b, B * H)
 
 
+def _halley(alpha) -> bool:
+    """Whether the alpha-entmax passes sum C for Halley's step (`HALLEY`): not for one float alpha above 1.5,
+    whose rows (beta < 2) never take it; alphas in a tensor are not known on the host."""
+    return HALLEY and (alpha is None or torch.is_tensor(alpha) or float(alpha) <= 1.5)
+
+
 def pair_maxima(tmax: torch.Tensor) -> torch.Tensor:
     """(B H, query blocks, key tiles) tile maxima -> those of tiles of two (an odd last tile alone): a
     tile's maximum bounds each entry, so the backward's skip test stays exact on the coarser tiles. The
@@ -1051,7 +1057,7 @@ def forward(q, k, v, keep, alpha, bounds, mode: int, scale: float, drop: float, 
     _launch(_fwd_kernel, call.grid_q,
             (q, k, v, out, w, st, tmax, low, call.keep, *call.tile_ptrs, call.alpha, ITERS, *lists, *tail),
             dict(MODE=mode, MAX_ITER=max_iter, GROUP_ITER=32, **call.consts, TOPK=_topk(Tk),
-                 START_MARGIN2=ALPHA_MARGIN, ROWWISE=rowwise, HALLEY=HALLEY), call.warps, call.stages, REGS)
+                 START_MARGIN2=ALPHA_MARGIN, ROWWISE=rowwise, HALLEY=_halley(alpha)), call.warps, call.stages, REGS)
     if rowwise:
         bm, bn, warps = ROWS_TILE or (call.bm, call.bn, call.warps)
         _launch(_fwd_rows_kernel, (cdiv(Tq, bm), B * H),
