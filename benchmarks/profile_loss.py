@@ -1,10 +1,9 @@
 """Where the time of the fused Fenchel-Young losses (triton/loss.py) goes, one GPU: the forward with and
 without the gradient written, the backward that recomputes p, the backward left with nothing to do (an
 incoming gradient of 1), and launch shapes of the forward, each against `F.cross_entropy` in the same
-process (`triton.testing.do_bench` medians, ms). --newton: alpha-entmax also with Newton's steps only
-(the streamed rows' passes without Halley's sum, `_config.halley_step`), in the same process.
+process (`triton.testing.do_bench` medians, ms).
 
-    python3 benchmarks/profile_loss.py [--n 4096] [--v 32768] [--dtypes bf16,fp32] [--variants] [--newton]
+    python3 benchmarks/profile_loss.py [--n 4096] [--v 32768] [--dtypes bf16,fp32] [--variants]
 """
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from onmt_entmax.ops.triton import loss as KL  # noqa: E402
-from onmt_entmax.ops.triton._config import halley_step  # noqa: E402
 
 KINDS = {"sparsemax": 2.0, "entmax15": 1.5, "entmax_bisect": 1.33}
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}
@@ -36,7 +34,7 @@ def ms(fn, rep=100, grads=None):
     return do_bench(fn, warmup=20, rep=rep, grad_to_none=grads, return_mode="median")
 
 
-def profile(n, v, scale, dtype, variants, kinds, newton=False):
+def profile(n, v, scale, dtype, variants, kinds):
     z = (torch.randn(n, v, device="cuda") * scale).to(dtype).requires_grad_()
     y = torch.randint(0, v, (n,), device="cuda")
     out = {"ce fwd+bwd": ms(lambda: F.cross_entropy(z, y).backward(), grads=[z]),
@@ -63,14 +61,6 @@ def profile(n, v, scale, dtype, variants, kinds, newton=False):
                                                                   out=dz, weight=aux))
         out[f"{kind} bwd, g = 1"] = ms(lambda: KL.fy_grad_rows(zd, y, one, stats, a_rows, kind, -100, 0.0,
                                                                out=dz, weight=aux, skip_one=True))
-        if newton and kind == "entmax_bisect":
-            KL.halley_step = lambda _alpha: False  # (loss.py's own binding of `_config.halley_step`)
-            try:
-                out[f"{kind} fwd+bwd, grad in forward [newton]"] = ms(public(True), grads=[z])
-                out[f"{kind} fwd writing grad [newton]"] = ms(
-                    lambda: KL.fy_loss_rows(zd, y, kind, alpha, dz=dz, weight=aux))
-            finally:
-                KL.halley_step = halley_step
         if variants:
             for name, cfg in VARIANTS[kind].items():
                 try:
@@ -89,14 +79,13 @@ def main() -> None:
     ap.add_argument("--scales", default="3.0,0.2")
     ap.add_argument("--variants", action="store_true", help="forward launch shapes too")
     ap.add_argument("--kinds", default=",".join(KINDS))
-    ap.add_argument("--newton", action="store_true", help="alpha-entmax with Newton's steps only too")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("profile_loss.py: needs a CUDA GPU (none is visible)")
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
     for dt in a.dtypes.split(","):
         for scale in (float(s) for s in a.scales.split(",")):
-            res = profile(a.n, a.v, scale, DTYPES[dt], a.variants, a.kinds.split(","), a.newton)
+            res = profile(a.n, a.v, scale, DTYPES[dt], a.variants, a.kinds.split(","))
             ce = res["ce fwd+bwd"]
             print(f"\n{dt} randn*{scale}, {a.n} x {a.v}:")
             for name, t in res.items():

@@ -28,7 +28,6 @@ def test_mapping_and_beam_step_kernels_in_the_triton_interpreter():
 on_kernel = kernel_tests("test_mapping_and_beam_step_kernels_in_the_triton_interpreter")
 if ON_KERNEL:
     from onmt_entmax.ops import triton as K  # noqa: E402
-    from onmt_entmax.ops.triton import _config as KC  # noqa: E402
     from onmt_entmax.ops.triton import mapping as KM  # noqa: E402
 
 REF = {"sparsemax": lambda z: ops.sparsemax(z, -1), "entmax15": lambda z: ops.entmax15(z, -1),
@@ -307,38 +306,6 @@ def test_flat_streamed_rows_start_from_the_two_largest_of_each_group():
     p = KM.forward_rows(z.to(DEV), "entmax15", None, iters=iters, config=STREAM).cpu()
     torch.testing.assert_close(p.double(), REF["entmax15"](z.double()), atol=2e-6, rtol=1e-4)
     assert iters.sum().item() <= 12, iters.tolist()  # (1.5 a row on average)
-
-
-@on_kernel
-def test_flat_alpha_entmax_streamed_rows_take_halleys_steps():
-    """Flat alpha = 1.33 rows (randn * 0.2), whose support of hundreds of entries the group maxima miss: each
-    pass over the row takes Halley's step on A - 1 (C = sum d^(beta - 2) summed beside A and B), at most 3
-    passes a row where Newton's step on the norm takes 4 (`benchmarks/newton_passes.py` counts both in
-    float64), with the reference's p."""
-    gen = torch.Generator().manual_seed(15)
-    z = (torch.randn(8, LONG, generator=gen, dtype=torch.float64) * 0.2).float()
-    a = KM._alpha_rows(ALPHA["bisect"], z, -1).to(DEV)
-    iters = torch.full((8,), -1, dtype=torch.int32, device=DEV)
-    p = KM.forward_rows(z.to(DEV), "bisect", a, iters=iters, config=STREAM).cpu()
-    torch.testing.assert_close(p.double(), REF["bisect"](z.double()), atol=2e-6, rtol=1e-4)
-    assert (iters <= 3).all() and (iters >= 1).all(), iters.tolist()
-
-
-@on_kernel
-def test_a_float_alpha_above_one_and_a_half_streams_without_halleys_sum():
-    """alpha = 1.8 (beta < 2: Halley's step is never taken) launches the streamed rows without summing C
-    (`halley_step`): the reference's p in the same passes as the launch that sums it."""
-    assert not KC.halley_step(1.8) and KC.halley_step(1.33) and KC.halley_step(torch.tensor(1.8))
-    gen = torch.Generator().manual_seed(16)
-    z = (torch.randn(8, LONG, generator=gen, dtype=torch.float64) * 0.1).float()  # (flat: uncertified)
-    a = KM._alpha_rows(1.8, z, -1).to(DEV)
-    runs = []
-    for halley in (False, True):
-        iters = torch.full((8,), -1, dtype=torch.int32, device=DEV)
-        p = KM.forward_rows(z.to(DEV), "bisect", a, iters=iters, config=STREAM, halley=halley).cpu()
-        torch.testing.assert_close(p.double(), ops.entmax_bisect(z.double(), 1.8, -1, n_iter=100), atol=2e-6, rtol=1e-4)
-        runs.append(iters.cpu())
-    assert torch.equal(runs[0], runs[1]) and (runs[0] >= 1).all(), runs
 
 
 @on_kernel

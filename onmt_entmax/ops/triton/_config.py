@@ -32,13 +32,6 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def halley_step(alpha) -> bool:
-    """Whether alpha-entmax's solver passes sum C = sum d^(beta - 2) for Halley's step
-    (`_solver.newton_step`): not for one float alpha above 1.5, whose rows (beta < 2) never take it;
-    alphas in a tensor are not known on the host."""
-    return not (isinstance(alpha, (int, float)) and float(alpha) > 1.5)
-
-
 def cdiv(a: int, b: int) -> int:
     """ceil(a / b) for the launch grids (`triton.cdiv` goes through Triton's JIT call, a host cost at
     every launch: docs/kernels.md)."""

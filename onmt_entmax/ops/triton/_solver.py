@@ -75,12 +75,11 @@ def _pow_pos(d, e):
 
 
 @triton.jit
-def stats_elems(x, tau, beta, MODE: tl.constexpr, HALLEY: tl.constexpr = False):
+def stats_elems(x, tau, beta, MODE: tl.constexpr):
     """Elementwise support terms at thresholds tau [BR]: ([d>0], d^beta, d^(beta-1), d on S
     (+inf off S)); row sums / min of these are the statistics. MODE 2 needs only A and B
-    (no closed form, no certificate): its k and min slots repeat B and are not reduced; with HALLEY
-    its k slot holds d^(beta-2) on S (C, Halley's step: `newton_step`)."""
-    return support_terms(x - tau[:, None], beta, MODE, HALLEY)
+    (no closed form, no certificate): its k and min slots repeat B and are not reduced."""
+    return support_terms(x - tau[:, None], beta, MODE)
 
 
 @triton.jit
@@ -391,10 +390,9 @@ def stream_start(zg, z2, m, a1, beta, row_ok, tol, MODE: tl.constexpr, MAX_ITER:
 @triton.jit
 def solve_stream(Z, rows, rmask, n_cols, stride, m, a1, beta, row_ok, tol, tau0,
                  MODE: tl.constexpr, MAX_ITER: tl.constexpr, BR: tl.constexpr,
-                 BC: tl.constexpr, HALLEY: tl.constexpr):
+                 BC: tl.constexpr):
     """Same iteration as solve_tile from tau0, each pass streaming the row in chunks of BC
-    (re-reads hit L2: the rows in flight are a few MB); MODE 2 with HALLEY: Halley's step where
-    beta >= 2 (`newton_step`: a pass over the row costs more than the extra sum)."""
+    (re-reads hit L2: the rows in flight are a few MB)."""
     tau = tau0
     lo = tl.full([BR], -1.0, tl.float32)
     hi = tl.zeros([BR], tl.float32)
@@ -411,15 +409,15 @@ def solve_stream(Z, rows, rmask, n_cols, stride, m, a1, beta, row_ok, tol, tau0,
         for c0 in range(0, n_cols, BC):
             cols = c0 + tl.arange(0, BC)
             x = load_scaled(Z, rows, rmask, cols, n_cols, stride, m, a1)
-            k_c, a_c, b_c, mn_c = stats_elems(x, tau, beta, MODE, HALLEY)
+            k_c, a_c, b_c, mn_c = stats_elems(x, tau, beta, MODE)
             k2 += k_c
             a2 += a_c
             if MODE != 0:
                 b2 += b_c
             mn2 = tl.minimum(mn2, mn_c)
-        k, a, b, mn = reduce_stats(k2, a2, b2, mn2, MODE, HALLEY)
+        k, a, b, mn = reduce_stats(k2, a2, b2, mn2, MODE)
         tau, done, out_tau, out_norm, lo, hi = newton_step(tau, done, out_tau, out_norm, lo, hi,
-                                                       k, a, b, mn, beta, tol, MODE, HALLEY)
+                                                       k, a, b, mn, beta, tol, MODE)
         it += 1
         go = (tl.sum(1 - done, 0) > 0) & (it < MAX_ITER)
     return out_tau, out_norm, it

@@ -72,7 +72,7 @@ from torch.autograd.function import once_differentiable
 
 from .._common import KERNEL_ALPHA_MIN, KINDS
 from . import _solver as S
-from ._config import cdiv, halley_step, next_pow2
+from ._config import cdiv, next_pow2
 from ._launch import launch
 from .attention import alpha_flags, alpha_rows, broadcast4, dropout_keep, head_alpha, keep_at
 from .attention_tiles import load_tile, store_tile
@@ -1018,8 +1018,9 @@ class _Call:
 
 
 def _halley(alpha) -> bool:
-    """Whether the alpha-entmax passes sum C for Halley's step: the `HALLEY` knob and `halley_step`."""
-    return HALLEY and (alpha is None or halley_step(alpha))
+    """Whether the alpha-entmax passes sum C for Halley's step (`HALLEY`): not for one float alpha above 1.5,
+    whose rows (beta < 2) never take it; alphas in a tensor are not known on the host."""
+    return HALLEY and (alpha is None or torch.is_tensor(alpha) or float(alpha) <= 1.5)
 
 
 def pair_maxima(tmax: torch.Tensor) -> torch.Tensor:

@@ -40,7 +40,7 @@ from torch.autograd.function import once_differentiable
 
 from .._common import device_check
 from . import _solver as S
-from ._config import cdiv, halley_step, launch_config, next_pow2
+from ._config import cdiv, launch_config, next_pow2
 from ._launch import launch
 
 _KINDS = {"sparsemax": 0, "entmax15": 1, "entmax_bisect": 2, "alpha_relu": 3}
@@ -116,10 +116,9 @@ def _smooth_entropy(n, eps, al):
 def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, DZ, W, n_rows, n_cols, stride, ignore_index, eps, relu_tau,
                    tol, MODE: tl.constexpr, SMOOTH: tl.constexpr, MAX_ITER: tl.constexpr,
                    BR: tl.constexpr, BC: tl.constexpr, SINGLE: tl.constexpr,
-                   GROUPS: tl.constexpr, GROUP_ITER: tl.constexpr, GRAD: tl.constexpr, HALLEY: tl.constexpr):
-    """Row losses and statistics (HALLEY: `_solver.solve_stream`'s); GRAD: also dz = (p - q) w into DZ
-    (contiguous), w = W[0] the weight of a kept row in the reduced loss (the backward then has nothing
-    left to do where its g is 1)."""
+                   GROUPS: tl.constexpr, GROUP_ITER: tl.constexpr, GRAD: tl.constexpr):
+    """Row losses and statistics; GRAD: also dz = (p - q) w into DZ (contiguous), w = W[0] the weight of
+    a kept row in the reduced loss (the backward then has nothing left to do where its g is 1)."""
     rows = tl.program_id(0) * BR + tl.arange(0, BR)
     rmask = rows < n_rows
     y = tl.load(Y + rows, mask=rmask, other=ignore_index)
@@ -184,7 +183,7 @@ def _fy_fwd_kernel(Z, Y, LOSS, STATS, ALPHA, DZ, W, n_rows, n_cols, stride, igno
     else:
         if MODE != 3:
             tau, norm, _it = S.solve_stream(Z, rows, keep, n_cols, stride, m, a1, beta,
-                                            row_ok & keep & (certified == 0), tol, tau0, MODE, MAX_ITER, BR, BC, HALLEY)
+                                            row_ok & keep & (certified == 0), tol, tau0, MODE, MAX_ITER, BR, BC)
             norm = tl.where(certified, norm0, norm)
         pz2 = tl.zeros([BR, BC], tl.float32)
         spa2 = tl.zeros([BR, BC], tl.float32)
@@ -383,8 +382,7 @@ def fy_loss_rows(z: torch.Tensor, target: torch.Tensor, kind: str, alpha=1.5, ta
                                   float(tau), tol),
            {"MODE": mode, "SMOOTH": eps > 0, "MAX_ITER": max_iter if mode != 1 else 32,
             "BR": cfg["BR"], "BC": cfg["BC"], "SINGLE": cfg["SINGLE"],
-            "GROUPS": 0 if mode == 3 else cfg["GROUPS"], "GROUP_ITER": cfg["GROUP_ITER"], "GRAD": grad,
-            "HALLEY": mode == 2 and halley_step(alpha)},
+            "GROUPS": 0 if mode == 3 else cfg["GROUPS"], "GROUP_ITER": cfg["GROUP_ITER"], "GRAD": grad},
            cfg["num_warps"], cfg["FP_FUSION"])
     return loss, stats, a_rows
 

@@ -14,7 +14,7 @@ import triton.language as tl
 from torch.autograd.function import once_differentiable
 
 from . import _solver as S
-from ._config import cdiv, halley_step, launch_config
+from ._config import cdiv, launch_config
 from ._launch import launch
 
 MODES = {"sparsemax": 0, "entmax15": 1, "bisect": 2}
@@ -82,7 +82,7 @@ def map_tile(z, a1, msk, tol, MODE: tl.constexpr, MAX_ITER: tl.constexpr, BR: tl
 def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
                 MODE: tl.constexpr, MAX_ITER: tl.constexpr, BR: tl.constexpr,
                 BC: tl.constexpr, SINGLE: tl.constexpr, GROUPS: tl.constexpr,
-                GROUP_ITER: tl.constexpr, LOG: tl.constexpr, HALLEY: tl.constexpr):
+                GROUP_ITER: tl.constexpr, LOG: tl.constexpr):
     rows, rmask, a1 = _row_block(ALPHA, n_rows, BR, MODE)
     beta = 1.0 / a1
     roff = rows.to(tl.int64)[:, None] * stride
@@ -99,7 +99,7 @@ def _fwd_kernel(Z, P, ALPHA, ITERS, n_rows, n_cols, stride, tol,
         m = tl.where(row_ok, m, 0.0)
         tau0, norm0, certified = S.stream_start(zg, z2, m, a1, beta, row_ok, tol, MODE, GROUP_ITER, BR, BC)
         tau, norm, it = S.solve_stream(Z, rows, rmask, n_cols, stride, m, a1, beta, row_ok & (certified == 0),
-                                       tol, tau0, MODE, MAX_ITER, BR, BC, HALLEY)
+                                       tol, tau0, MODE, MAX_ITER, BR, BC)
         norm = tl.where(certified, norm0, norm)
         tot2 = tl.zeros([BR, BC], tl.float32)
         for c0 in range(0, n_cols, BC):
@@ -275,12 +275,10 @@ def _alpha_rows(alpha, z: torch.Tensor, dim: int) -> torch.Tensor:
 def forward_rows(z2: torch.Tensor, mode: str, alpha_rows: torch.Tensor | None = None,
                  n_iter: int | None = None, tol: float = 1e-6, out_dtype=None,
                  config: dict | None = None, iters: torch.Tensor | None = None,
-                 out: torch.Tensor | None = None, soft_rows: bool = True, log: bool = False,
-                 halley: bool = True) -> torch.Tensor:
+                 out: torch.Tensor | None = None, soft_rows: bool = True, log: bool = False) -> torch.Tensor:
     """p for a contiguous (n_rows, n_cols) CUDA tensor (written into `out` if given); log: log p
     instead, -inf exactly where p = 0 (computed in float32 before the cast to the output dtype).
-    soft_rows=False promises alpha_rows > 1 everywhere (a float alpha): long rows may stream.
-    halley=False: streamed alpha-entmax rows take Newton's steps only (`_config.halley_step`)."""
+    soft_rows=False promises alpha_rows > 1 everywhere (a float alpha): long rows may stream."""
     n_rows, n_cols = z2.shape
     p = out if out is not None else torch.empty_like(z2, dtype=out_dtype or z2.dtype,
                                                      memory_format=torch.contiguous_format)
@@ -298,7 +296,7 @@ def forward_rows(z2: torch.Tensor, mode: str, alpha_rows: torch.Tensor | None = 
                cfg["FP_FUSION"])
     else:
         launch(_fwd_kernel, grid, args, dict(shape, SINGLE=cfg["SINGLE"], GROUPS=cfg["GROUPS"],
-                                             GROUP_ITER=cfg["GROUP_ITER"], HALLEY=m == 2 and halley),
+                                             GROUP_ITER=cfg["GROUP_ITER"]),
                cfg["num_warps"], cfg["FP_FUSION"])
     return p
 
@@ -332,8 +330,7 @@ def _forward(z, alpha, mode: str, dim: int, n_iter, log: bool = False):
     """(p, p as rows, alpha rows, row shape) for dim in [0, z.dim()); log: log p instead."""
     z2, shape = _as_rows(z, dim)
     a_rows = _alpha_rows(alpha, z, dim) if mode == "bisect" else None
-    p2 = forward_rows(z2, mode, a_rows, n_iter, soft_rows=torch.is_tensor(alpha), log=log,
-                      halley=halley_step(alpha))
+    p2 = forward_rows(z2, mode, a_rows, n_iter, soft_rows=torch.is_tensor(alpha), log=log)
     p = p2 if len(shape) == 2 else p2.view(shape)  # (2-D: p2 has the shape already)
     return (p if dim == z.dim() - 1 else p.movedim(-1, dim)), p2, a_rows, shape
 
