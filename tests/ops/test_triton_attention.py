@@ -48,7 +48,9 @@ def _case(Tq, Tk, D, Dv, seed, keep_shape):
 @on_kernel
 @pytest.mark.parametrize("kind", list(ALPHA))
 @pytest.mark.parametrize("Tq,Tk,D,Dv", [(1, 1, 8, 8), (1, 23, 64, 64), (5, 130, 40, 24),
-                                        (2, 300 if INTERP else 700, 16, 16)])
+                                        (2, 300 if INTERP else 700, 16, 16),
+                                        (1, 1500 if INTERP else 5000, 64, 32),  # a decoding step past MAX_KEYS
+                                        (4, 1100 if INTERP else 8000, 16, 16)])
 def test_fused_attention_matches_float64_reference(kind, Tq, Tk, D, Dv):
     keep_shape = (lambda B, H, Tq, Tk: (B, 1, 1, Tk)) if Tq == 1 else (lambda B, H, Tq, Tk: (B, 1, Tq, Tk))
     q, k, v, keep = _case(Tq, Tk, D, Dv, seed=Tk + D, keep_shape=keep_shape)
@@ -109,6 +111,8 @@ def test_decoding_call_takes_exactly_what_supports_takes_and_refuses_the_rest_wi
     q, k, v, keep = (x.to(DEV) for x in _case(1, 9, 8, 8, seed=3, keep_shape=lambda B, H, Tq, Tk: (B, 1, 1, Tk)))
     heads = torch.tensor([1.2, 1.5, 1.7, 2.0], device=DEV)
     long_k = torch.randn(3, 4, KA.MAX_KEYS + 1, 8, device=DEV)
+    longer_k = torch.randn(3, 4, KA.LONG_KEYS + 1, 8, device=DEV)
+    q5 = torch.randn(3, 4, KA.LONG_QUERIES + 1, 8, device=DEV)
     calls = {
         "padding mask": (q, k, v, keep, "entmax15", None),
         "no mask": (q, k, v, None, "sparsemax", None),
@@ -122,7 +126,9 @@ def test_decoding_call_takes_exactly_what_supports_takes_and_refuses_the_rest_wi
         "values of 8 keys for 9": (q, k, v[:, :, :8], keep, "entmax15", None),
         "head dim strided": (q, k, v.transpose(-1, -2), keep, "entmax15", None),
         "values in float64": (q, k, v.double(), keep, "entmax15", None),
-        "more keys than MAX_KEYS": (q, long_k, long_k, None, "entmax15", None),
+        "one query over more keys than MAX_KEYS": (q, long_k, long_k, None, "entmax15", None),
+        "more queries than LONG_QUERIES over more keys than MAX_KEYS": (q5, long_k, long_k, None, "entmax15", None),
+        "one query over more keys than LONG_KEYS": (q, longer_k, longer_k, None, "entmax15", None),
         "alpha 1 (softmax)": (q, k, v, keep, "entmax_bisect", 1.0),
         "3 alphas for 4 heads": (q, k, v, keep, "entmax_bisect", heads[:3]),
         "float64 alphas": (q, k, v, keep, "entmax_bisect", heads.double()),
@@ -130,7 +136,8 @@ def test_decoding_call_takes_exactly_what_supports_takes_and_refuses_the_rest_wi
         "3-D query": (q[0], k[0], v[0], None, "entmax15", None),
     }
     taken = {name for name, args in calls.items() if KA.supports(*args)}
-    assert taken == {"padding mask", "no mask", "one mask for every row, 3-D", "per-head alphas", "float alpha"}
+    assert taken == {"padding mask", "no mask", "one mask for every row, 3-D", "per-head alphas", "float alpha",
+                     "one query over more keys than MAX_KEYS"}
     for name, args in calls.items():
         out = KA.decode(*args, None)
         assert (out is not None) == (name in taken), name

@@ -467,7 +467,7 @@ def test_memory_grows_with_t_not_t_squared():
 @pytest.mark.skipif(not CUDA, reason="needs CUDA (the dispatch takes CUDA tensors only)")
 def test_public_op_takes_the_tiled_kernels_above_the_short_rows(monkeypatch):
     """sparse_attention with rows longer than the short-row tiles: training, decoding-time calls of
-    more than the decoding kernel's keys, and is_causal take attention_long; a call for the weights
+    more than the decoding kernel's keys or queries, and is_causal take attention_long; a call for the weights
     and short rows do not; the results equal the reference's."""
     from onmt_entmax.ops.triton import attention_tiles
 
@@ -488,14 +488,18 @@ def test_public_op_takes_the_tiled_kernels_above_the_short_rows(monkeypatch):
     kc = keep & torch.ones(20, k.shape[2], dtype=torch.bool, device=DEV).tril()
     torch.testing.assert_close(causal.detach(), ref_attention._reference(q[..., :20, :], k, v, kc, "entmax15", None,
                                                                           0.25, None), atol=2e-5, rtol=1e-4)
-    long_k, long_v = torch.randn(2, 1, 3000, 16, device=DEV), torch.randn(2, 1, 3000, 16, device=DEV)
-    with torch.no_grad():
-        out = ref_attention.sparse_attention(q[..., :1, :], long_k, long_v, None, kind="sparsemax")
-    assert called == [1, 1, 1]
-    ref = ref_attention._reference(q[..., :1, :], long_k, long_v, None, "sparsemax", None, 0.25, None)
-    torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4)
+    for keys, queries, taken in ((3000, 1, False), (3000, 5, True), (9000, 1, True)):
+        # (a decoding step's few queries keep the decoding kernel up to its LONG_KEYS keys)
+        long_k, long_v = torch.randn(2, 1, keys, 16, device=DEV), torch.randn(2, 1, keys, 16, device=DEV)
+        qs = q[:, :1, :queries]
+        before = len(called)
+        with torch.no_grad():
+            out = ref_attention.sparse_attention(qs, long_k, long_v, None, kind="sparsemax")
+        assert len(called) == before + taken, (keys, queries)
+        ref = ref_attention._reference(qs, long_k, long_v, None, "sparsemax", None, 0.25, None)
+        torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4)
     ref_attention.sparse_attention(qg, k[..., :100, :], v[..., :100, :], keep[..., :100], kind="entmax15")
-    assert called == [1, 1, 1]
+    assert called == [1, 1, 1, 1]
 
 
 @pytest.mark.skipif(not ON_KERNEL, reason="needs CUDA or TRITON_INTERPRET=1")

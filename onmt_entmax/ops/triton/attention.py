@@ -7,7 +7,10 @@ threshold is solved on the row in registers (`mapping.map_tile`, the same solver
 certificate as the mapping kernels), and out = sum_j p_j v_j is accumulated chunk by chunk.
 The point is host work, not GPU time: decoding is host-bound, and the unfused path issues a
 scaled matmul, a masked fill, the mapping, a cast and a second matmul per attention layer and
-step; this is one launch.
+step; this is one launch. Rows of up to MAX_KEYS keys for any number of queries, and a decoding
+step's few queries (at most LONG_QUERIES) over up to LONG_KEYS keys, the row spread over up to 16
+warps: the tiles of `attention_long` would give such a call one program a (batch, head), each
+sweeping the keys in several passes, where this reads k and v once.
 """
 from __future__ import annotations
 
@@ -24,8 +27,13 @@ from ._launch import launch
 from .alpha import bounded
 from .mapping import MODES, map_tile
 
-MAX_KEYS = 1024  # longer key rows: the unfused path
-_TILE = 2048  # keys x head-dim chunk held at once (registers)
+MAX_KEYS = 1024  # longer key rows: `attention_long`'s tiles (any number of queries)
+# a decoding step's few queries (one a hypothesis) over up to LONG_KEYS keys: one program a row on more warps
+# (`_warps`), which reads k and v once where the tiles' 64-query blocks would sweep the keys in several passes
+# on one block a (batch, head)
+LONG_KEYS = 8192
+LONG_QUERIES = 4
+_PER_THREAD = 16  # keys x head-dim entries of the chunk held at once, a thread (registers)
 
 
 _INTS = ["Tq", "H", "Tk", "D", "Dv", "sq_b", "sq_h", "sq_t", "sk_b", "sk_h", "sk_t", "sv_b", "sv_h", "sv_t",
@@ -133,14 +141,16 @@ def _geometry(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str
     Written as plain comparisons on values read once: it runs at every decoding-time attention call.
 
     q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv) with unit stride on the last dim and q's dtype,
-    1 <= Tk <= MAX_KEYS; keep None or a bool tensor on q's device broadcastable to (B, H, Tq, Tk);
+    1 <= Tk <= MAX_KEYS (LONG_KEYS for at most LONG_QUERIES queries); keep None or a bool tensor on q's
+    device broadcastable to (B, H, Tq, Tk);
     entmax_bisect's alpha a float > 1 or a contiguous float32 tensor of H or 1 values on q's device."""
     if kind not in KINDS or q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
         return None
     B, H, Tq, D = q.shape
     Bk, Hk, Tk, Dk = k.shape
     Bv, Hv, Tv, Dv = v.shape
-    if Bk != B or Hk != H or Dk != D or Bv != B or Hv != H or Tv != Tk or not 1 <= Tk <= MAX_KEYS:
+    if Bk != B or Hk != H or Dk != D or Bv != B or Hv != H or Tv != Tk \
+            or not 1 <= Tk <= (MAX_KEYS if Tq > LONG_QUERIES else LONG_KEYS):
         return None
     sq, sk, sv = q.stride(), k.stride(), v.stride()
     if sq[3] != 1 or sk[3] != 1 or sv[3] != 1 or k.dtype != q.dtype or v.dtype != q.dtype:
@@ -192,13 +202,20 @@ def _make_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: st
     Tq, H, Tk, D, Dv = ints[:5]
     mode = MODES["bisect" if kind == "entmax_bisect" else kind]
     bc = next_pow2(max(Tk, 16))
-    bd = max(1, min(next_pow2(max(D, Dv)), _TILE // bc))
+    warps = _warps(bc)
+    bd = max(1, min(next_pow2(max(D, Dv)), _PER_THREAD * 32 * warps // bc))
     constexprs = {"MODE": mode, "MAX_ITER": 64 if mode == 2 else 32, "BC": bc, "BD": bd, "HAS_KEEP": keep is not None}
     a = head_alpha(alpha, mode, q)[0]
     source = 0 if mode != 2 else 1 if isinstance(alpha, torch.Tensor) else 2
     dtypes = (q.dtype, k.dtype, v.dtype, (q if keep is None else keep).dtype, a.dtype, q.dtype)
     return ((q.shape[0] * H * Tq,), (q.shape[0], H, Tq, Dv), ints[:5], ints[5:], 1.0 / math.sqrt(D), constexprs,
-            1 if bc <= 128 else 4, source, a if source == 2 else None, dtypes, max(ints) >= 2**31)
+            warps, source, a if source == 2 else None, dtypes, max(ints) >= 2**31)
+
+
+def _warps(bc: int) -> int:
+    """Warps of a program holding a row of bc keys: one up to 128 (every reduction a warp's shuffles), 4 up
+    to 1024, then 8 entries of the row a thread, at most 16 warps."""
+    return 1 if bc <= 128 else 4 if bc <= 1024 else min(16, bc // 256)
 
 
 def _plan_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha):

@@ -28,7 +28,7 @@ from . import _solver as S
 from . import attention_tiles
 from ._config import cdiv, launch_config
 from ._launch import launch, launch_spec
-from .attention import alpha_flags, alpha_rows, dropout_keep, head_alpha, keep_at, strides4
+from .attention import MAX_KEYS, alpha_flags, alpha_rows, dropout_keep, head_alpha, keep_at, strides4
 from .attention import supports as fused_supports
 from .mapping import MODES, alpha_grad, bwd_sums, map_tile, u_of_p, weighted_mean
 
@@ -218,5 +218,6 @@ def sparse_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, ki
 
 
 def supports(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha, dropout_p: float) -> bool:
-    """The decoding kernel's arguments (`attention.supports`: up to MAX_KEYS keys), dropout in [0, 1)."""
-    return 0.0 <= dropout_p < 1.0 and fused_supports(q, k, v, keep, kind, alpha)
+    """The decoding kernel's arguments (`attention.supports`) over up to its MAX_KEYS keys, dropout in [0, 1)."""
+    return 0.0 <= dropout_p < 1.0 and k.ndim == 4 and k.shape[2] <= MAX_KEYS \
+        and fused_supports(q, k, v, keep, kind, alpha)
