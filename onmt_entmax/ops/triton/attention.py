@@ -8,9 +8,9 @@ certificate as the mapping kernels), and out = sum_j p_j v_j is accumulated chun
 The point is host work, not GPU time: decoding is host-bound, and the unfused path issues a
 scaled matmul, a masked fill, the mapping, a cast and a second matmul per attention layer and
 step; this is one launch. Rows of up to MAX_KEYS keys for any number of queries, and a decoding
-step's few queries (at most LONG_QUERIES) over up to LONG_KEYS keys, the row spread over up to 16
-warps: the tiles of `attention_long` would give such a call one program a (batch, head), each
-sweeping the keys in several passes, where this reads k and v once.
+step's few queries (at most LONG_QUERIES) over up to LONG_KEYS keys (`_attn_fwd_staged_kernel`):
+the tiles of `attention_long` would give such a call one program a (batch, head), each sweeping
+the keys in several passes, where this reads k and v once.
 """
 from __future__ import annotations
 
@@ -28,12 +28,14 @@ from .alpha import bounded
 from .mapping import MODES, map_tile
 
 MAX_KEYS = 1024  # longer key rows: `attention_long`'s tiles (any number of queries)
-# a decoding step's few queries (one a hypothesis) over up to LONG_KEYS keys: one program a row on more warps
-# (`_warps`), which reads k and v once where the tiles' 64-query blocks would sweep the keys in several passes
-# on one block a (batch, head)
+# a decoding step's few queries (one a hypothesis) over up to LONG_KEYS keys: one program a row
+# (`_attn_fwd_staged_kernel`), which reads k and v once where the tiles' 64-query blocks would sweep the keys
+# in several passes on one block a (batch, head)
 LONG_KEYS = 8192
 LONG_QUERIES = 4
-_PER_THREAD = 16  # keys x head-dim entries of the chunk held at once, a thread (registers)
+_TILE = 2048  # rows of up to MAX_KEYS: keys x head-dim entries of the chunk held at once (registers)
+STAGED_WARPS = 8  # longer rows: warps a program
+_STAGED_PER_THREAD = 32  # and key-chunk x head-dim entries a thread
 
 
 _INTS = ["Tq", "H", "Tk", "D", "Dv", "sq_b", "sq_h", "sq_t", "sk_b", "sk_h", "sk_t", "sv_b", "sv_h", "sv_t",
@@ -104,6 +106,58 @@ def _attn_fwd_kernel(Q, K, V, KEEP, ALPHA, O, Tq, H, Tk, D, Dv, scale, tol,
                     mask=dm[:, None] & kin[None, :], other=0.0).to(tl.float32)
         o = tl.sum(v * p, 1)
         tl.store(O + b * so_b + h * so_h + t * so_t + d, o.to(O.dtype.element_ty), mask=dm)
+
+
+@triton.jit(do_not_specialize=_INTS)
+def _attn_fwd_staged_kernel(Q, K, V, KEEP, ALPHA, O, SCR, Tq, H, Tk, D, Dv, scale, tol,
+                            sq_b, sq_h, sq_t, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t,
+                            sm_b, sm_h, sm_q, sm_k, so_b, so_h, so_t, sa_h,
+                            MODE: tl.constexpr, MAX_ITER: tl.constexpr, BC: tl.constexpr, BK: tl.constexpr,
+                            BD: tl.constexpr, BDV: tl.constexpr, HAS_KEEP: tl.constexpr):
+    """`_attn_fwd_kernel` for rows of more than MAX_KEYS keys: k and v are read in chunks of BK whole key
+    rows (each row's head dim contiguous: full-width loads, where a [head dim, keys] tile of the whole row
+    reads a few bytes of every key row a load), the scores of a chunk staged in the program's row of SCR
+    (BC float32, L2-resident), the row then solved in registers and its p staged there in turn for the
+    chunks of v. The barriers order one pass's global stores before the next pass's loads within the
+    program (bar.sync makes a block's global writes visible to the whole block)."""
+    r = tl.program_id(0)
+    t = r % Tq
+    h = (r // Tq) % H
+    b = (r // Tq // H).to(tl.int64)
+    row = SCR + r.to(tl.int64) * BC
+    d = tl.arange(0, BD)
+    dm = d < D
+    q = tl.load(Q + b * sq_b + h * sq_h + t * sq_t + d, mask=dm, other=0.0).to(tl.float32)
+    for k0 in range(0, Tk, BK):
+        keys = k0 + tl.arange(0, BK)
+        kin = keys < Tk
+        k = tl.load(K + b * sk_b + h * sk_h + keys[:, None] * sk_t + d[None, :],
+                    mask=kin[:, None] & dm[None, :], other=0.0).to(tl.float32)
+        s = tl.sum(k * q[None, :], 1) * scale
+        if HAS_KEEP:
+            s = tl.where(keep_at(KEEP, b, h, t, keys, kin, sm_b, sm_h, sm_q, sm_k), s, -1e18)
+        tl.store(row + keys, s, mask=kin)
+    tl.debug_barrier()
+    keys = tl.arange(0, BC)
+    kin = keys < Tk
+    z = tl.load(row + keys, mask=kin, other=float("-inf"))[None, :]
+    one = tl.full([1], 0, tl.int32)
+    a1 = S.row_alpha(ALPHA + h * sa_h, one, one == 0, 1, MODE) - 1.0
+    p, _it = map_tile(z, a1, kin[None, :], tol, MODE, MAX_ITER, 1, BC, False, 1)
+    tl.debug_barrier()  # (every thread has read its scores before p overwrites them)
+    tl.store(row + keys[None, :], p, mask=kin[None, :])
+    tl.debug_barrier()
+    dv = tl.arange(0, BDV)
+    dvm = dv < Dv
+    acc = tl.zeros([BK, BDV], tl.float32)
+    for k0 in range(0, Tk, BK):
+        keys = k0 + tl.arange(0, BK)
+        kin = keys < Tk
+        pk = tl.load(row + keys, mask=kin, other=0.0)
+        v = tl.load(V + b * sv_b + h * sv_h + keys[:, None] * sv_t + dv[None, :],
+                    mask=kin[:, None] & dvm[None, :], other=0.0).to(tl.float32)
+        acc += v * pk[:, None]
+    tl.store(O + b * so_b + h * so_h + t * so_t + dv, tl.sum(acc, 0).to(O.dtype.element_ty), mask=dvm)
 
 
 def broadcast4(x: torch.Tensor) -> tuple[tuple, tuple]:
@@ -202,20 +256,21 @@ def _make_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: st
     Tq, H, Tk, D, Dv = ints[:5]
     mode = MODES["bisect" if kind == "entmax_bisect" else kind]
     bc = next_pow2(max(Tk, 16))
-    warps = _warps(bc)
-    bd = max(1, min(next_pow2(max(D, Dv)), _PER_THREAD * 32 * warps // bc))
-    constexprs = {"MODE": mode, "MAX_ITER": 64 if mode == 2 else 32, "BC": bc, "BD": bd, "HAS_KEEP": keep is not None}
+    constexprs = {"MODE": mode, "MAX_ITER": 64 if mode == 2 else 32, "BC": bc, "HAS_KEEP": keep is not None}
+    staged = Tk > MAX_KEYS
+    if staged:
+        warps = STAGED_WARPS
+        bd, bdv = next_pow2(D), next_pow2(Dv)
+        constexprs.update(BK=max(16, min(bc, _STAGED_PER_THREAD * 32 * warps // max(bd, bdv))), BD=bd, BDV=bdv)
+    else:
+        warps = 1 if bc <= 128 else 4
+        constexprs["BD"] = max(1, min(next_pow2(max(D, Dv)), _TILE // bc))
     a = head_alpha(alpha, mode, q)[0]
     source = 0 if mode != 2 else 1 if isinstance(alpha, torch.Tensor) else 2
-    dtypes = (q.dtype, k.dtype, v.dtype, (q if keep is None else keep).dtype, a.dtype, q.dtype)
+    dtypes = (q.dtype, k.dtype, v.dtype, (q if keep is None else keep).dtype, a.dtype, q.dtype) \
+        + ((torch.float32,) if staged else ())
     return ((q.shape[0] * H * Tq,), (q.shape[0], H, Tq, Dv), ints[:5], ints[5:], 1.0 / math.sqrt(D), constexprs,
-            warps, source, a if source == 2 else None, dtypes, max(ints) >= 2**31)
-
-
-def _warps(bc: int) -> int:
-    """Warps of a program holding a row of bc keys: one up to 128 (every reduction a warp's shuffles), 4 up
-    to 1024, then 8 entries of the row a thread, at most 16 warps."""
-    return 1 if bc <= 128 else 4 if bc <= 1024 else min(16, bc // 256)
+            warps, source, a if source == 2 else None, dtypes, max(ints) >= 2**31, bc if staged else 0)
 
 
 def _plan_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha):
@@ -230,7 +285,7 @@ def _plan_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str,
 
 def _launch_fwd(plan: tuple, q, k, v, keep, alpha, scale) -> torch.Tensor:
     """One launch of `_attn_fwd_kernel` by a plan of `_make_plan`."""
-    grid, out_shape, head, tail, default_scale, constexprs, warps, source, fixed, dtypes, wide = plan
+    grid, out_shape, head, tail, default_scale, constexprs, warps, source, fixed, dtypes, wide, staged = plan
     out = q.new_empty(out_shape)
     if grid[0] == 0 or out_shape[3] == 0:
         return out
@@ -239,8 +294,14 @@ def _launch_fwd(plan: tuple, q, k, v, keep, alpha, scale) -> torch.Tensor:
     # the spec `launch` keys its kernels by: the plan's dtypes, and the pointers' 16-byte alignment
     aligned = (q.data_ptr() % 16 == 0, k.data_ptr() % 16 == 0, v.data_ptr() % 16 == 0, m.data_ptr() % 16 == 0,
                a.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0)
-    launch(_attn_fwd_kernel, grid, (q, k, v, m, a, out, *head, default_scale if scale is None else float(scale), 1e-6,
-                                    *tail), constexprs, warps, spec=(dtypes, aligned, wide))
+    sc = default_scale if scale is None else float(scale)
+    if staged:  # (a row of `staged` float32 a program: the scores, then p; allocated 256-byte aligned)
+        scratch = torch.empty(grid[0] * staged, device=q.device, dtype=torch.float32)
+        launch(_attn_fwd_staged_kernel, grid, (q, k, v, m, a, out, scratch, *head, sc, 1e-6, *tail), constexprs,
+               warps, spec=(dtypes, aligned + (True,), wide))
+    else:
+        launch(_attn_fwd_kernel, grid, (q, k, v, m, a, out, *head, sc, 1e-6, *tail), constexprs, warps,
+               spec=(dtypes, aligned, wide))
     return out
 
 
