@@ -138,14 +138,14 @@ def _attn_fwd_staged_kernel(Q, K, V, KEEP, ALPHA, O, SCR, Tq, H, Tk, D, Dv, scal
             s = tl.where(keep_at(KEEP, b, h, t, keys, kin, sm_b, sm_h, sm_q, sm_k), s, -1e18)
         tl.store(row + keys, s, mask=kin)
     tl.debug_barrier()
-    keys = tl.arange(0, BC)
-    kin = keys < Tk
-    z = tl.load(row + keys, mask=kin, other=float("-inf"))[None, :]
+    cols = tl.arange(0, BC)
+    cin = cols < Tk
+    z = tl.load(row + cols, mask=cin, other=float("-inf"))[None, :]
     one = tl.full([1], 0, tl.int32)
     a1 = S.row_alpha(ALPHA + h * sa_h, one, one == 0, 1, MODE) - 1.0
-    p, _it = map_tile(z, a1, kin[None, :], tol, MODE, MAX_ITER, 1, BC, False, 1)
+    p, _it = map_tile(z, a1, cin[None, :], tol, MODE, MAX_ITER, 1, BC, False, 1)
     tl.debug_barrier()  # (every thread has read its scores before p overwrites them)
-    tl.store(row + keys[None, :], p, mask=kin[None, :])
+    tl.store(row + cols[None, :], p, mask=cin[None, :])
     tl.debug_barrier()
     dv = tl.arange(0, BDV)
     dvm = dv < Dv
