@@ -34,7 +34,7 @@ MAX_KEYS = 1024  # longer key rows: `attention_long`'s tiles (any number of quer
 LONG_KEYS = 8192
 LONG_QUERIES = 4
 _TILE = 2048  # rows of up to MAX_KEYS: keys x head-dim entries of the chunk held at once (registers)
-STAGED_WARPS = 8  # longer rows: warps a program
+STAGED_WARPS = 16  # longer rows: warps a program
 _STAGED_PER_THREAD = 32  # and key-chunk x head-dim entries a thread
 
 
