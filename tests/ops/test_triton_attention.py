@@ -49,8 +49,8 @@ def _case(Tq, Tk, D, Dv, seed, keep_shape):
 @pytest.mark.parametrize("kind", list(ALPHA))
 @pytest.mark.parametrize("Tq,Tk,D,Dv", [(1, 1, 8, 8), (1, 23, 64, 64), (5, 130, 40, 24),
                                         (2, 300 if INTERP else 700, 16, 16),
-                                        (1, 1500 if INTERP else 5000, 64, 32),  # a decoding step past MAX_KEYS
-                                        (4, 1100 if INTERP else 8000, 16, 16)])
+                                        (1, 1500 if INTERP else 4096, 64, 32),  # a decoding step past MAX_KEYS
+                                        (1, 1100 if INTERP else 2500, 16, 16)])
 def test_fused_attention_matches_float64_reference(kind, Tq, Tk, D, Dv):
     keep_shape = (lambda B, H, Tq, Tk: (B, 1, 1, Tk)) if Tq == 1 else (lambda B, H, Tq, Tk: (B, 1, Tq, Tk))
     q, k, v, keep = _case(Tq, Tk, D, Dv, seed=Tk + D, keep_shape=keep_shape)
@@ -111,8 +111,8 @@ def test_decoding_call_takes_exactly_what_supports_takes_and_refuses_the_rest_wi
     q, k, v, keep = (x.to(DEV) for x in _case(1, 9, 8, 8, seed=3, keep_shape=lambda B, H, Tq, Tk: (B, 1, 1, Tk)))
     heads = torch.tensor([1.2, 1.5, 1.7, 2.0], device=DEV)
     long_k = torch.randn(3, 4, KA.MAX_KEYS + 1, 8, device=DEV)
-    longer_k = torch.randn(3, 4, KA.LONG_KEYS + 1, 8, device=DEV)
-    q5 = torch.randn(3, 4, KA.LONG_QUERIES + 1, 8, device=DEV)
+    longer_k = torch.randn(3, 4, KA.LONG_KEYS["entmax15"] + 1, 8, device=DEV)
+    q2 = torch.randn(3, 4, 2, 8, device=DEV)
     calls = {
         "padding mask": (q, k, v, keep, "entmax15", None),
         "no mask": (q, k, v, None, "sparsemax", None),
@@ -127,8 +127,11 @@ def test_decoding_call_takes_exactly_what_supports_takes_and_refuses_the_rest_wi
         "head dim strided": (q, k, v.transpose(-1, -2), keep, "entmax15", None),
         "values in float64": (q, k, v.double(), keep, "entmax15", None),
         "one query over more keys than MAX_KEYS": (q, long_k, long_k, None, "entmax15", None),
-        "more queries than LONG_QUERIES over more keys than MAX_KEYS": (q5, long_k, long_k, None, "entmax15", None),
+        "two queries over more keys than MAX_KEYS": (q2, long_k, long_k, None, "entmax15", None),
         "one query over more keys than LONG_KEYS": (q, longer_k, longer_k, None, "entmax15", None),
+        "sparsemax of one query over more keys than its LONG_KEYS": (q, longer_k[:, :, :KA.LONG_KEYS["sparsemax"] + 1],
+                                                                    longer_k[:, :, :KA.LONG_KEYS["sparsemax"] + 1],
+                                                                    None, "sparsemax", None),
         "alpha 1 (softmax)": (q, k, v, keep, "entmax_bisect", 1.0),
         "3 alphas for 4 heads": (q, k, v, keep, "entmax_bisect", heads[:3]),
         "float64 alphas": (q, k, v, keep, "entmax_bisect", heads.double()),

@@ -8,9 +8,9 @@ certificate as the mapping kernels), and out = sum_j p_j v_j is accumulated chun
 The point is host work, not GPU time: decoding is host-bound, and the unfused path issues a
 scaled matmul, a masked fill, the mapping, a cast and a second matmul per attention layer and
 step; this is one launch. Rows of up to MAX_KEYS keys for any number of queries, and a decoding
-step's few queries (at most LONG_QUERIES) over up to LONG_KEYS keys (`_attn_fwd_staged_kernel`):
-the tiles of `attention_long` would give such a call one program a (batch, head), each sweeping
-the keys in several passes, where this reads k and v once.
+step's one query a row over up to LONG_KEYS[kind] keys (`_attn_fwd_staged_kernel`): the tiles of
+`attention_long` would give such a call one program a (batch, head), each sweeping the keys in
+several passes, where this reads k and v once.
 """
 from __future__ import annotations
 
@@ -28,11 +28,11 @@ from .alpha import bounded
 from .mapping import MODES, map_tile
 
 MAX_KEYS = 1024  # longer key rows: `attention_long`'s tiles (any number of queries)
-# a decoding step's few queries (one a hypothesis) over up to LONG_KEYS keys: one program a row
+# a decoding step's query (one a hypothesis) over up to LONG_KEYS[kind] keys: one program a row
 # (`_attn_fwd_staged_kernel`), which reads k and v once where the tiles' 64-query blocks would sweep the keys
-# in several passes on one block a (batch, head)
-LONG_KEYS = 8192
-LONG_QUERIES = 4
+# in several passes on one block a (batch, head); past them the tiles were as fast (sparsemax, whose tiles'
+# first pass certifies nearly every block, from 8192 keys: docs/kernels.md)
+LONG_KEYS = {"sparsemax": 4096, "entmax15": 8192, "entmax_bisect": 8192}
 _TILE = 2048  # rows of up to MAX_KEYS: keys x head-dim entries of the chunk held at once (registers)
 STAGED_WARPS = 16  # longer rows: warps a program
 _STAGED_PER_THREAD = 32  # and key-chunk x head-dim entries a thread
@@ -195,7 +195,7 @@ def _geometry(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str
     Written as plain comparisons on values read once: it runs at every decoding-time attention call.
 
     q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv) with unit stride on the last dim and q's dtype,
-    1 <= Tk <= MAX_KEYS (LONG_KEYS for at most LONG_QUERIES queries); keep None or a bool tensor on q's
+    1 <= Tk <= MAX_KEYS (LONG_KEYS[kind] for one query a row); keep None or a bool tensor on q's
     device broadcastable to (B, H, Tq, Tk);
     entmax_bisect's alpha a float > 1 or a contiguous float32 tensor of H or 1 values on q's device."""
     if kind not in KINDS or q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
@@ -204,7 +204,7 @@ def _geometry(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str
     Bk, Hk, Tk, Dk = k.shape
     Bv, Hv, Tv, Dv = v.shape
     if Bk != B or Hk != H or Dk != D or Bv != B or Hv != H or Tv != Tk \
-            or not 1 <= Tk <= (MAX_KEYS if Tq > LONG_QUERIES else LONG_KEYS):
+            or not 1 <= Tk <= (MAX_KEYS if Tq > 1 else LONG_KEYS[kind]):
         return None
     sq, sk, sv = q.stride(), k.stride(), v.stride()
     if sq[3] != 1 or sk[3] != 1 or sv[3] != 1 or k.dtype != q.dtype or v.dtype != q.dtype:
