@@ -15,7 +15,6 @@ import argparse
 import os
 import re
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -47,18 +46,10 @@ def set_row_kernel(setting: tuple[int, int]) -> None:
     KA._PLANS.clear()
 
 
-def loop_us(fn, n: int = 200) -> float:
-    fn()
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(n):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t) / n * 1e6
-
-
 def main() -> None:
     from triton.testing import do_bench
+
+    from bench_kernels import host_us_per_call  # (benchmarks/ is on sys.path when run as a script)
 
     from onmt_entmax.ops.triton import attention_long as KL
 
@@ -85,7 +76,7 @@ def main() -> None:
                            for n in (1, tk, tk))
                 ref = ref_attention._reference(q.double(), k.double(), v.double(), None, kind, alpha, D ** -0.5, 200)
                 sdpa = (do_bench(lambda: F.scaled_dot_product_attention(q, k, v), return_mode="median") * 1e3,
-                        loop_us(lambda: F.scaled_dot_product_attention(q, k, v)))
+                        host_us_per_call(lambda: F.scaled_dot_product_attention(q, k, v), 200))
                 cells = [f"{kind:13s} Tk={tk:5d}  sdpa {sdpa[0]:6.1f} / {sdpa[1]:6.1f} us"]
                 for name, setting in variants:
                     if setting is None:
@@ -101,7 +92,8 @@ def main() -> None:
                             return KA.sparse_attention(q, k, v, None, kind, alpha)
                     err = (call().double() - ref).abs().max().item()
                     gpu = do_bench(call, return_mode="median") * 1e3
-                    cells.append(f"{name} {gpu:6.1f} / {loop_us(call):6.1f} us ({gpu / sdpa[0]:4.1f}x) err {err:.0e}")
+                    loop = host_us_per_call(call, 200)
+                    cells.append(f"{name} {gpu:6.1f} / {loop:6.1f} us ({gpu / sdpa[0]:4.1f}x) err {err:.0e}")
                 print(" | ".join(cells), flush=True)
     finally:
         set_row_kernel(DEFAULT)

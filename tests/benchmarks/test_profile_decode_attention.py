@@ -1,21 +1,14 @@
 """benchmarks/profile_decode_attention.py's variants (the timings need a GPU): each names the row kernel's warps and
 chunk or the tiles, and setting one drops the cached launch plans so the next call launches it."""
-import importlib.util
-import pathlib
-
 import pytest
 import torch
+from benchmark_script import load
 
 pytest.importorskip("triton")
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("profile_decode_attention",
-                                                  ROOT / "benchmarks" / "profile_decode_attention.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool
+    return load("profile_decode_attention")
 
 
 def test_variants_name_the_row_kernels_warps_and_chunk_or_the_tiles():

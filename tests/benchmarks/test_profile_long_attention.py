@@ -1,20 +1,13 @@
 """benchmarks/profile_long_attention.py's knobs (the timings need a GPU): each variant sets the kernels' knobs it
 names and every other one back to its default, so no variant's setting leaks into the next one's timing."""
-import importlib.util
-import pathlib
-
 import pytest
+from benchmark_script import ROOT, load
 
 pytest.importorskip("triton")
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("profile_long_attention",
-                                                  ROOT / "benchmarks" / "profile_long_attention.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    return tool
+    return load("profile_long_attention")
 
 
 def test_a_variant_sets_its_knobs_and_resets_the_others():
