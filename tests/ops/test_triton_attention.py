@@ -66,14 +66,15 @@ def test_fused_attention_matches_float64_reference(kind, Tq, Tk, D, Dv):
 
 @on_kernel
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_half_inputs_strided_heads_and_no_mask(dtype):
+@pytest.mark.parametrize("Tq,Tk", [(11, 11), (1, 1100 if INTERP else 3000)])  # (and a step past MAX_KEYS)
+def test_half_inputs_strided_heads_and_no_mask(dtype, Tq, Tk):
     """OpenNMT-py's (B, H, T, d) tensors are transposed views of (B, T, H, d): strides, not copies."""
     g = torch.Generator().manual_seed(5)
-    B, H, T, d = 2, 4, 11, 16
-    q, k, v = (torch.randn(B, T, H, d, generator=g).to(dtype).to(DEV).transpose(1, 2) for _ in range(3))
+    B, H, d = 2, 4, 16
+    q, k, v = (torch.randn(B, T, H, d, generator=g).to(dtype).to(DEV).transpose(1, 2) for T in (Tq, Tk, Tk))
     ref = ref_attention._reference(q.double(), k.double(), v.double(), None, "entmax15", None, d ** -0.5, None)
     out = KA.sparse_attention(q, k, v, None, "entmax15")
-    assert out.dtype == dtype and out.shape == (B, H, T, d)
+    assert out.dtype == dtype and out.shape == (B, H, Tq, d)
     torch.testing.assert_close(out.double().cpu(), ref.cpu(), atol=2e-2, rtol=2e-2)
 
 
