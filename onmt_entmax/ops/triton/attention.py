@@ -246,10 +246,11 @@ def _call_key(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str
 
 
 def _make_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str, alpha):
-    """The launch of `_attn_fwd_kernel` for calls like this one, or None for a call it does not take:
-    (grid, output shape, ints before / after the scale, default scale, constexprs, warps, where ALPHA
-    comes from (0: q, an unread placeholder; 1: the call's alpha tensor; 2: the next field, a float
-    alpha as a tensor), that tensor or None, the dtypes and 64-bit flag of the launch spec)."""
+    """The launch of `_attn_fwd_kernel` (`_attn_fwd_staged_kernel` past MAX_KEYS keys) for calls like this
+    one, or None for a call it does not take: (grid, output shape, ints before / after the scale, default
+    scale, constexprs, warps, where ALPHA comes from (0: q, an unread placeholder; 1: the call's alpha tensor;
+    2: the next field, a float alpha as a tensor), that tensor or None, the dtypes and 64-bit flag of the
+    launch spec, the staged kernel's scratch floats a program or 0 for the other kernel)."""
     ints = _geometry(q, k, v, keep, kind, alpha)
     if ints is None:
         return None
@@ -284,7 +285,7 @@ def _plan_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep, kind: str,
 
 
 def _launch_fwd(plan: tuple, q, k, v, keep, alpha, scale) -> torch.Tensor:
-    """One launch of `_attn_fwd_kernel` by a plan of `_make_plan`."""
+    """One launch of `_attn_fwd_kernel` or `_attn_fwd_staged_kernel` by a plan of `_make_plan`."""
     grid, out_shape, head, tail, default_scale, constexprs, warps, source, fixed, dtypes, wide, staged = plan
     out = q.new_empty(out_shape)
     if grid[0] == 0 or out_shape[3] == 0:
@@ -295,10 +296,10 @@ def _launch_fwd(plan: tuple, q, k, v, keep, alpha, scale) -> torch.Tensor:
     aligned = (q.data_ptr() % 16 == 0, k.data_ptr() % 16 == 0, v.data_ptr() % 16 == 0, m.data_ptr() % 16 == 0,
                a.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0)
     sc = default_scale if scale is None else float(scale)
-    if staged:  # (a row of `staged` float32 a program: the scores, then p; allocated 256-byte aligned)
+    if staged:  # (a row of `staged` float32 a program: the scores, then p)
         scratch = torch.empty(grid[0] * staged, device=q.device, dtype=torch.float32)
         launch(_attn_fwd_staged_kernel, grid, (q, k, v, m, a, out, scratch, *head, sc, 1e-6, *tail), constexprs,
-               warps, spec=(dtypes, aligned + (True,), wide))
+               warps, spec=(dtypes, aligned + (scratch.data_ptr() % 16 == 0,), wide))
     else:
         launch(_attn_fwd_kernel, grid, (q, k, v, m, a, out, *head, sc, 1e-6, *tail), constexprs, warps,
                spec=(dtypes, aligned, wide))
